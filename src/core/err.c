@@ -1,0 +1,26 @@
+#include "core/err.h"
+
+#include <string.h>
+
+static const char *const ol_err_names[] = {
+    [OL_ECORRUPT - OL_ERR_BASE] = "data failed its checksum",
+    [OL_ENOBUCKET - OL_ERR_BASE] = "no such bucket",
+    [OL_EBUCKETEXISTS - OL_ERR_BASE] = "bucket exists",
+    [OL_EBUCKETNOTEMPTY - OL_ERR_BASE] = "bucket not empty",
+    [OL_ENOKEY - OL_ERR_BASE] = "no such key",
+    [OL_ENOUPLOAD - OL_ERR_BASE] = "no such upload",
+    [OL_EINVALIDPART - OL_ERR_BASE] = "invalid part",
+    [OL_EPARTORDER - OL_ERR_BASE] = "invalid part order",
+    [OL_ETOOSMALL - OL_ERR_BASE] = "part too small",
+    [OL_EFORMAT - OL_ERR_BASE] = "bad drive format",
+    [OL_ESHUTDOWN - OL_ERR_BASE] = "shutting down",
+    [OL_ETOOLARGE - OL_ERR_BASE] = "too large",
+};
+
+const char *ol_strerror(int err)
+{
+    int e = err < 0 ? -err : err;
+    if (e > OL_ERR_BASE && e < OL_ERR_END)
+        return ol_err_names[e - OL_ERR_BASE];
+    return strerror(e);
+}

@@ -1,0 +1,31 @@
+/* OpenLake error codes.
+ *
+ * Every function that can fail returns 0 (or a non-negative count) on success
+ * and a negative number on failure: either a negated errno (-ENOMEM, -EIO, ...)
+ * or one of the project codes below, which live in a reserved range far away
+ * from errno values.  ol_strerror() names both kinds.  Nothing sets errno.
+ */
+#ifndef OL_CORE_ERR_H
+#define OL_CORE_ERR_H
+
+enum ol_err {
+    OL_ERR_BASE = 10000,
+    OL_ECORRUPT,       /* on-disk data failed its checksum */
+    OL_ENOBUCKET,      /* bucket does not exist */
+    OL_EBUCKETEXISTS,  /* bucket already exists */
+    OL_EBUCKETNOTEMPTY,/* bucket still holds objects or uploads */
+    OL_ENOKEY,         /* object does not exist */
+    OL_ENOUPLOAD,      /* multipart upload id unknown */
+    OL_EINVALIDPART,   /* a listed part is missing or its ETag differs */
+    OL_EPARTORDER,     /* parts not in ascending order */
+    OL_ETOOSMALL,      /* a non-last part is below the minimum size */
+    OL_EFORMAT,        /* a drive's format file is missing, foreign or damaged */
+    OL_ESHUTDOWN,      /* the server is stopping */
+    OL_ETOOLARGE,      /* a size limit was exceeded */
+    OL_ERR_END,
+};
+
+/* Returns a static string for a negative error (errno or OL_E*). */
+const char *ol_strerror(int err);
+
+#endif

@@ -1,0 +1,97 @@
+/* The per-core event loop and the fibers that run on it.
+ *
+ * OpenLake is thread-per-core: each core runs one ol_loop on its own thread,
+ * with its own io_uring.  Work on a loop runs in fibers (small stackful
+ * coroutines); a fiber that calls ol_io_*() queues one io_uring operation and
+ * yields, and the loop resumes it when the completion arrives.  This keeps the
+ * request handlers straight-line code while every core submits and reaps all of
+ * its I/O in batches, with one io_uring_submit_and_wait() per loop tick.
+ *
+ * Thread rules:
+ *  - A fiber belongs to the loop that spawned it and only ever runs there.
+ *  - ol_fiber_*() and ol_io_*() are called from the loop's own thread.
+ *  - ol_loop_post() and ol_completion_signal() may be called from any thread;
+ *    they are the only way other threads talk to a loop.
+ *  - ol_io_*() called outside a fiber (unit tests, helper threads) fall back to
+ *    the plain blocking system call, so the same code runs in both places.
+ *
+ * All functions return 0 / a byte count, or a negative errno.
+ */
+#ifndef OL_CORE_LOOP_H
+#define OL_CORE_LOOP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+struct ol_loop;
+struct ol_fiber;
+
+typedef void (*ol_fiber_fn)(void *arg);
+#include "core/msg.h"
+
+struct ol_loop_opts {
+    unsigned id;            /* core index, 0..n-1 */
+    unsigned sq_entries;    /* io_uring submission queue size */
+    unsigned max_fibers;    /* preallocated fiber pool size; spawn fails past it */
+    size_t stack_bytes;     /* per fiber stack (plus a guard page) */
+    unsigned inbox_slots;   /* cross-thread message ring size (power of two) */
+};
+
+int ol_loop_create(struct ol_loop **out, const struct ol_loop_opts *opts);
+void ol_loop_destroy(struct ol_loop *loop);
+
+/* Runs until ol_loop_stop() has been called and every fiber has returned. */
+int ol_loop_run(struct ol_loop *loop);
+
+/* Asks the loop to stop: sets the stopping flag (ol_loop_stopping) and wakes
+ * it.  Fibers see the flag and finish; thread-safe. */
+void ol_loop_stop(struct ol_loop *loop);
+bool ol_loop_stopping(const struct ol_loop *loop);
+
+struct ol_loop *ol_loop_current(void); /* NULL outside a loop thread */
+unsigned ol_loop_id(const struct ol_loop *loop);
+unsigned ol_loop_nfibers(const struct ol_loop *loop);
+
+/* Runs fn(arg) on `loop`'s thread, soon.  Any thread.  -EAGAIN when the
+ * loop's inbox is full (the caller backs off and retries). */
+int ol_loop_post(struct ol_loop *loop, ol_msg_fn fn, void *arg);
+
+/* Starts a fiber on the current loop (loop thread only).  -EAGAIN when the
+ * fiber pool is exhausted: the caller treats that as backpressure. */
+int ol_fiber_spawn(struct ol_loop *loop, ol_fiber_fn fn, void *arg);
+struct ol_fiber *ol_fiber_current(void); /* NULL outside a fiber */
+void ol_fiber_park(void);                 /* sleep until ol_fiber_wake() */
+void ol_fiber_wake(struct ol_fiber *f);   /* same loop thread only */
+void ol_fiber_yield(void);                /* let other ready fibers run */
+
+/* A one-shot completion that works for a fiber (parks it) and for a plain
+ * thread (blocks on a condition variable).  Signal from any thread, once. */
+struct ol_completion {
+    struct ol_loop *loop;
+    struct ol_fiber *fiber;
+    int result;
+    int done; /* accessed atomically */
+};
+void ol_completion_init(struct ol_completion *c);
+int ol_completion_wait(struct ol_completion *c); /* returns the result */
+void ol_completion_signal(struct ol_completion *c, int result);
+
+/* Fiber I/O.  timeout_ms == 0 means no timeout; a timeout returns -ETIMEDOUT.
+ * ol_io_send() sends all of buf (or fails). */
+ssize_t ol_io_recv(int fd, void *buf, size_t len, unsigned timeout_ms);
+ssize_t ol_io_send(int fd, const void *buf, size_t len, unsigned timeout_ms);
+ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeout_ms);
+ssize_t ol_io_pread(int fd, void *buf, size_t len, uint64_t off);
+ssize_t ol_io_pwrite(int fd, const void *buf, size_t len, uint64_t off);
+int ol_io_fdatasync(int fd);
+int ol_io_accept(int fd, unsigned timeout_ms);
+int ol_io_close(int fd);
+int ol_io_sleep_ms(unsigned ms);
+
+/* Milliseconds on the monotonic clock. */
+uint64_t ol_now_ms(void);
+
+#endif

@@ -1,0 +1,89 @@
+/* One HTTP/1.1 connection, served by one fiber on one loop.
+ *
+ * The connection fiber reads request heads into its buffer, parses them
+ * (parser.h), hands each request to the handler and, when the handler
+ * returns, skips what is left of the body and goes on with the next request
+ * (keep-alive, pipelining).  Bodies stream through ol_http_body_read() in
+ * pieces; responses go out through ol_http_respond() or, for streamed bodies,
+ * ol_http_resp_begin()/ol_http_resp_write().  Nothing here holds a whole body
+ * in memory.
+ *
+ * Expect: 100-continue is answered by the first ol_http_body_read() (a
+ * handler that rejects the request without reading the body never sends it).
+ * Timeouts: the idle timeout bounds the wait for a request head; the
+ * slow-client timeout bounds each wait for body bytes or send progress.
+ */
+#ifndef OL_HTTP_CONN_H
+#define OL_HTTP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "http/parser.h"
+
+struct ol_http_conn;
+
+struct ol_http_conn_opts {
+    struct ol_http_limits limits;
+    unsigned idle_timeout_ms;
+    unsigned io_timeout_ms;
+    size_t buf_bytes;  /* receive buffer: must hold max_head_bytes plus room */
+};
+
+/* The request as the handler sees it. */
+struct ol_http_req {
+    struct ol_http_request head;  /* slices into the connection buffer */
+    bool has_body;
+    bool chunked;                 /* Transfer-Encoding: chunked */
+    uint64_t content_length;      /* valid when !chunked */
+    bool expect_continue;
+    bool keep_alive;              /* after this request */
+    bool is_head;                 /* HEAD: responses carry no body */
+    char remote[64];              /* peer address, for logs */
+};
+
+struct ol_http_hdr {
+    const char *name;
+    const char *value;
+};
+
+/* The handler: called once per request on the connection's fiber.  It must
+ * send exactly one response (ol_http_respond, or resp_begin + writes).  It
+ * returns 0, or a negative error if the connection must be closed (the
+ * response could not be completed). */
+typedef int (*ol_http_handler)(void *ctx, struct ol_http_conn *c, struct ol_http_req *req);
+
+/* Serves one accepted socket until the peer closes, an error, a timeout or
+ * shutdown.  Closes fd.  Runs in a fiber. */
+void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_handler handler,
+                        void *ctx);
+
+/* Reads up to len body bytes (decoding chunked framing).  Returns the count,
+ * 0 at the end of the body, or a negative errno (-ETIMEDOUT, -ECONNRESET,
+ * -EPROTO for broken framing).  Sends 100 Continue first when asked for. */
+ssize_t ol_http_body_read(struct ol_http_conn *c, void *buf, size_t len);
+/* Reads exactly len bytes unless the body ends first; returns bytes read. */
+ssize_t ol_http_body_read_full(struct ol_http_conn *c, void *buf, size_t len);
+/* True when the body has been read to its end. */
+bool ol_http_body_done(const struct ol_http_conn *c);
+
+/* Sends a complete response with a body from memory.  Adds Date, Server,
+ * Content-Length and Connection headers.  For HEAD, the body is not sent but
+ * Content-Length still describes it (pass body_len with body NULL). */
+int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
+                    size_t nhdrs, const void *body, size_t body_len);
+/* Starts a streamed response of content_length bytes; then write them all. */
+int ol_http_resp_begin(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
+                       size_t nhdrs, uint64_t content_length);
+int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len);
+/* True once a response has started (a handler that fails after this must
+ * return an error so the connection is closed). */
+bool ol_http_resp_started(const struct ol_http_conn *c);
+/* Forces Connection: close after this response. */
+void ol_http_set_close(struct ol_http_conn *c);
+
+const char *ol_http_reason(int status);
+
+#endif

@@ -1,0 +1,102 @@
+/* The S3 layer: what every handler shares.
+ *
+ * router.c turns an HTTP request into an ol_s3_req (bucket, key, query
+ * parameters, authenticated user) and calls one handler by operation.
+ * Handlers live in files by family: bucket.c, object.c, list.c, multipart.c.
+ * Each handler sends exactly one response: a success or ol_s3_error().
+ */
+#ifndef OL_S3_S3_H
+#define OL_S3_S3_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http/conn.h"
+#include "s3/errors.h"
+#include "s3/xml.h"
+
+struct ol_store;
+struct ol_cfg;
+
+struct ol_s3_param {
+    char *name;   /* percent-decoded, NUL-terminated */
+    char *value;  /* percent-decoded, NUL-terminated ("" when absent) */
+    size_t value_len;
+};
+
+#define OL_S3_MAX_PARAMS 32
+
+struct ol_s3_ctx {
+    struct ol_store *store;
+    const struct ol_cfg *cfg;
+};
+
+struct ol_s3_req {
+    struct ol_s3_ctx *ctx;
+    struct ol_http_conn *conn;
+    struct ol_http_req *http;
+    char bucket[64];      /* "" when the request names no bucket */
+    char *key;            /* decoded object key, NUL-terminated; NULL when none */
+    size_t key_len;
+    struct ol_s3_param params[OL_S3_MAX_PARAMS];
+    size_t nparams;
+    char request_id[24];
+    const char *access_key; /* authenticated user (NULL: anonymous, allowed by config) */
+    int64_t now_ns;         /* wall clock at request start */
+    /* Body decoding chosen by auth: aws-chunked bodies are decoded (and
+     * verified) by ol_s3_body_read. */
+    void *body_decoder;
+    const char *payload_sha256; /* expected hex SHA-256 of the body, or NULL */
+};
+
+/* Body access for handlers: decodes aws-chunked framing and checks a signed
+ * payload's SHA-256 at the end (-OL_ESHA256 -> XAmzContentSHA256Mismatch). */
+ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len);
+/* Decoded body length when known in advance (x-amz-decoded-content-length or
+ * Content-Length), else -1. */
+int64_t ol_s3_body_length(const struct ol_s3_req *r);
+
+/* Query parameters. */
+const struct ol_s3_param *ol_s3_param(const struct ol_s3_req *r, const char *name);
+bool ol_s3_has_param(const struct ol_s3_req *r, const char *name);
+/* Request header value (NULL if absent); the slice is not NUL-terminated. */
+const struct ol_slice *ol_s3_header(const struct ol_s3_req *r, const char *name);
+
+/* Sends an S3 error document (Code, Message, Resource, RequestId) with the
+ * code's HTTP status.  Returns 0 (or the send error). */
+int ol_s3_error(struct ol_s3_req *r, enum ol_s3_code code, const char *message);
+/* Maps a store/core error to an S3 error and sends it. */
+int ol_s3_error_from(struct ol_s3_req *r, int err);
+/* Sends 200 with an XML body built in x (adds Content-Type: application/xml
+ * and x-amz-request-id). */
+int ol_s3_send_xml(struct ol_s3_req *r, int status, struct ol_xml *x);
+/* Sends a response with no body (plus extra headers; x-amz-request-id added). */
+int ol_s3_send_empty(struct ol_s3_req *r, int status, const struct ol_http_hdr *hdrs,
+                     size_t nhdrs);
+
+/* Formats an RFC 7231 date (Last-Modified) and an ISO 8601 one (XML). */
+void ol_s3_http_date(int64_t ns, char out[32]);
+void ol_s3_iso_date(int64_t ns, char out[32]);
+
+/* Bucket name rules (3..63, lowercase letters, digits, '.', '-', no IP form...). */
+bool ol_s3_bucket_name_valid(const char *name);
+
+/* Handlers, by family. */
+int ol_s3_list_buckets(struct ol_s3_req *r);
+int ol_s3_create_bucket(struct ol_s3_req *r);
+int ol_s3_head_bucket(struct ol_s3_req *r);
+int ol_s3_delete_bucket(struct ol_s3_req *r);
+int ol_s3_get_bucket_location(struct ol_s3_req *r);
+int ol_s3_list_objects(struct ol_s3_req *r);        /* v1 and v2 (list-type=2) */
+int ol_s3_put_object(struct ol_s3_req *r);
+int ol_s3_get_object(struct ol_s3_req *r);           /* GET and HEAD */
+int ol_s3_delete_object(struct ol_s3_req *r);
+int ol_s3_create_multipart(struct ol_s3_req *r);
+int ol_s3_upload_part(struct ol_s3_req *r);
+int ol_s3_complete_multipart(struct ol_s3_req *r);
+int ol_s3_abort_multipart(struct ol_s3_req *r);
+int ol_s3_list_parts(struct ol_s3_req *r);
+int ol_s3_list_uploads(struct ol_s3_req *r);
+
+#endif

@@ -1,0 +1,132 @@
+/* AWS Signature Version 4: parsing, canonicalisation, signing, verification.
+ *
+ * Pure functions over slices: no I/O, no clock (the caller passes "now"), no
+ * user lookup (the caller passes the secret).  auth.c puts these together
+ * with the configured users and maps failures to S3 error codes.
+ */
+#ifndef OL_S3_SIGV4_H
+#define OL_S3_SIGV4_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "http/parser.h"
+
+enum ol_sigv4_result {
+    OL_SIGV4_OK = 0,
+    OL_SIGV4_EMALFORMED = -1,     /* AuthorizationHeaderMalformed / AuthorizationQueryParametersError (400) */
+    OL_SIGV4_EMISMATCH = -2,      /* SignatureDoesNotMatch (403) */
+    OL_SIGV4_EEXPIRED = -3,       /* presigned URL expired: AccessDenied "Request has expired" (403) */
+    OL_SIGV4_ESKEW = -4,          /* RequestTimeTooSkewed (403) */
+    OL_SIGV4_EUNSUPPORTED = -5,   /* algorithm other than AWS4-HMAC-SHA256 (400) */
+    OL_SIGV4_EPAYLOAD = -6,       /* XAmzContentSHA256Mismatch (400) */
+    OL_SIGV4_ECHUNK = -7,         /* aws-chunked framing broken: IncompleteBody / malformed (400) */
+};
+
+/* The credential and signature parts of a request, from either the
+ * Authorization header or presigned query parameters.  Slices point into the
+ * request buffer. */
+struct ol_sigv4_auth {
+    struct ol_slice access_key;
+    struct ol_slice date;           /* yyyymmdd from the credential scope */
+    struct ol_slice region;
+    struct ol_slice service;        /* "s3" */
+    struct ol_slice signed_headers; /* "host;x-amz-date", lowercase, ';'-separated */
+    struct ol_slice signature;      /* 64 hex */
+    char amz_date[17];              /* yyyymmddTHHMMSSZ, NUL-terminated */
+    int64_t request_time;           /* amz_date as Unix seconds */
+    bool presigned;
+    int64_t expires_sec;            /* X-Amz-Expires (presigned only), 1..604800 */
+};
+
+/* Parses "AWS4-HMAC-SHA256 Credential=AK/yyyymmdd/region/s3/aws4_request,
+ * SignedHeaders=...,Signature=..." (whitespace after commas tolerated).
+ * amz_date comes from the request's x-amz-date (or Date) header, which the
+ * caller passes. */
+int ol_sigv4_parse_header(struct ol_slice authorization, struct ol_slice amz_date,
+                          struct ol_sigv4_auth *out);
+/* Parses X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Expires,
+ * X-Amz-SignedHeaders, X-Amz-Signature from a raw (percent-encoded) query.
+ * Returns OL_SIGV4_EMALFORMED when any is missing or bad; 1 when the query
+ * carries no X-Amz-Signature at all (not a presigned request). */
+int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out);
+
+/* What the verifier needs of the request. */
+struct ol_sigv4_request {
+    struct ol_slice method;
+    struct ol_slice path;   /* raw, percent-encoded as received */
+    struct ol_slice query;  /* raw, without '?' */
+    const struct ol_http_header *headers;
+    size_t nheaders;
+    struct ol_slice payload_hash; /* x-amz-content-sha256 value, or "UNSIGNED-PAYLOAD" for presigned */
+};
+
+/* Recomputes the signature with `secret` and compares it in constant time.
+ * For a presigned request the X-Amz-Signature parameter is left out of the
+ * canonical query.  On success writes the (hex, NUL-terminated) signature to
+ * seed_signature: the seed for aws-chunked chunk signatures. */
+int ol_sigv4_verify(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
+                    const char *secret, size_t secret_len, char seed_signature[65]);
+
+/* Signs (used by tests and the future client/bench tool): computes the
+ * signature hex of a request whose auth fields are filled in. */
+int ol_sigv4_sign(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
+                  const char *secret, size_t secret_len, char signature[65]);
+
+/* Derives the signing key for (secret, date, region, service). */
+void ol_sigv4_signing_key(const char *secret, size_t secret_len, struct ol_slice date,
+                          struct ol_slice region, struct ol_slice service, uint8_t key[32]);
+
+/* Lowercase hex SHA-256 of buf (65 bytes with NUL). */
+void ol_sha256_hex(const void *buf, size_t len, char out[65]);
+
+/* ---- aws-chunked bodies (Content-Encoding: aws-chunked) ----
+ *
+ * Framing: "<hex-size>;chunk-signature=<64 hex>\r\n<data>\r\n" repeated, ending
+ * with a zero-size chunk.  STREAMING-AWS4-HMAC-SHA256-PAYLOAD: every chunk's
+ * signature is verified against the chain that starts with the seed
+ * signature.  STREAMING-UNSIGNED-PAYLOAD-TRAILER: "<hex-size>\r\n<data>\r\n"
+ * with no signatures, then trailer header lines (e.g. x-amz-checksum-crc32:...)
+ * and an empty line.  The decoder is incremental and works in place, like
+ * ol_http_chunked_decode. */
+struct ol_aws_chunked {
+    bool signed_chunks;     /* verify chunk-signature */
+    bool trailer;           /* a trailer section follows the last chunk */
+    uint8_t key[32];        /* signing key */
+    char scope[128];        /* yyyymmdd/region/s3/aws4_request */
+    char amz_date[17];
+    char prev_sig[65];      /* seed, then each verified chunk's signature */
+    uint64_t decoded_bytes; /* data bytes produced so far */
+    /* trailer lines seen (name:value, NUL-separated, bounded) */
+    char trailers[512];
+    size_t trailers_len;
+    /* private */
+    int state;
+    uint64_t remaining;
+    char line[256];
+    unsigned line_len;
+    char chunk_sig[65];
+    void *sha; /* SHA256_CTX of the current chunk (allocated by init) */
+};
+/* seed_signature may be NULL for unsigned chunks.  Returns 0 or -ENOMEM. */
+int ol_aws_chunked_init(struct ol_aws_chunked *c, bool signed_chunks, bool trailer,
+                        const struct ol_sigv4_auth *auth, const char *secret,
+                        size_t secret_len, const char *seed_signature);
+void ol_aws_chunked_free(struct ol_aws_chunked *c);
+/* Same contract as ol_http_chunked_decode: consumes input, leaves decoded data
+ * at the front of buf with its count in *len, returns bytes consumed, or
+ * OL_SIGV4_EMISMATCH (a chunk signature is wrong) / OL_SIGV4_ECHUNK. */
+ssize_t ol_aws_chunked_decode(struct ol_aws_chunked *c, char *buf, size_t *len);
+bool ol_aws_chunked_done(const struct ol_aws_chunked *c);
+
+/* Helpers shared with the S3 layer. */
+/* Percent-decodes src into dst (dst may be src); '+' is kept as '+'.
+ * Returns decoded length or -1 on a bad escape. */
+ssize_t ol_uri_decode(const char *src, size_t len, char *dst);
+/* Percent-encodes per SigV4 (unreserved A-Za-z0-9-._~ kept; '/' kept when
+ * keep_slash).  Returns the length written, or -1 if dst_cap is too small. */
+ssize_t ol_uri_encode(const char *src, size_t len, char *dst, size_t dst_cap, bool keep_slash);
+
+#endif

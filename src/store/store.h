@@ -1,0 +1,215 @@
+/* The per-drive storage engine: the contract.
+ *
+ * One ol_store owns one drive (a directory).  It holds:
+ *   FORMAT          the format file (magic, version, deployment id, drive id, CRC)
+ *   index/          an LMDB environment: buckets, objects, uploads, parts, segments
+ *   seg/NNNNNNNNNNNNNNNN.seg   append-only segment files, written with O_DIRECT
+ * docs/FORMAT.md describes every byte.
+ *
+ * Threads.  Any loop thread (fiber) or plain thread may call any function here.
+ * Reads go straight to LMDB (MVCC readers never block) and to the segment
+ * files through ol_io_pread.  Every index change goes to the drive's writer
+ * thread, which batches the changes that arrive together into one LMDB write
+ * transaction (group commit) and wakes the callers after the commit; the
+ * caller's fiber is parked meanwhile (ol_completion), so no core's network
+ * loop ever waits on an LMDB commit.  Each loop appends to its own active
+ * segment (no lock on the data path).
+ *
+ * Durability order: a writer's data extents are written and fdatasync'ed
+ * before the index entry that points at them is committed, and the call
+ * returns only after that commit.  So a crash loses nothing that returned 0,
+ * and nothing that did not return is visible.
+ *
+ * Checksums: data is cut into blocks of `block_bytes` (from the start of each
+ * extent); every block has a CRC32C in the index entry; reads verify every
+ * block they touch and fail with -OL_ECORRUPT on a mismatch, never returning
+ * bad bytes.  Inline objects carry one CRC over the inline bytes.
+ *
+ * Keys: bucket names are 3..63 bytes, object keys 1..1024 arbitrary bytes.
+ * (LMDB keys are limited to 511 bytes; index.c handles longer keys so the
+ * callers never see the limit.)
+ *
+ * Errors: 0 / count, or a negative errno or -OL_E* (core/err.h).
+ */
+#ifndef OL_STORE_STORE_H
+#define OL_STORE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct ol_store;
+struct ol_store_writer;
+struct ol_store_reader;
+struct ol_store_iter;
+
+struct ol_store_opts {
+    uint64_t segment_bytes;   /* roll to a new segment past this size (default 256 MiB) */
+    uint32_t block_bytes;     /* checksum block (default 64 KiB; multiple of 4096) */
+    uint32_t inline_bytes;    /* objects up to this size live in the index (default 128 KiB) */
+    uint64_t map_bytes;       /* LMDB map size (default 64 GiB; sparse) */
+    unsigned max_loops;       /* number of loops that may write (one active segment each) */
+    unsigned compact_pct;     /* compact a sealed segment whose live share drops below this */
+    unsigned commit_batch;    /* at most this many operations per write transaction */
+};
+void ol_store_opts_default(struct ol_store_opts *o);
+
+/* Opens (formatting an empty directory) a drive.  Starts its writer and
+ * compactor threads. */
+int ol_store_open(struct ol_store **out, const char *dir, const struct ol_store_opts *opts);
+/* Waits for queued commits, stops the threads, closes everything. */
+void ol_store_close(struct ol_store *st);
+
+/* ---- object information ---- */
+
+/* What the S3 layer stores with an object and gets back.  `meta` is an opaque
+ * blob (the S3 layer serialises content-type, x-amz-meta-* etc. into it). */
+struct ol_obj_info {
+    uint64_t size;
+    int64_t mtime_ns;        /* wall clock, set by the caller at commit */
+    char etag[64];           /* NUL-terminated, without quotes */
+    uint32_t nparts;         /* 0 for a single PUT, else number of multipart parts */
+    uint32_t meta_len;
+    const uint8_t *meta;     /* borrowed: valid while the reader/iterator lives */
+};
+
+/* ---- buckets ---- */
+
+struct ol_bucket_info {
+    char name[64];
+    int64_t ctime_ns;
+};
+int ol_store_bucket_create(struct ol_store *st, const char *name, int64_t ctime_ns);
+/* -OL_ENOBUCKET, -OL_EBUCKETNOTEMPTY (objects or multipart uploads remain). */
+int ol_store_bucket_delete(struct ol_store *st, const char *name);
+int ol_store_bucket_get(struct ol_store *st, const char *name, struct ol_bucket_info *out);
+/* Calls fn for each bucket in name order; fn returns non-zero to stop. */
+int ol_store_bucket_list(struct ol_store *st,
+                         int (*fn)(void *ctx, const struct ol_bucket_info *b), void *ctx);
+
+/* ---- writing: PutObject and UploadPart ---- */
+
+/* Begins a streamed write.  `size_hint` is the expected length (or -1): with it
+ * a small object is kept for inlining instead of going to a segment. */
+int ol_store_write_begin(struct ol_store *st, int64_t size_hint, struct ol_store_writer **out);
+/* Appends bytes.  Data is checksummed and written to the loop's active
+ * segment in large aligned O_DIRECT writes as it arrives; memory stays bounded
+ * whatever the object's size. */
+int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len);
+uint64_t ol_store_write_size(const struct ol_store_writer *w);
+/* Makes the data durable and commits it as object bucket/key, atomically
+ * replacing any previous object of that key (whose space is freed).
+ * info->size is ignored (the writer knows it); etag, mtime_ns, meta are used.
+ * Consumes w, whatever the result.  -OL_ENOBUCKET if the bucket is gone. */
+int ol_store_write_commit_object(struct ol_store_writer *w, const char *bucket,
+                                 const char *key, size_t key_len,
+                                 const struct ol_obj_info *info);
+/* Commits the data as part `part_no` (1..10000) of an upload, replacing an
+ * earlier upload of the same part number.  Consumes w.  -OL_ENOUPLOAD. */
+int ol_store_write_commit_part(struct ol_store_writer *w, const char *upload_id,
+                               uint32_t part_no, const char *etag);
+/* Drops the write; its space becomes garbage for compaction.  Consumes w. */
+void ol_store_write_abort(struct ol_store_writer *w);
+
+/* ---- reading ---- */
+
+/* Opens the current version of bucket/key.  The reader holds a consistent
+ * snapshot of the entry: an overwrite or delete afterwards does not affect it
+ * (segment files are never modified in place, and an open file survives its
+ * unlink).  -OL_ENOBUCKET, -OL_ENOKEY. */
+int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
+                       size_t key_len, struct ol_store_reader **out);
+const struct ol_obj_info *ol_store_read_info(const struct ol_store_reader *r);
+/* Reads verified bytes at `off`: on success *data points at up to `max`
+ * bytes inside the reader's own buffer (valid until the next call) and the
+ * count is returned; 0 at end of object; -OL_ECORRUPT on a checksum failure. */
+ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const uint8_t **data);
+void ol_store_read_close(struct ol_store_reader *r);
+
+/* ---- deleting ---- */
+
+/* Removes bucket/key; 0 also when it did not exist (-OL_ENOBUCKET if the
+ * bucket does not). */
+int ol_store_delete(struct ol_store *st, const char *bucket, const char *key, size_t key_len);
+
+/* ---- listing ---- */
+
+/* An iterator over the keys of one bucket in byte order, starting at the
+ * first key >= from (or > from when !inclusive).  It holds an LMDB read
+ * snapshot: close it before the fiber sleeps for long. */
+int ol_store_iter_open(struct ol_store *st, const char *bucket, const char *from,
+                       size_t from_len, bool inclusive, struct ol_store_iter **out);
+/* 0 and an entry, 1 at the end, or an error.  key/info stay valid until the
+ * next call. */
+int ol_store_iter_next(struct ol_store_iter *it, const char **key, size_t *key_len,
+                       struct ol_obj_info *info);
+/* Repositions the iterator (same snapshot). */
+int ol_store_iter_seek(struct ol_store_iter *it, const char *from, size_t from_len,
+                       bool inclusive);
+void ol_store_iter_close(struct ol_store_iter *it);
+
+/* ---- multipart uploads ---- */
+
+struct ol_upload_info {
+    char upload_id[40];       /* NUL-terminated */
+    char bucket[64];
+    const char *key;          /* borrowed */
+    size_t key_len;
+    int64_t ctime_ns;
+    uint32_t meta_len;
+    const uint8_t *meta;      /* borrowed */
+};
+struct ol_part_info {
+    uint32_t part_no;
+    uint64_t size;
+    int64_t mtime_ns;
+    char etag[64];
+};
+/* Creates an upload and returns its id (NUL-terminated, < 40 bytes, URL-safe). */
+int ol_store_upload_create(struct ol_store *st, const char *bucket, const char *key,
+                           size_t key_len, const uint8_t *meta, uint32_t meta_len,
+                           int64_t ctime_ns, char upload_id[40]);
+/* Looks an upload up; fn gets the info (borrowed pointers valid during fn). */
+int ol_store_upload_get(struct ol_store *st, const char *upload_id,
+                        int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+/* Lists parts with part_no > after, in order; fn returns non-zero to stop. */
+int ol_store_part_list(struct ol_store *st, const char *upload_id, uint32_t after,
+                       int (*fn)(void *ctx, const struct ol_part_info *p), void *ctx);
+/* Lists uploads of a bucket (ordered by key, then upload id). */
+int ol_store_upload_list(struct ol_store *st, const char *bucket,
+                         int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+
+struct ol_complete_part {
+    uint32_t part_no;
+    char etag[64]; /* without quotes */
+};
+/* Completes an upload: the object becomes the concatenation of the listed
+ * parts, by reference (no data is copied).  Parts not listed are freed.
+ * Checks: parts ascending (-OL_EPARTORDER), each exists with that etag
+ * (-OL_EINVALIDPART), each but the last >= min_part_bytes (-OL_ETOOSMALL).
+ * info->etag/mtime_ns/meta are the caller's; size is computed and returned in
+ * info->size.  On success the upload is gone. */
+int ol_store_upload_complete(struct ol_store *st, const char *upload_id,
+                             const struct ol_complete_part *parts, uint32_t nparts,
+                             uint64_t min_part_bytes, struct ol_obj_info *info);
+/* Frees an upload and all its parts; never touches an existing object. */
+int ol_store_upload_abort(struct ol_store *st, const char *upload_id);
+
+/* ---- maintenance and statistics ---- */
+
+struct ol_store_stats {
+    uint64_t segments;
+    uint64_t segment_bytes;   /* bytes in segment files */
+    uint64_t live_bytes;      /* bytes referenced by objects and parts */
+    uint64_t objects;
+    uint64_t commits;         /* write transactions */
+    uint64_t commit_ops;      /* operations in them (ops/commits = batching) */
+    uint64_t compacted_bytes;
+    uint64_t corrupt_blocks;  /* checksum failures seen by readers */
+};
+void ol_store_stats(struct ol_store *st, struct ol_store_stats *out);
+/* Runs one compaction pass now and waits for it (tests, admin). */
+int ol_store_compact_now(struct ol_store *st);
+
+#endif
