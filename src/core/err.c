@@ -15,6 +15,11 @@ static const char *const ol_err_names[] = {
     [OL_EFORMAT - OL_ERR_BASE] = "bad drive format",
     [OL_ESHUTDOWN - OL_ERR_BASE] = "shutting down",
     [OL_ETOOLARGE - OL_ERR_BASE] = "too large",
+    [OL_ESHA256 - OL_ERR_BASE] = "payload SHA-256 mismatch",
+    [OL_ECHUNKSIG - OL_ERR_BASE] = "chunk signature mismatch",
+    [OL_EINCOMPLETE - OL_ERR_BASE] = "incomplete body",
+    [OL_EBADDIGEST - OL_ERR_BASE] = "Content-MD5 mismatch",
+    [OL_EBADREQUEST - OL_ERR_BASE] = "bad request",
 };
 
 const char *ol_strerror(int err)

@@ -22,6 +22,11 @@ enum ol_err {
     OL_EFORMAT,        /* a drive's format file is missing, foreign or damaged */
     OL_ESHUTDOWN,      /* the server is stopping */
     OL_ETOOLARGE,      /* a size limit was exceeded */
+    OL_ESHA256,        /* the body's SHA-256 differs from x-amz-content-sha256 */
+    OL_ECHUNKSIG,      /* an aws-chunked chunk signature did not verify */
+    OL_EINCOMPLETE,    /* the body ended before its declared length */
+    OL_EBADDIGEST,     /* the body's MD5 differs from Content-MD5 */
+    OL_EBADREQUEST,    /* malformed body framing or arguments */
     OL_ERR_END,
 };
 

@@ -196,6 +196,7 @@ int ol_http_parse_request(const char *buf, size_t len, const struct ol_http_limi
         goto need_more;
     if (rc < 0)
         return rc;
+    OL_ASSERT(lf != NULL);
     p = lf + 1;
 
     /* Header lines until the empty line.  Each pass consumes a whole line of
@@ -226,6 +227,7 @@ int ol_http_parse_request(const char *buf, size_t len, const struct ol_http_limi
             goto need_more;
         if (rc < 0)
             return rc;
+        OL_ASSERT(lf != NULL);
         req->nheaders++;
         p = lf + 1;
     }
@@ -447,7 +449,7 @@ ssize_t ol_http_chunked_decode(struct ol_http_chunked *c, char *buf, size_t *len
             c->state = CK_DONE;
             break;
         default:
-            OL_ASSERT(0 && "bad chunked state");
+            ol_panic(__FILE__, __LINE__, "bad chunked decoder state");
         }
     }
     OL_ASSERT(out <= in && in <= n);

@@ -57,6 +57,12 @@ ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len);
  * Content-Length), else -1. */
 int64_t ol_s3_body_length(const struct ol_s3_req *r);
 
+struct ol_store_writer;
+/* Streams the request body into a new store writer, computing its MD5 (hex
+ * into md5_hex) and checking Content-MD5.  On success the caller owns *out
+ * and must commit or abort it.  -EINVAL: no length known; -OL_ETOOLARGE. */
+int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33]);
+
 /* Query parameters. */
 const struct ol_s3_param *ol_s3_param(const struct ol_s3_req *r, const char *name);
 bool ol_s3_has_param(const struct ol_s3_req *r, const char *name);

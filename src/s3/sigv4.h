@@ -33,7 +33,9 @@ struct ol_sigv4_auth {
     struct ol_slice date;           /* yyyymmdd from the credential scope */
     struct ol_slice region;
     struct ol_slice service;        /* "s3" */
-    struct ol_slice signed_headers; /* "host;x-amz-date", lowercase, ';'-separated */
+    struct ol_slice signed_headers; /* "host;x-amz-date", lowercase, ';'-separated; in
+                                     * the presigned form it is the raw query value, so the
+                                     * separator may also be "%3B" (both are accepted) */
     struct ol_slice signature;      /* 64 hex */
     char amz_date[17];              /* yyyymmddTHHMMSSZ, NUL-terminated */
     int64_t request_time;           /* amz_date as Unix seconds */
@@ -53,6 +55,12 @@ int ol_sigv4_parse_header(struct ol_slice authorization, struct ol_slice amz_dat
  * carries no X-Amz-Signature at all (not a presigned request). */
 int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out);
 
+/* Parses a request time: the strict X-Amz-Date form yyyymmddTHHMMSSZ, or an
+ * RFC 7231 HTTP-date (IMF-fixdate "Fri, 24 May 2013 00:00:00 GMT", the
+ * obsolete RFC 850 and asctime forms).  Writes the time as yyyymmddTHHMMSSZ
+ * (NUL-terminated) and as Unix seconds.  Returns 0 or OL_SIGV4_EMALFORMED. */
+int ol_sigv4_parse_date(struct ol_slice s, char amz_date[17], int64_t *unix_sec);
+
 /* What the verifier needs of the request. */
 struct ol_sigv4_request {
     struct ol_slice method;
@@ -66,20 +74,39 @@ struct ol_sigv4_request {
 /* Recomputes the signature with `secret` and compares it in constant time.
  * For a presigned request the X-Amz-Signature parameter is left out of the
  * canonical query.  On success writes the (hex, NUL-terminated) signature to
- * seed_signature: the seed for aws-chunked chunk signatures. */
+ * seed_signature (may be NULL): the seed for aws-chunked chunk signatures.
+ * Returns OL_SIGV4_OK, OL_SIGV4_EMISMATCH, OL_SIGV4_EMALFORMED (host not
+ * signed, signed headers not sorted, scope date != amz_date's date, empty
+ * payload_hash, a bad escape in path or query, too many query parameters),
+ * or -ENOMEM when OpenSSL fails.  Canonical URI: the path is decoded and
+ * re-encoded (S3 does not double-encode or normalise it); a "%2F" stays
+ * "%2F" so that a key holding an encoded slash keeps the client's meaning. */
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
                     const char *secret, size_t secret_len, char seed_signature[65]);
 
+/* Writes the canonical request (what gets hashed into the string to sign) to
+ * buf, not NUL-terminated, and its length to *len: for tests, and for the
+ * CanonicalRequest element of a SignatureDoesNotMatch error.  Returns 0,
+ * OL_SIGV4_EMALFORMED, or -ENOSPC when cap is too small. */
+int ol_sigv4_canonical_request(const struct ol_sigv4_request *req,
+                               const struct ol_sigv4_auth *auth, char *buf, size_t cap,
+                               size_t *len);
+
 /* Signs (used by tests and the future client/bench tool): computes the
- * signature hex of a request whose auth fields are filled in. */
+ * signature hex of a request whose auth fields are filled in (date, region,
+ * service, signed_headers, amz_date, presigned).  Same errors as verify,
+ * except that host need not be signed and there is no mismatch. */
 int ol_sigv4_sign(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
                   const char *secret, size_t secret_len, char signature[65]);
 
-/* Derives the signing key for (secret, date, region, service). */
+/* Derives the signing key for (secret, date, region, service).  Secrets of any
+ * length work.  Should OpenSSL fail (out of memory) the key is zeroed; the
+ * verifier and the chunk decoder use a checked internal path instead. */
 void ol_sigv4_signing_key(const char *secret, size_t secret_len, struct ol_slice date,
                           struct ol_slice region, struct ol_slice service, uint8_t key[32]);
 
-/* Lowercase hex SHA-256 of buf (65 bytes with NUL). */
+/* Lowercase hex SHA-256 of buf (65 bytes with NUL).  Should OpenSSL fail it
+ * writes an empty string, which matches no real hash. */
 void ol_sha256_hex(const void *buf, size_t len, char out[65]);
 
 /* ---- aws-chunked bodies (Content-Encoding: aws-chunked) ----
@@ -108,16 +135,27 @@ struct ol_aws_chunked {
     char line[256];
     unsigned line_len;
     char chunk_sig[65];
-    void *sha; /* SHA256_CTX of the current chunk (allocated by init) */
+    void *sha; /* EVP_MD_CTX hashing the current chunk (allocated by init, signed only) */
+    bool trailer_sig_seen; /* x-amz-trailer-signature line read */
 };
-/* seed_signature may be NULL for unsigned chunks.  Returns 0 or -ENOMEM. */
+/* seed_signature may be NULL for unsigned chunks.  Returns 0, -ENOMEM, or
+ * -EINVAL (signed without auth or a 64-hex seed, or a scope too long).
+ * With signed_chunks && trailer (STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER)
+ * the trailer must carry x-amz-trailer-signature, which is verified; it is
+ * not stored in `trailers`.  Trailer names are stored lowercase, values
+ * trimmed.  Chunk data is handed out before its signature (which covers the
+ * whole chunk) is checked: the caller must not commit anything until
+ * ol_aws_chunked_done(). */
 int ol_aws_chunked_init(struct ol_aws_chunked *c, bool signed_chunks, bool trailer,
                         const struct ol_sigv4_auth *auth, const char *secret,
                         size_t secret_len, const char *seed_signature);
 void ol_aws_chunked_free(struct ol_aws_chunked *c);
 /* Same contract as ol_http_chunked_decode: consumes input, leaves decoded data
  * at the front of buf with its count in *len, returns bytes consumed, or
- * OL_SIGV4_EMISMATCH (a chunk signature is wrong) / OL_SIGV4_ECHUNK. */
+ * OL_SIGV4_EMISMATCH (a chunk signature is wrong) / OL_SIGV4_ECHUNK /
+ * -ENOMEM.  Input is consumed up to the end of the stream only: once done,
+ * the rest of buf (a pipelined request) is left unconsumed.  Errors are
+ * sticky; on an error *len still counts the data decoded before it. */
 ssize_t ol_aws_chunked_decode(struct ol_aws_chunked *c, char *buf, size_t *len);
 bool ol_aws_chunked_done(const struct ol_aws_chunked *c);
 

@@ -52,6 +52,7 @@ struct ol_store_opts {
     unsigned max_loops;       /* number of loops that may write (one active segment each) */
     unsigned compact_pct;     /* compact a sealed segment whose live share drops below this */
     unsigned commit_batch;    /* at most this many operations per write transaction */
+    unsigned compact_interval_ms; /* how often the compactor looks for work (default 10000) */
 };
 void ol_store_opts_default(struct ol_store_opts *o);
 

@@ -1,0 +1,110 @@
+#!/bin/sh
+# Builds one libFuzzer target and fuzzes it for a while.
+#
+#   scripts/fuzz.sh TARGET [SECONDS] [libFuzzer options...]
+#   scripts/fuzz.sh http 300
+#   MERGE=1 scripts/fuzz.sh http 300    # then merge new finds into the corpus
+#
+# TARGET names tests/fuzz/fuzz_TARGET.c.  The target is built with
+# clang -fsanitize=fuzzer,address,undefined together with the sources it needs
+# (the table below) and run on a scratch copy of tests/fuzz/corpus/TARGET, so
+# the committed corpus only changes when MERGE=1 asks for it; then libFuzzer's
+# -merge=1 adds just the inputs that bring new coverage, and only small ones.
+# Crashes land in build-fuzz/TARGET/ (crash-*, leak-*, timeout-*).
+set -eu
+
+usage() {
+    echo "usage: $0 TARGET [SECONDS] [libFuzzer options...]" >&2
+    exit 2
+}
+
+[ $# -ge 1 ] || usage
+target=$1
+seconds=${2:-60}
+[ $# -ge 2 ] && shift 2 || shift 1
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# Sources linked into every target: assertions and error names.
+common="src/core/log.c src/core/err.c"
+
+# Per-target sources and libraries.  Add a line for a new target.
+case $target in
+http)
+    srcs="src/http/parser.c"
+    libs=""
+    ;;
+sigv4)
+    srcs="src/s3/sigv4.c src/http/parser.c"
+    libs="-lcrypto"
+    ;;
+*)
+    echo "$0: unknown target '$target' (add it to the table in this script)" >&2
+    exit 2
+    ;;
+esac
+
+fuzz_src=tests/fuzz/fuzz_$target.c
+corpus=tests/fuzz/corpus/$target
+[ -f "$fuzz_src" ] || { echo "$0: $fuzz_src is missing" >&2; exit 1; }
+mkdir -p "$corpus"
+
+out=build-fuzz/$target
+mkdir -p "$out"
+CC=${CC:-clang}
+# -O1 with -g keeps reports readable; UBSan findings abort so the fuzzer
+# stops on them like on a crash.
+$CC -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+    -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -Wall -Wextra -Wshadow -Wformat=2 -Wvla -Wno-unused-parameter \
+    -Isrc -Iinclude -o "$out/fuzz_$target" "$fuzz_src" $srcs $common $libs
+
+# A dictionary helps the fuzzer produce the grammar's keywords.
+dict_opt=""
+if [ "$target" = http ]; then
+    cat > "$out/http.dict" <<'DICT'
+"GET"
+"PUT"
+"HEAD"
+"POST"
+"DELETE"
+" HTTP/1.1\x0d\x0a"
+" HTTP/1.0\x0a"
+"HTTP/2.0"
+"\x0d\x0a"
+"\x0d\x0a\x0d\x0a"
+"Host: "
+"Content-Length: "
+"Transfer-Encoding: chunked"
+"Authorization: AWS4-HMAC-SHA256 "
+"x-amz-content-sha256: "
+"x-amz-date: "
+";chunk-signature="
+"0\x0d\x0a\x0d\x0a"
+"?"
+":"
+DICT
+    dict_opt="-dict=$out/http.dict"
+fi
+
+# Fuzz a scratch copy, so that the run does not touch the committed corpus.
+work=$out/corpus
+rm -rf "$work"
+mkdir -p "$work"
+cp -R "$corpus"/. "$work"/
+
+echo "fuzzing $target for ${seconds}s on a copy of $corpus"
+"./$out/fuzz_$target" -max_total_time="$seconds" -max_len=16384 -timeout=10 \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$out/" $dict_opt "$@" \
+    "$work"
+
+if [ "${MERGE:-0}" = 1 ]; then
+    echo "merging new inputs (at most 4 KiB each) into $corpus"
+    small=$out/small
+    rm -rf "$small"
+    mkdir -p "$small"
+    find "$work" -type f -size -4097c -exec cp {} "$small"/ \;
+    "./$out/fuzz_$target" -merge=1 -artifact_prefix="$out/" "$corpus" "$small"
+    echo "$corpus now holds $(ls "$corpus" | wc -l) files"
+fi

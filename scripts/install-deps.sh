@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages that OpenLake's build, server and tests need.
+# Idempotent; run as root.  Installs nothing when everything is present.
+set -euo pipefail
+
+PKGS=(
+  # build
+  build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
+  liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev
+  # tests and tools
+  python3 python3-pytest python3-boto3 awscli lmdb-utils nginx-light curl
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root to install them)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The README's second command: installs what is missing, builds, and runs the
+# whole suite: C unit tests (plain and ASan+UBSan), fuzz-corpus replay, and
+# the pytest integration tests against real server processes.  Ends with
+# "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh || exit 1
+
+passed=0
+failed=0
+failed_names=()
+count() { # name rc
+  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$1"); fi
+}
+
+echo "== build"
+if ! bash scripts/build.sh >/tmp/openlake-build.log 2>&1; then
+  cat /tmp/openlake-build.log
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+echo "== unit tests and fuzz-corpus replay"
+meson test -C build --print-errorlogs --num-processes 2 >/tmp/openlake-unit.log 2>&1
+grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log
+for t in $(grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log | awk '{print $2 ":" $3}'); do
+  name=${t%%:*}; st=${t##*:}
+  if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "unit:$name" 0; else count "unit:$name" 1; fi
+done
+
+echo "== unit tests under ASan+UBSan"
+if [ ! -f build-asan/build.ninja ]; then
+  meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined \
+    -Db_lundef=false >/dev/null
+fi
+if ninja -C build-asan >/tmp/openlake-asan-build.log 2>&1; then
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    meson test -C build-asan --print-errorlogs --num-processes 2 >/tmp/openlake-asan.log 2>&1
+  grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log
+  for t in $(grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log | awk '{print $2 ":" $3}'); do
+    name=${t%%:*}; st=${t##*:}
+    if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "asan:$name" 0; else count "asan:$name" 1; fi
+  done
+else
+  tail -30 /tmp/openlake-asan-build.log
+  count "asan:build" 1
+fi
+
+echo "== integration tests (pytest, real server processes)"
+OPENLAKE_BIN="$PWD/build/openlake" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+  tests/integration "$@" 2>&1 | tee /tmp/openlake-pytest.log
+summary=$(tail -n 5 /tmp/openlake-pytest.log | grep -E "(passed|failed|error)" | tail -n 1)
+p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || true)
+f=$(echo "$summary" | grep -oE "[0-9]+ failed" | grep -oE "[0-9]+" || true)
+e=$(echo "$summary" | grep -oE "[0-9]+ error" | grep -oE "[0-9]+" || true)
+passed=$((passed + ${p:-0}))
+failed=$((failed + ${f:-0} + ${e:-0}))
+if [ -z "$summary" ]; then failed=$((failed + 1)); failed_names+=("pytest:no-summary"); fi
+
+echo
+[ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

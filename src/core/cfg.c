@@ -1,0 +1,278 @@
+#include "core/cfg.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum cfg_type { T_INT, T_SIZE, T_BOOL, T_STR };
+
+struct cfg_row {
+    const char *name;
+    enum cfg_type type;
+    size_t offset;
+    size_t str_cap; /* T_STR: capacity of the char array */
+    int64_t min, max;
+    const char *def;
+    const char *help;
+};
+
+#define I(n, lo, hi, d, h) {#n, T_INT, offsetof(struct ol_cfg, n), 0, lo, hi, d, h}
+#define Z(n, lo, hi, d, h) {#n, T_SIZE, offsetof(struct ol_cfg, n), 0, lo, hi, d, h}
+#define B(n, d, h) {#n, T_BOOL, offsetof(struct ol_cfg, n), 0, 0, 1, d, h}
+#define S(n, d, h) {#n, T_STR, offsetof(struct ol_cfg, n), sizeof(((struct ol_cfg *)0)->n), 0, 0, d, h}
+
+#define KiB (1024LL)
+#define MiB (1024LL * 1024)
+#define GiB (1024LL * 1024 * 1024)
+#define TiB (1024LL * GiB)
+
+/* Every setting and limit of the server: one row each. */
+static const struct cfg_row rows[] = {
+    S(data_dir, "./openlake-data", "directory of the drive (format file, index, segments)"),
+    S(listen, "127.0.0.1:9000", "address:port of the S3 HTTP listener"),
+    I(threads, 0, 256, "0", "loop threads, one per core; 0 = all online cores"),
+    S(log_level, "info", "error | warn | info | debug"),
+    S(region, "us-east-1", "the region this server reports and accepts in signatures"),
+    S(domain, "", "base domain for virtual-hosted-style requests (bucket.domain); empty = off"),
+    B(health_public, "no", "serve /_openlake/health without authentication"),
+    B(metrics_public, "no", "serve /_openlake/metrics without authentication"),
+    Z(max_header_bytes, 1 * KiB, 1 * MiB, "16384", "largest request head (line + headers); 431 past it"),
+    I(max_headers, 8, 1000, "100", "most header lines in a request; 431 past it"),
+    Z(max_url_bytes, 256, 64 * KiB, "8192", "longest request-target; 414 past it"),
+    I(idle_timeout_ms, 100, 3600000, "60000", "close a connection idle this long between requests"),
+    I(io_timeout_ms, 100, 3600000, "30000", "close a connection whose body or send stalls this long"),
+    I(max_conns_per_thread, 16, 65536, "4096", "connections one thread serves at most (fiber pool)"),
+    I(clock_skew_sec, 1, 86400, "900", "largest accepted difference between request and server time"),
+    Z(max_object_bytes, 0, 5 * TiB, "5497558138880", "largest single PUT or part"),
+    Z(min_part_bytes, 0, 5 * GiB, "5242880", "smallest multipart part except the last"),
+    Z(segment_bytes, 1 * MiB, 64 * GiB, "268435456", "roll segment files past this size"),
+    Z(block_bytes, 4 * KiB, 16 * MiB, "65536", "checksum block size (multiple of 4096)"),
+    Z(inline_bytes, 0, 1 * MiB, "131072", "objects up to this size live in the index"),
+    Z(map_bytes, 64 * MiB, 64 * TiB, "68719476736", "LMDB map size (address space; sparse)"),
+    I(compact_pct, 0, 100, "50", "compact sealed segments whose live share is below this"),
+    I(compact_interval_ms, 100, 86400000, "10000", "how often the compactor looks for work"),
+    I(commit_batch, 1, 65536, "1024", "most index operations in one write transaction"),
+    I(shutdown_grace_ms, 0, 600000, "10000", "on SIGTERM, let in-flight requests finish this long"),
+};
+
+#define NROWS (sizeof(rows) / sizeof(rows[0]))
+
+static int parse_size(const char *v, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || n < 0)
+        return -EINVAL;
+    int64_t mul = 1;
+    if (*end) {
+        switch (tolower((unsigned char)*end)) {
+        case 'k': mul = KiB; break;
+        case 'm': mul = MiB; break;
+        case 'g': mul = GiB; break;
+        case 't': mul = TiB; break;
+        default: return -EINVAL;
+        }
+        end++;
+        if (*end == 'i' || *end == 'I')
+            end++;
+        if (*end == 'b' || *end == 'B')
+            end++;
+        if (*end)
+            return -EINVAL;
+    }
+    if (n > INT64_MAX / mul)
+        return -EINVAL;
+    *out = n * mul;
+    return 0;
+}
+
+static int set_row(struct ol_cfg *c, const struct cfg_row *r, const char *v, char *err,
+                   size_t errlen)
+{
+    char *field = (char *)c + r->offset;
+    int64_t n;
+    switch (r->type) {
+    case T_STR:
+        if (strlen(v) >= r->str_cap) {
+            snprintf(err, errlen, "%s: value too long (max %zu bytes)", r->name, r->str_cap - 1);
+            return -EINVAL;
+        }
+        strcpy(field, v);
+        return 0;
+    case T_BOOL:
+        if (!strcmp(v, "yes") || !strcmp(v, "true") || !strcmp(v, "1") || !strcmp(v, "on"))
+            *(bool *)field = true;
+        else if (!strcmp(v, "no") || !strcmp(v, "false") || !strcmp(v, "0") || !strcmp(v, "off"))
+            *(bool *)field = false;
+        else {
+            snprintf(err, errlen, "%s: expected yes or no, got '%s'", r->name, v);
+            return -EINVAL;
+        }
+        return 0;
+    case T_INT:
+    case T_SIZE: {
+        int rc;
+        if (r->type == T_SIZE) {
+            rc = parse_size(v, &n);
+        } else {
+            char *end;
+            errno = 0;
+            n = strtoll(v, &end, 10);
+            rc = (errno || end == v || *end) ? -EINVAL : 0;
+        }
+        if (rc) {
+            snprintf(err, errlen, "%s: '%s' is not a%s number", r->name, v,
+                     r->type == T_SIZE ? " size" : "n integer");
+            return -EINVAL;
+        }
+        if (n < r->min || n > r->max) {
+            snprintf(err, errlen, "%s: %" PRId64 " is out of range [%" PRId64 ", %" PRId64 "]",
+                     r->name, n, r->min, r->max);
+            return -EINVAL;
+        }
+        *(int64_t *)field = n;
+        return 0;
+    }
+    }
+    return -EINVAL;
+}
+
+void ol_cfg_defaults(struct ol_cfg *c)
+{
+    char err[256];
+    memset(c, 0, sizeof(*c));
+    for (size_t i = 0; i < NROWS; i++) {
+        int rc = set_row(c, &rows[i], rows[i].def, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "bad default: %s\n", err);
+            abort();
+        }
+    }
+}
+
+int ol_cfg_set(struct ol_cfg *c, const char *name, const char *value, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < NROWS; i++) {
+        /* Accept "max-header-bytes" for "max_header_bytes" too. */
+        const char *a = rows[i].name, *b = name;
+        while (*a && (*a == *b || (*a == '_' && *b == '-'))) {
+            a++;
+            b++;
+        }
+        if (*a == 0 && *b == 0)
+            return set_row(c, &rows[i], value, err, errlen);
+    }
+    snprintf(err, errlen, "unknown setting '%s'", name);
+    return -EINVAL;
+}
+
+int ol_cfg_add_user(struct ol_cfg *c, const char *access_key, const char *secret_key)
+{
+    size_t al = strlen(access_key), sl = strlen(secret_key);
+    if (al < 3 || al > 128 || sl < 8 || sl > 128)
+        return -EINVAL;
+    for (const char *p = access_key; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return -EINVAL;
+    for (size_t i = 0; i < c->nusers; i++) {
+        if (strcmp(c->users[i].access_key, access_key) == 0) {
+            strcpy(c->users[i].secret_key, secret_key);
+            return 0;
+        }
+    }
+    if (c->nusers >= OL_CFG_MAX_USERS)
+        return -ENOSPC;
+    strcpy(c->users[c->nusers].access_key, access_key);
+    strcpy(c->users[c->nusers].secret_key, secret_key);
+    c->nusers++;
+    return 0;
+}
+
+const struct ol_cfg_user *ol_cfg_find_user(const struct ol_cfg *c, const char *access_key,
+                                           size_t len)
+{
+    for (size_t i = 0; i < c->nusers; i++)
+        if (strlen(c->users[i].access_key) == len &&
+            memcmp(c->users[i].access_key, access_key, len) == 0)
+            return &c->users[i];
+    return NULL;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    return s;
+}
+
+int ol_cfg_load_file(struct ol_cfg *c, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash)
+            *hash = 0;
+        char *s = trim(line);
+        if (!*s)
+            continue;
+        char *name = s;
+        while (*s && !isspace((unsigned char)*s))
+            s++;
+        if (*s)
+            *s++ = 0;
+        char *value = trim(s);
+        char sub[256];
+        if (strcmp(name, "user") == 0) {
+            char *sk = value;
+            while (*sk && !isspace((unsigned char)*sk))
+                sk++;
+            if (*sk)
+                *sk++ = 0;
+            sk = trim(sk);
+            rc = ol_cfg_add_user(c, value, sk);
+            if (rc) {
+                snprintf(err, errlen, "%s:%d: user needs ACCESS_KEY (3-128 of A-Za-z0-9._-) "
+                         "and SECRET (8-128 bytes)", path, lineno);
+                break;
+            }
+            continue;
+        }
+        rc = ol_cfg_set(c, name, value, sub, sizeof(sub));
+        if (rc) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+void ol_cfg_print_help(void)
+{
+    printf("Settings (config file: 'name value'; flags: --name value):\n");
+    for (size_t i = 0; i < NROWS; i++) {
+        const struct cfg_row *r = &rows[i];
+        if (r->type == T_INT || r->type == T_SIZE)
+            printf("  %-22s %s (default %s, %" PRId64 "..%" PRId64 ")\n", r->name, r->help,
+                   r->def, r->min, r->max);
+        else
+            printf("  %-22s %s (default '%s')\n", r->name, r->help, r->def);
+    }
+    printf("  %-22s a user: 'user ACCESS_KEY SECRET' (repeatable, config file only)\n", "user");
+}

@@ -1,0 +1,69 @@
+/* Settings and limits: one table (cfg.c) of every setting with its type,
+ * bounds and default.  Values come from the defaults, then the config file,
+ * then command-line flags (--name value or --name=value), in that order.
+ * docs/openlake.conf.sample is the commented sample. */
+#ifndef OL_CORE_CFG_H
+#define OL_CORE_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OL_CFG_MAX_USERS 64
+
+struct ol_cfg_user {
+    char access_key[129];
+    char secret_key[129];
+};
+
+struct ol_cfg {
+    char data_dir[1024];
+    char listen[256];         /* host:port */
+    int64_t threads;          /* 0: one per online core */
+    char log_level[16];
+    char region[64];
+    char domain[256];         /* virtual-hosted style base domain; "" = off */
+    bool health_public;
+    bool metrics_public;
+    /* HTTP limits and timeouts */
+    int64_t max_header_bytes;
+    int64_t max_headers;
+    int64_t max_url_bytes;
+    int64_t idle_timeout_ms;
+    int64_t io_timeout_ms;
+    int64_t max_conns_per_thread;
+    int64_t clock_skew_sec;
+    /* S3 limits */
+    int64_t max_object_bytes;
+    int64_t min_part_bytes;
+    /* storage engine */
+    int64_t segment_bytes;
+    int64_t block_bytes;
+    int64_t inline_bytes;
+    int64_t map_bytes;
+    int64_t compact_pct;
+    int64_t compact_interval_ms;
+    int64_t commit_batch;
+    int64_t shutdown_grace_ms;
+    /* users */
+    struct ol_cfg_user users[OL_CFG_MAX_USERS];
+    size_t nusers;
+};
+
+/* Fills every setting with its default. */
+void ol_cfg_defaults(struct ol_cfg *c);
+/* Sets one setting from text; checks type and bounds.  On error returns
+ * -EINVAL and writes a message into err. */
+int ol_cfg_set(struct ol_cfg *c, const char *name, const char *value, char *err, size_t errlen);
+/* Reads a config file: "name value" lines, '#' comments, and repeated
+ * "user ACCESS SECRET" lines. */
+int ol_cfg_load_file(struct ol_cfg *c, const char *path, char *err, size_t errlen);
+/* Adds a user; -ENOSPC past OL_CFG_MAX_USERS, -EINVAL for bad keys. */
+int ol_cfg_add_user(struct ol_cfg *c, const char *access_key, const char *secret_key);
+/* Looks a user's secret up; NULL when unknown. */
+const struct ol_cfg_user *ol_cfg_find_user(const struct ol_cfg *c, const char *access_key,
+                                           size_t len);
+/* Prints the table (name, default, range, help) for --help. */
+void ol_cfg_print_help(void);
+
+#endif

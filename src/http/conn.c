@@ -1,0 +1,520 @@
+/* The HTTP/1.1 connection state machine (one fiber per connection).
+ *
+ * Buffering: one receive buffer per connection holds the request head and
+ * whatever body bytes arrived with it.  Body bytes beyond that are received
+ * straight into the handler's buffer when the body has a Content-Length, so
+ * a large PUT is copied once (socket -> handler buffer).  Chunked bodies go
+ * through the receive buffer and are decoded in place.
+ */
+#include "http/conn.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+
+/* Idle waits are cut into slices so a connection notices shutdown quickly. */
+#define IDLE_SLICE_MS 250u
+/* A handler that leaves more unread body than this makes us close instead of
+ * reading and discarding it. */
+#define DRAIN_MAX_BYTES (1u << 20)
+
+struct ol_http_conn {
+    int fd;
+    const struct ol_http_conn_opts *opts;
+    char *buf;
+    size_t cap;
+    size_t rstart, rend;      /* unconsumed received bytes: buf[rstart, rend) */
+    struct ol_http_req req;
+    struct ol_http_header *headers;
+    /* body */
+    uint64_t body_left;       /* Content-Length bodies: bytes not yet read */
+    struct ol_http_chunked chunked;
+    bool body_done;
+    bool continue_sent;
+    bool body_error;
+    /* response */
+    bool resp_started;
+    uint64_t resp_left;
+    bool close_after;
+    bool send_error;
+};
+
+const char *ol_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 416: return "Range Not Satisfiable";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+/* The Date header, formatted once a second per thread. */
+static const char *http_date_now(void)
+{
+    static __thread time_t cached_sec;
+    static __thread char cached[40];
+    time_t now = time(NULL);
+    if (now != cached_sec) {
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(cached, sizeof(cached), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        cached_sec = now;
+    }
+    return cached;
+}
+
+static bool slice_ieq(struct ol_slice s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s.n == n && strncasecmp(s.p, lit, n) == 0;
+}
+
+/* True if a comma-separated header value contains the token (case-insensitive). */
+static bool has_token(const struct ol_slice *v, const char *tok)
+{
+    if (!v)
+        return false;
+    size_t tl = strlen(tok);
+    const char *p = v->p, *end = v->p + v->n;
+    while (p < end) {
+        while (p < end && (*p == ' ' || *p == '\t' || *p == ','))
+            p++;
+        const char *s = p;
+        while (p < end && *p != ',')
+            p++;
+        const char *e = p;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        if ((size_t)(e - s) == tl && strncasecmp(s, tok, tl) == 0)
+            return true;
+    }
+    return false;
+}
+
+static ssize_t send_all(struct ol_http_conn *c, struct iovec *iov, int n)
+{
+    if (c->send_error)
+        return -EPIPE;
+    ssize_t rc = ol_io_sendmsg_all(c->fd, iov, n, (unsigned)c->opts->io_timeout_ms);
+    if (rc < 0)
+        c->send_error = true;
+    return rc;
+}
+
+/* Sends a bare response for a request that never reached a handler. */
+static void send_simple(struct ol_http_conn *c, int status)
+{
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\nContent-Length: 0\r\n"
+                     "Connection: close\r\n\r\n",
+                     status, ol_http_reason(status), http_date_now());
+    struct iovec iov = {.iov_base = head, .iov_len = (size_t)n};
+    send_all(c, &iov, 1);
+}
+
+static size_t format_head(struct ol_http_conn *c, char *out, size_t cap, int status,
+                          const struct ol_http_hdr *hdrs, size_t nhdrs, uint64_t content_length)
+{
+    size_t n = 0;
+    int w = snprintf(out, cap, "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\n", status,
+                     ol_http_reason(status), http_date_now());
+    n += (size_t)w;
+    for (size_t i = 0; i < nhdrs && n < cap; i++) {
+        if (!hdrs[i].value)
+            continue;
+        w = snprintf(out + n, cap - n, "%s: %s\r\n", hdrs[i].name, hdrs[i].value);
+        n += (size_t)w;
+    }
+    if (n < cap) {
+        bool keep = c->req.keep_alive && !c->close_after;
+        w = snprintf(out + n, cap - n, "Content-Length: %" PRIu64 "\r\n%s\r\n", content_length,
+                     keep ? "" : "Connection: close\r\n");
+        n += (size_t)w;
+    }
+    return n < cap ? n : 0;
+}
+
+int ol_http_resp_begin(struct ol_http_conn *c, const int status, const struct ol_http_hdr *hdrs,
+                       size_t nhdrs, uint64_t content_length)
+{
+    OL_ASSERT(!c->resp_started);
+    /* A client that asked for 100-continue and got a final answer without it
+     * may or may not send the body; the connection cannot be reused safely. */
+    if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
+        c->close_after = true;
+    char head[8192];
+    size_t hn = format_head(c, head, sizeof(head), status, hdrs, nhdrs, content_length);
+    if (hn == 0)
+        return -E2BIG;
+    c->resp_started = true;
+    c->resp_left = c->req.is_head ? 0 : content_length;
+    struct iovec iov = {.iov_base = head, .iov_len = hn};
+    ssize_t rc = send_all(c, &iov, 1);
+    return rc < 0 ? (int)rc : 0;
+}
+
+int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len)
+{
+    OL_ASSERT(c->resp_started);
+    if (c->req.is_head)
+        return 0;
+    if (len > c->resp_left)
+        return -EOVERFLOW;
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    ssize_t rc = send_all(c, &iov, 1);
+    if (rc < 0)
+        return (int)rc;
+    c->resp_left -= len;
+    return 0;
+}
+
+int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
+                    size_t nhdrs, const void *body, size_t body_len)
+{
+    OL_ASSERT(!c->resp_started);
+    if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
+        c->close_after = true;
+    char head[8192];
+    size_t hn = format_head(c, head, sizeof(head), status, hdrs, nhdrs, body_len);
+    if (hn == 0)
+        return -E2BIG;
+    c->resp_started = true;
+    c->resp_left = 0;
+    struct iovec iov[2] = {{.iov_base = head, .iov_len = hn},
+                           {.iov_base = (void *)body, .iov_len = body_len}};
+    int n = (c->req.is_head || !body || !body_len) ? 1 : 2;
+    ssize_t rc = send_all(c, iov, n);
+    return rc < 0 ? (int)rc : 0;
+}
+
+bool ol_http_resp_started(const struct ol_http_conn *c)
+{
+    return c->resp_started;
+}
+
+void ol_http_set_close(struct ol_http_conn *c)
+{
+    c->close_after = true;
+}
+
+bool ol_http_body_done(const struct ol_http_conn *c)
+{
+    return c->body_done;
+}
+
+/* Moves unconsumed bytes to the front of the buffer. */
+static void compact(struct ol_http_conn *c)
+{
+    if (c->rstart == 0)
+        return;
+    size_t n = c->rend - c->rstart;
+    if (n)
+        memmove(c->buf, c->buf + c->rstart, n);
+    c->rstart = 0;
+    c->rend = n;
+}
+
+static ssize_t fill(struct ol_http_conn *c, unsigned timeout_ms)
+{
+    compact(c);
+    if (c->rend == c->cap)
+        return -ENOBUFS;
+    ssize_t n = ol_io_recv(c->fd, c->buf + c->rend, c->cap - c->rend, timeout_ms);
+    if (n > 0)
+        c->rend += (size_t)n;
+    return n;
+}
+
+static int send_continue(struct ol_http_conn *c)
+{
+    c->continue_sent = true;
+    static const char msg[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = sizeof(msg) - 1};
+    ssize_t rc = send_all(c, &iov, 1);
+    return rc < 0 ? (int)rc : 0;
+}
+
+ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
+{
+    if (c->body_done || len == 0)
+        return 0;
+    if (c->body_error)
+        return -EPROTO;
+    if (c->req.expect_continue && !c->continue_sent && c->rend == c->rstart) {
+        int rc = send_continue(c);
+        if (rc < 0)
+            return rc;
+    }
+    unsigned tmo = (unsigned)c->opts->io_timeout_ms;
+    if (!c->req.chunked) {
+        size_t want = len < c->body_left ? len : (size_t)c->body_left;
+        size_t have = c->rend - c->rstart;
+        ssize_t got;
+        if (have) {
+            got = (ssize_t)(have < want ? have : want);
+            memcpy(out, c->buf + c->rstart, (size_t)got);
+            c->rstart += (size_t)got;
+        } else {
+            got = ol_io_recv(c->fd, out, want, tmo);
+            if (got == 0)
+                got = -ECONNRESET; /* the peer closed mid-body */
+            if (got < 0) {
+                c->body_error = true;
+                return got;
+            }
+        }
+        c->body_left -= (uint64_t)got;
+        if (c->body_left == 0)
+            c->body_done = true;
+        return got;
+    }
+    /* Chunked: decode from the receive buffer.  Never hand the decoder more
+     * input than the caller can take, so all decoded bytes fit in `out`. */
+    for (unsigned rounds = 0; rounds < 1u << 20; rounds++) {
+        size_t have = c->rend - c->rstart;
+        if (have) {
+            size_t in = have < len ? have : len;
+            size_t dlen = in;
+            ssize_t used = ol_http_chunked_decode(&c->chunked, c->buf + c->rstart, &dlen);
+            if (used < 0) {
+                c->body_error = true;
+                return -EPROTO;
+            }
+            if (dlen)
+                memcpy(out, c->buf + c->rstart, dlen);
+            c->rstart += (size_t)used;
+            if (ol_http_chunked_done(&c->chunked))
+                c->body_done = true;
+            if (dlen || c->body_done)
+                return (ssize_t)dlen;
+            if (used > 0)
+                continue;
+        }
+        ssize_t n = fill(c, tmo);
+        if (n == 0)
+            n = -ECONNRESET;
+        if (n < 0) {
+            c->body_error = true;
+            return n == -ENOBUFS ? -EPROTO : n;
+        }
+    }
+    c->body_error = true;
+    return -EPROTO;
+}
+
+ssize_t ol_http_body_read_full(struct ol_http_conn *c, void *buf, size_t len)
+{
+    size_t got = 0;
+    while (got < len) {
+        ssize_t n = ol_http_body_read(c, (char *)buf + got, len - got);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    return (ssize_t)got;
+}
+
+/* Reads and discards what the handler left of the body, if it is small.
+ * Returns false when the connection must be closed instead. */
+static bool drain_body(struct ol_http_conn *c)
+{
+    if (c->body_done)
+        return true;
+    if (c->body_error)
+        return false;
+    if (c->req.expect_continue && !c->continue_sent)
+        return false;
+    if (!c->req.chunked && c->body_left > DRAIN_MAX_BYTES)
+        return false;
+    char sink[16384];
+    uint64_t drained = 0;
+    while (!c->body_done && drained <= DRAIN_MAX_BYTES) {
+        ssize_t n = ol_http_body_read(c, sink, sizeof(sink));
+        if (n <= 0)
+            return n == 0 && c->body_done;
+        drained += (uint64_t)n;
+    }
+    return c->body_done;
+}
+
+static int parse_error_status(int rc)
+{
+    switch (rc) {
+    case OL_HTTP_EHEAD_TOO_LARGE:
+    case OL_HTTP_ETOO_MANY_HEADERS: return 431;
+    case OL_HTTP_EURI_TOO_LONG: return 414;
+    case OL_HTTP_EVERSION: return 505;
+    default: return 400;
+    }
+}
+
+/* Reads and parses the next request head.  Returns the head length, 0 when
+ * the connection should close quietly, or a negative HTTP status to send. */
+static int read_head(struct ol_http_conn *c, struct ol_loop *loop)
+{
+    const struct ol_http_limits *lim = &c->opts->limits;
+    uint64_t idle_deadline = ol_now_ms() + (uint64_t)c->opts->idle_timeout_ms;
+    uint64_t io_deadline = 0;
+    for (;;) {
+        if (c->rend > c->rstart) {
+            c->req.head.headers = c->headers;
+            int rc = ol_http_parse_request(c->buf + c->rstart, c->rend - c->rstart, lim,
+                                           &c->req.head);
+            if (rc > 0)
+                return rc;
+            if (rc < 0)
+                return -parse_error_status(rc);
+            if (c->rend - c->rstart >= lim->max_head_bytes)
+                return -431;
+            if (!io_deadline)
+                io_deadline = ol_now_ms() + (uint64_t)c->opts->io_timeout_ms;
+        }
+        uint64_t now = ol_now_ms();
+        bool started = c->rend > c->rstart;
+        if (!started && ol_loop_stopping(loop))
+            return 0;
+        uint64_t deadline = started ? io_deadline : idle_deadline;
+        if (now >= deadline)
+            return started ? -408 : 0;
+        uint64_t left = deadline - now;
+        unsigned slice = left < IDLE_SLICE_MS ? (unsigned)left : IDLE_SLICE_MS;
+        ssize_t n = fill(c, slice ? slice : 1);
+        if (n == -ETIMEDOUT)
+            continue;
+        if (n == -ENOBUFS)
+            return -431;
+        if (n <= 0)
+            return 0;
+    }
+}
+
+static int setup_request(struct ol_http_conn *c)
+{
+    struct ol_http_req *r = &c->req;
+    struct ol_http_request *h = &r->head;
+    r->is_head = slice_ieq(h->method, "HEAD");
+    const struct ol_slice *conn_hdr = ol_http_find_header(h, "connection");
+    if (h->minor_version == 0)
+        r->keep_alive = has_token(conn_hdr, "keep-alive");
+    else
+        r->keep_alive = !has_token(conn_hdr, "close");
+    const struct ol_slice *te = ol_http_find_header(h, "transfer-encoding");
+    const struct ol_slice *cl = ol_http_find_header(h, "content-length");
+    r->chunked = false;
+    r->content_length = 0;
+    if (te) {
+        /* Only "chunked" is supported; with Content-Length too the message
+         * is ambiguous (request smuggling), so it is refused. */
+        if (!slice_ieq(*te, "chunked") || cl)
+            return -400;
+        r->chunked = true;
+    } else if (cl) {
+        /* Several Content-Length headers must all agree. */
+        uint64_t v = 0;
+        bool seen = false;
+        for (size_t i = 0; i < h->nheaders; i++) {
+            if (!slice_ieq(h->headers[i].name, "content-length"))
+                continue;
+            uint64_t x;
+            if (ol_http_parse_content_length(h->headers[i].value, &x) != 0)
+                return -400;
+            if (seen && x != v)
+                return -400;
+            v = x;
+            seen = true;
+        }
+        r->content_length = v;
+    }
+    r->has_body = r->chunked || r->content_length > 0;
+    r->expect_continue = has_token(ol_http_find_header(h, "expect"), "100-continue");
+    c->body_left = r->chunked ? 0 : r->content_length;
+    memset(&c->chunked, 0, sizeof(c->chunked));
+    c->body_done = !r->has_body;
+    c->continue_sent = false;
+    c->body_error = false;
+    c->resp_started = false;
+    c->resp_left = 0;
+    return 0;
+}
+
+void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_handler handler,
+                        void *ctx)
+{
+    struct ol_loop *loop = ol_loop_current();
+    struct ol_http_conn *c = calloc(1, sizeof(*c));
+    char *buf = malloc(opts->buf_bytes);
+    struct ol_http_header *headers = calloc(opts->limits.max_headers, sizeof(*headers));
+    if (!c || !buf || !headers)
+        goto out;
+    c->fd = fd;
+    c->opts = opts;
+    c->buf = buf;
+    c->cap = opts->buf_bytes;
+    c->headers = headers;
+
+    /* Bounded by the connection's own life: each round serves one request or
+     * ends the connection. */
+    for (;;) {
+        int hl = read_head(c, loop);
+        if (hl == 0)
+            break;
+        if (hl < 0) {
+            send_simple(c, -hl);
+            break;
+        }
+        int st = setup_request(c);
+        if (st < 0) {
+            send_simple(c, -st);
+            break;
+        }
+        c->rstart += (size_t)hl;
+        int rc = handler(ctx, c, &c->req);
+        if (rc < 0 || c->send_error)
+            break;
+        if (!c->resp_started) {
+            ol_log_limited(OL_LOG_ERROR, "handler sent no response; closing");
+            send_simple(c, 500);
+            break;
+        }
+        if (c->resp_left) /* a streamed response fell short: the framing is broken */
+            break;
+        if (!c->req.keep_alive || c->close_after || !drain_body(c))
+            break;
+        /* The head's slices die here: pipelined bytes stay in the buffer. */
+    }
+out:
+    free(headers);
+    free(buf);
+    free(c);
+    ol_io_close(fd);
+}

@@ -1,0 +1,135 @@
+/* Authentication of S3 requests (see auth.h). */
+#include "s3/auth.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/cfg.h"
+#include "core/clock.h"
+
+static bool slice_eq(const struct ol_slice *s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s && s->n == n && memcmp(s->p, lit, n) == 0;
+}
+
+static bool is_hex64(const struct ol_slice *s)
+{
+    if (!s || s->n != 64)
+        return false;
+    for (size_t i = 0; i < 64; i++) {
+        char c = s->p[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return false;
+    }
+    return true;
+}
+
+#define FAIL(c, m)                                                                                 \
+    do {                                                                                           \
+        *code = (c);                                                                               \
+        *msg = (m);                                                                                \
+        return -1;                                                                                 \
+    } while (0)
+
+int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg)
+{
+    const struct ol_cfg *cfg = r->ctx->cfg;
+    struct ol_sigv4_auth auth;
+    memset(&auth, 0, sizeof(auth));
+    const struct ol_slice *authz = ol_s3_header(r, "authorization");
+    int rc;
+    if (authz) {
+        if (authz->n >= 4 && memcmp(authz->p, "AWS ", 4) == 0)
+            FAIL(OL_S3_InvalidRequest, "The authorization mechanism you have provided is not "
+                                       "supported. Please use AWS4-HMAC-SHA256.");
+        const struct ol_slice *date = ol_s3_header(r, "x-amz-date");
+        if (!date)
+            date = ol_s3_header(r, "date");
+        if (!date)
+            FAIL(OL_S3_AccessDenied, "AWS authentication requires a valid Date or x-amz-date header");
+        rc = ol_sigv4_parse_header(*authz, *date, &auth);
+        if (rc == OL_SIGV4_EUNSUPPORTED)
+            FAIL(OL_S3_InvalidRequest, "The authorization mechanism you have provided is not "
+                                       "supported. Please use AWS4-HMAC-SHA256.");
+        if (rc != OL_SIGV4_OK)
+            FAIL(OL_S3_AuthorizationHeaderMalformed, "The authorization header is malformed.");
+    } else {
+        rc = ol_sigv4_parse_query(r->http->head.query, &auth);
+        if (rc == 1)
+            FAIL(OL_S3_AccessDenied, "Access Denied");
+        if (rc != OL_SIGV4_OK)
+            FAIL(OL_S3_AuthorizationQueryParametersError,
+                 "Query-string authentication parameters are missing or malformed.");
+    }
+
+    const struct ol_cfg_user *user = ol_cfg_find_user(cfg, auth.access_key.p, auth.access_key.n);
+    if (!user)
+        FAIL(OL_S3_InvalidAccessKeyId,
+             "The AWS Access Key Id you provided does not exist in our records.");
+
+    int64_t now = ol_wall_ns() / 1000000000;
+    if (auth.presigned) {
+        if (auth.request_time > now + cfg->clock_skew_sec)
+            FAIL(OL_S3_AccessDenied, "Request is not valid yet");
+        if (now > auth.request_time + auth.expires_sec)
+            FAIL(OL_S3_AccessDenied, "Request has expired");
+    } else {
+        int64_t d = now - auth.request_time;
+        if (d > cfg->clock_skew_sec || -d > cfg->clock_skew_sec)
+            FAIL(OL_S3_RequestTimeTooSkewed,
+                 "The difference between the request time and the server's time is too large.");
+    }
+
+    /* The payload hash that was signed decides how the body is read. */
+    const struct ol_slice *sha = ol_s3_header(r, "x-amz-content-sha256");
+    struct ol_slice unsigned_payload = {"UNSIGNED-PAYLOAD", 16};
+    if (!sha) {
+        if (!auth.presigned)
+            FAIL(OL_S3_InvalidRequest,
+                 "Missing required header for this request: x-amz-content-sha256");
+        sha = &unsigned_payload;
+    }
+    bool streaming_signed = slice_eq(sha, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD");
+    bool streaming_signed_trailer = slice_eq(sha, "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER");
+    bool streaming_unsigned_trailer = slice_eq(sha, "STREAMING-UNSIGNED-PAYLOAD-TRAILER");
+    bool hex = is_hex64(sha);
+    if (!hex && !streaming_signed && !streaming_signed_trailer && !streaming_unsigned_trailer &&
+        !slice_eq(sha, "UNSIGNED-PAYLOAD"))
+        FAIL(OL_S3_InvalidArgument, "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, "
+                                    "STREAMING-..., or a SHA-256 hex digest");
+
+    struct ol_sigv4_request sreq = {
+        .method = r->http->head.method,
+        .path = r->http->head.path,
+        .query = r->http->head.query,
+        .headers = r->http->head.headers,
+        .nheaders = r->http->head.nheaders,
+        .payload_hash = *sha,
+    };
+    char seed[65];
+    rc = ol_sigv4_verify(&sreq, &auth, user->secret_key, strlen(user->secret_key), seed);
+    if (rc == OL_SIGV4_EMALFORMED)
+        FAIL(OL_S3_AuthorizationHeaderMalformed, "The authorization header is malformed.");
+    if (rc != OL_SIGV4_OK)
+        FAIL(OL_S3_SignatureDoesNotMatch, "The request signature we calculated does not match "
+                                          "the signature you provided. Check your key and "
+                                          "signing method.");
+    r->access_key = user->access_key;
+
+    bool aws_chunked = streaming_signed || streaming_signed_trailer || streaming_unsigned_trailer;
+    if (aws_chunked || hex) {
+        char sha_hex[65];
+        if (hex) {
+            memcpy(sha_hex, sha->p, 64);
+            sha_hex[64] = 0;
+        }
+        rc = ol_s3_body_setup(r, aws_chunked, streaming_signed || streaming_signed_trailer,
+                              streaming_signed_trailer || streaming_unsigned_trailer, &auth,
+                              user->secret_key, seed, hex ? sha_hex : NULL);
+        if (rc < 0)
+            FAIL(OL_S3_InternalError, "out of memory");
+    }
+    return 0;
+}

@@ -1,0 +1,21 @@
+/* Authentication of S3 requests: SigV4 header and presigned-query forms,
+ * users from the config, clock-skew and expiry rules, and the choice of body
+ * decoding (aws-chunked, signed payload hash). */
+#ifndef OL_S3_AUTH_H
+#define OL_S3_AUTH_H
+
+#include <stdbool.h>
+
+#include "s3/s3.h"
+#include "s3/sigv4.h"
+
+/* 0 when the request is authenticated (r->access_key set, body decoding set
+ * up); otherwise the S3 error code and message to answer with. */
+int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg);
+
+/* Installs the body decoder for a request (router.c). */
+int ol_s3_body_setup(struct ol_s3_req *r, bool aws_chunked, bool signed_chunks, bool trailer,
+                     const struct ol_sigv4_auth *auth, const char *secret, const char *seed,
+                     const char *sha_hex);
+
+#endif

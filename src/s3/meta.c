@@ -1,0 +1,92 @@
+#include "s3/meta.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const kept[] = {
+    "content-type", "content-encoding", "content-disposition", "content-language",
+    "cache-control", "expires", "x-amz-website-redirect-location",
+};
+
+static bool is_kept(struct ol_slice name)
+{
+    if (name.n > 11 && strncasecmp(name.p, "x-amz-meta-", 11) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof(kept) / sizeof(*kept); i++)
+        if (strlen(kept[i]) == name.n && strncasecmp(name.p, kept[i], name.n) == 0)
+            return true;
+    return false;
+}
+
+static int put(uint8_t *out, size_t cap, size_t *o, const char *p, size_t n, bool lower)
+{
+    if (n > 0xffff || *o + 2 + n > cap)
+        return -E2BIG;
+    out[(*o)++] = (uint8_t)(n & 0xff);
+    out[(*o)++] = (uint8_t)(n >> 8);
+    for (size_t i = 0; i < n; i++)
+        out[*o + i] = lower ? (uint8_t)tolower((unsigned char)p[i]) : (uint8_t)p[i];
+    *o += n;
+    return 0;
+}
+
+int ol_s3_meta_encode(const struct ol_s3_req *r, uint8_t *out, size_t cap)
+{
+    const struct ol_http_request *h = &r->http->head;
+    size_t o = 0, user = 0;
+    for (size_t i = 0; i < h->nheaders; i++) {
+        struct ol_slice name = h->headers[i].name, val = h->headers[i].value;
+        if (!is_kept(name))
+            continue;
+        /* aws-chunked is transport framing, not the object's encoding. */
+        if (name.n == 16 && strncasecmp(name.p, "content-encoding", 16) == 0) {
+            if (val.n >= 11 && strncasecmp(val.p, "aws-chunked", 11) == 0) {
+                val.p += 11;
+                val.n -= 11;
+                while (val.n && (*val.p == ',' || *val.p == ' ')) {
+                    val.p++;
+                    val.n--;
+                }
+                if (!val.n)
+                    continue;
+            }
+        }
+        if (name.n > 11 && strncasecmp(name.p, "x-amz-meta-", 11) == 0) {
+            user += name.n - 11 + val.n;
+            if (user > OL_S3_USER_META_MAX)
+                return -E2BIG;
+        }
+        if (put(out, cap, &o, name.p, name.n, true) || put(out, cap, &o, val.p, val.n, false))
+            return -E2BIG;
+    }
+    return (int)o;
+}
+
+size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *hdrs, size_t max,
+                          char *store, size_t store_cap)
+{
+    size_t i = 0, n = 0, s = 0;
+    while (i + 2 <= len && n < max) {
+        size_t nl = blob[i] | (size_t)blob[i + 1] << 8;
+        if (i + 2 + nl + 2 > len)
+            break;
+        const uint8_t *name = blob + i + 2;
+        size_t vl = blob[i + 2 + nl] | (size_t)blob[i + 3 + nl] << 8;
+        const uint8_t *val = blob + i + 4 + nl;
+        if (i + 4 + nl + vl > len || s + nl + vl + 2 > store_cap)
+            break;
+        memcpy(store + s, name, nl);
+        store[s + nl] = 0;
+        hdrs[n].name = store + s;
+        s += nl + 1;
+        memcpy(store + s, val, vl);
+        store[s + vl] = 0;
+        hdrs[n].value = store + s;
+        s += vl + 1;
+        n++;
+        i += 4 + nl + vl;
+    }
+    return n;
+}

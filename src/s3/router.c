@@ -1,0 +1,586 @@
+/* From an HTTP request to one S3 handler.
+ *
+ * ol_s3_handle() is the HTTP handler of the S3 listener: it finds the bucket
+ * and key (path-style, or virtual-hosted when a domain is configured),
+ * decodes the query, authenticates (auth.c), picks the operation from the
+ * method, the presence of bucket and key, and the sub-resource parameters,
+ * and calls its handler.  It also holds the small helpers every handler
+ * uses: parameters, headers, error documents, body reading.
+ */
+#include "s3/router.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/cfg.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "s3/auth.h"
+#include "s3/s3.h"
+#include "s3/sigv4.h"
+
+#define BODY_STAGE_BYTES (64 * 1024)
+
+/* Per-request body state for aws-chunked and signed payloads. */
+struct s3_body {
+    bool aws_chunked;
+    struct ol_aws_chunked ac;
+    EVP_MD_CTX *sha;         /* when the payload hash is signed */
+    char expect_sha[65];
+    uint64_t got;            /* decoded bytes handed out */
+    int64_t decoded_len;     /* x-amz-decoded-content-length, or -1 */
+    size_t s, e;             /* raw bytes staged: stage[s, e) */
+    bool raw_eof;
+    char stage[BODY_STAGE_BYTES];
+};
+
+/* ---- small helpers ---- */
+
+const struct ol_s3_param *ol_s3_param(const struct ol_s3_req *r, const char *name)
+{
+    for (size_t i = 0; i < r->nparams; i++)
+        if (strcmp(r->params[i].name, name) == 0)
+            return &r->params[i];
+    return NULL;
+}
+
+bool ol_s3_has_param(const struct ol_s3_req *r, const char *name)
+{
+    return ol_s3_param(r, name) != NULL;
+}
+
+const struct ol_slice *ol_s3_header(const struct ol_s3_req *r, const char *name)
+{
+    return ol_http_find_header(&r->http->head, name);
+}
+
+int ol_s3_send_xml(struct ol_s3_req *r, int status, struct ol_xml *x)
+{
+    if (x->failed)
+        return ol_s3_error(r, OL_S3_InternalError, "out of memory building the response");
+    struct ol_http_hdr h[] = {
+        {"Content-Type", "application/xml"},
+        {"x-amz-request-id", r->request_id},
+    };
+    return ol_http_respond(r->conn, status, h, 2, x->buf, x->len);
+}
+
+int ol_s3_send_empty(struct ol_s3_req *r, int status, const struct ol_http_hdr *hdrs,
+                     size_t nhdrs)
+{
+    struct ol_http_hdr h[24];
+    size_t n = 0;
+    h[n++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
+    for (size_t i = 0; i < nhdrs && n < 24; i++)
+        h[n++] = hdrs[i];
+    return ol_http_respond(r->conn, status, h, n, NULL, 0);
+}
+
+int ol_s3_error(struct ol_s3_req *r, enum ol_s3_code code, const char *message)
+{
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, "Error");
+    ol_xml_str(&x, "Code", ol_s3_code_name(code));
+    ol_xml_str(&x, "Message", message ? message : ol_s3_code_name(code));
+    if (r->bucket[0])
+        ol_xml_str(&x, "BucketName", r->bucket);
+    if (r->key)
+        ol_xml_text(&x, "Key", r->key, r->key_len);
+    ol_xml_text(&x, "Resource", r->http->head.path.p, r->http->head.path.n);
+    ol_xml_str(&x, "RequestId", r->request_id);
+    ol_xml_end_doc(&x);
+    int status = ol_s3_code_status(code);
+    if (code == OL_S3_InternalError || code == OL_S3_ServiceUnavailable)
+        ol_log_limited(OL_LOG_WARN, "%s %.*s -> %s: %s", r->request_id,
+                       (int)r->http->head.path.n, r->http->head.path.p, ol_s3_code_name(code),
+                       message ? message : "");
+    struct ol_http_hdr h[] = {
+        {"Content-Type", "application/xml"},
+        {"x-amz-request-id", r->request_id},
+    };
+    int rc;
+    if (x.failed)
+        rc = ol_http_respond(r->conn, status, h, 2, NULL, 0);
+    else
+        rc = ol_http_respond(r->conn, status, h, 2, x.buf, x.len);
+    ol_xml_free(&x);
+    /* After an error the body may be left unread: close unless it is done
+     * or small (conn.c drains small bodies). */
+    return rc;
+}
+
+int ol_s3_error_from(struct ol_s3_req *r, int err)
+{
+    switch (-err) {
+    case OL_ESHA256:
+        return ol_s3_error(r, OL_S3_XAmzContentSHA256Mismatch,
+                           "The provided 'x-amz-content-sha256' header does not match what was computed.");
+    case OL_ECHUNKSIG:
+        return ol_s3_error(r, OL_S3_SignatureDoesNotMatch,
+                           "A chunk signature of the aws-chunked body does not match.");
+    case OL_EINCOMPLETE:
+        return ol_s3_error(r, OL_S3_IncompleteBody,
+                           "You did not provide the number of bytes specified by the Content-Length HTTP header.");
+    case OL_EBADDIGEST:
+        return ol_s3_error(r, OL_S3_BadDigest,
+                           "The Content-MD5 you specified did not match what we received.");
+    case OL_EBADREQUEST:
+        return ol_s3_error(r, OL_S3_InvalidRequest, "The request body framing is malformed.");
+    case ETIMEDOUT:
+        return ol_s3_error(r, OL_S3_RequestTimeout,
+                           "Your socket connection to the server was not read from or written to within the timeout period.");
+    case ENOSPC:
+        return ol_s3_error(r, OL_S3_InternalError, "The drive is full.");
+    default:
+        break;
+    }
+    enum ol_s3_code code = ol_s3_code_from_err(err);
+    return ol_s3_error(r, code, code == OL_S3_InternalError ? ol_strerror(err) : NULL);
+}
+
+/* ---- body reading ---- */
+
+int64_t ol_s3_body_length(const struct ol_s3_req *r)
+{
+    const struct s3_body *b = r->body_decoder;
+    if (b && b->aws_chunked)
+        return b->decoded_len;
+    if (r->http->chunked)
+        return -1;
+    return (int64_t)r->http->content_length;
+}
+
+static ssize_t read_aws_chunked(struct ol_s3_req *r, struct s3_body *b, char *out, size_t len)
+{
+    for (unsigned rounds = 0; rounds < 1u << 20; rounds++) {
+        if (ol_aws_chunked_done(&b->ac))
+            return 0;
+        size_t have = b->e - b->s;
+        if (have) {
+            size_t in = have < len ? have : len;
+            size_t dlen = in;
+            ssize_t used = ol_aws_chunked_decode(&b->ac, b->stage + b->s, &dlen);
+            if (used == OL_SIGV4_EMISMATCH)
+                return -OL_ECHUNKSIG;
+            if (used < 0)
+                return -OL_EBADREQUEST;
+            if (dlen)
+                memcpy(out, b->stage + b->s, dlen);
+            b->s += (size_t)used;
+            if (dlen)
+                return (ssize_t)dlen;
+            if (used > 0)
+                continue;
+            if (ol_aws_chunked_done(&b->ac))
+                return 0;
+        }
+        if (b->raw_eof)
+            return -OL_EINCOMPLETE;
+        if (b->s > 0) {
+            memmove(b->stage, b->stage + b->s, b->e - b->s);
+            b->e -= b->s;
+            b->s = 0;
+        }
+        if (b->e == sizeof(b->stage))
+            return -OL_EBADREQUEST; /* a chunk line longer than the stage */
+        ssize_t n = ol_http_body_read(r->conn, b->stage + b->e, sizeof(b->stage) - b->e);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            b->raw_eof = true;
+        b->e += (size_t)n;
+    }
+    return -OL_EBADREQUEST;
+}
+
+ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len)
+{
+    struct s3_body *b = r->body_decoder;
+    if (!b)
+        return ol_http_body_read(r->conn, buf, len);
+    ssize_t n;
+    if (b->aws_chunked)
+        n = read_aws_chunked(r, b, buf, len);
+    else
+        n = ol_http_body_read(r->conn, buf, len);
+    if (n < 0)
+        return n;
+    if (n > 0) {
+        b->got += (uint64_t)n;
+        if (b->sha)
+            EVP_DigestUpdate(b->sha, buf, (size_t)n);
+        return n;
+    }
+    /* End of body: check what was promised. */
+    if (b->aws_chunked && b->decoded_len >= 0 && b->got != (uint64_t)b->decoded_len)
+        return -OL_EINCOMPLETE;
+    if (b->sha) {
+        unsigned char md[32];
+        unsigned mdlen = 0;
+        EVP_DigestFinal_ex(b->sha, md, &mdlen);
+        EVP_MD_CTX_free(b->sha);
+        b->sha = NULL;
+        char hex[65];
+        for (int i = 0; i < 32; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        if (strcasecmp(hex, b->expect_sha) != 0)
+            return -OL_ESHA256;
+    }
+    return 0;
+}
+
+int ol_s3_body_setup(struct ol_s3_req *r, bool aws_chunked, bool signed_chunks, bool trailer,
+                     const struct ol_sigv4_auth *auth, const char *secret, const char *seed,
+                     const char *sha_hex)
+{
+    struct s3_body *b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->decoded_len = -1;
+    r->body_decoder = b;
+    if (aws_chunked) {
+        b->aws_chunked = true;
+        int rc = ol_aws_chunked_init(&b->ac, signed_chunks, trailer, auth, secret,
+                                     secret ? strlen(secret) : 0, seed);
+        if (rc < 0)
+            return rc;
+        const struct ol_slice *dl = ol_s3_header(r, "x-amz-decoded-content-length");
+        uint64_t v;
+        if (dl && ol_http_parse_content_length(*dl, &v) == 0)
+            b->decoded_len = (int64_t)v;
+    }
+    if (sha_hex) {
+        b->sha = EVP_MD_CTX_new();
+        if (!b->sha || !EVP_DigestInit_ex(b->sha, EVP_sha256(), NULL))
+            return -ENOMEM;
+        snprintf(b->expect_sha, sizeof(b->expect_sha), "%s", sha_hex);
+    }
+    return 0;
+}
+
+static void body_free(struct ol_s3_req *r)
+{
+    struct s3_body *b = r->body_decoder;
+    if (!b)
+        return;
+    if (b->aws_chunked)
+        ol_aws_chunked_free(&b->ac);
+    if (b->sha)
+        EVP_MD_CTX_free(b->sha);
+    free(b);
+    r->body_decoder = NULL;
+}
+
+/* ---- parsing the request ---- */
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes; '+' stays '+' in paths and becomes ' ' in queries
+ * (form encoding, which some clients use for query values). */
+static ssize_t pct_decode(const char *s, size_t n, char *out, bool plus_is_space)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n)
+                return -1;
+            int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+            if (h < 0 || l < 0)
+                return -1;
+            out[o++] = (char)(h << 4 | l);
+            i += 2;
+        } else if (s[i] == '+' && plus_is_space) {
+            out[o++] = ' ';
+        } else {
+            out[o++] = s[i];
+        }
+    }
+    out[o] = 0;
+    return (ssize_t)o;
+}
+
+static int parse_query(struct ol_s3_req *r, char *scratch, size_t cap)
+{
+    struct ol_slice q = r->http->head.query;
+    size_t used = 0;
+    const char *p = q.p, *end = q.p + q.n;
+    while (p < end) {
+        const char *amp = memchr(p, '&', (size_t)(end - p));
+        const char *e = amp ? amp : end;
+        if (e > p) {
+            if (r->nparams >= OL_S3_MAX_PARAMS)
+                return -E2BIG;
+            const char *eq = memchr(p, '=', (size_t)(e - p));
+            const char *ne = eq ? eq : e;
+            size_t need = (size_t)(e - p) + 2;
+            if (used + need > cap)
+                return -E2BIG;
+            struct ol_s3_param *prm = &r->params[r->nparams];
+            prm->name = scratch + used;
+            ssize_t nl = pct_decode(p, (size_t)(ne - p), prm->name, true);
+            if (nl < 0)
+                return -EINVAL;
+            used += (size_t)nl + 1;
+            prm->value = scratch + used;
+            ssize_t vl = eq ? pct_decode(eq + 1, (size_t)(e - eq - 1), prm->value, true) : 0;
+            if (vl < 0)
+                return -EINVAL;
+            if (!eq)
+                prm->value[0] = 0;
+            prm->value_len = (size_t)vl;
+            used += (size_t)vl + 1;
+            r->nparams++;
+        }
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* Bucket from a virtual-hosted Host header ("bucket.domain[:port]"). */
+static bool host_bucket(const struct ol_s3_req *r, const char *domain, char out[64])
+{
+    const struct ol_slice *host = ol_s3_header(r, "host");
+    if (!host || !domain[0])
+        return false;
+    size_t hn = host->n;
+    const char *colon = memrchr(host->p, ':', hn);
+    if (colon && !memchr(host->p, ']', hn))
+        hn = (size_t)(colon - host->p);
+    size_t dl = strlen(domain);
+    if (hn <= dl + 1 || host->p[hn - dl - 1] != '.' ||
+        strncasecmp(host->p + hn - dl, domain, dl) != 0)
+        return false;
+    size_t bl = hn - dl - 1;
+    if (bl >= 64)
+        return false;
+    memcpy(out, host->p, bl);
+    out[bl] = 0;
+    return true;
+}
+
+/* Sub-resources that name S3 features this server does not implement: they
+ * get NotImplemented rather than being mistaken for plain GET/PUT. */
+static const char *const unsupported_subresources[] = {
+    "acl", "policy", "policyStatus", "cors", "lifecycle", "tagging", "versioning", "versions",
+    "website", "logging", "notification", "replication", "encryption", "object-lock",
+    "retention", "legal-hold", "torrent", "restore", "select", "accelerate", "requestPayment",
+    "analytics", "inventory", "metrics", "intelligent-tiering", "ownershipControls",
+    "publicAccessBlock", "attributes", "delete", "versionId",
+};
+
+static int dispatch(struct ol_s3_req *r)
+{
+    struct ol_slice m = r->http->head.method;
+#define IS(lit) (m.n == sizeof(lit) - 1 && memcmp(m.p, lit, m.n) == 0)
+    bool get = IS("GET"), head = IS("HEAD"), put = IS("PUT"), del = IS("DELETE"), post = IS("POST");
+#undef IS
+    for (size_t i = 0; i < sizeof(unsupported_subresources) / sizeof(*unsupported_subresources);
+         i++)
+        if (ol_s3_has_param(r, unsupported_subresources[i]))
+            return ol_s3_error(r, OL_S3_NotImplemented,
+                               "This operation is not implemented by OpenLake yet.");
+    if (!r->bucket[0]) {
+        if (get || head)
+            return ol_s3_list_buckets(r);
+        return ol_s3_error(r, OL_S3_MethodNotAllowed,
+                           "The specified method is not allowed against this resource.");
+    }
+    if (!r->key) {
+        if (put)
+            return ol_s3_create_bucket(r);
+        if (head)
+            return ol_s3_head_bucket(r);
+        if (del)
+            return ol_s3_delete_bucket(r);
+        if (get && ol_s3_has_param(r, "location"))
+            return ol_s3_get_bucket_location(r);
+        if (get && ol_s3_has_param(r, "uploads"))
+            return ol_s3_list_uploads(r);
+        if (get)
+            return ol_s3_list_objects(r);
+        return ol_s3_error(r, OL_S3_MethodNotAllowed,
+                           "The specified method is not allowed against this resource.");
+    }
+    bool upload = ol_s3_has_param(r, "uploadId");
+    if (put) {
+        if (ol_s3_header(r, "x-amz-copy-source"))
+            return ol_s3_error(r, OL_S3_NotImplemented, "CopyObject is not implemented yet.");
+        if (upload || ol_s3_has_param(r, "partNumber"))
+            return ol_s3_upload_part(r);
+        return ol_s3_put_object(r);
+    }
+    if (get && upload)
+        return ol_s3_list_parts(r);
+    if (get || head)
+        return ol_s3_get_object(r);
+    if (del)
+        return upload ? ol_s3_abort_multipart(r) : ol_s3_delete_object(r);
+    if (post && ol_s3_has_param(r, "uploads"))
+        return ol_s3_create_multipart(r);
+    if (post && upload)
+        return ol_s3_complete_multipart(r);
+    return ol_s3_error(r, OL_S3_MethodNotAllowed,
+                       "The specified method is not allowed against this resource.");
+}
+
+static void make_request_id(char out[24])
+{
+    static __thread uint64_t seq;
+    static __thread uint32_t salt;
+    if (!salt) {
+        struct ol_loop *l = ol_loop_current();
+        salt = (uint32_t)(ol_wall_ns() / 1000) ^ ((l ? ol_loop_id(l) + 1 : 0) << 24);
+    }
+    snprintf(out, 24, "%08" PRIX32 "%08" PRIX64, salt, ++seq);
+}
+
+static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool authed)
+{
+    struct ol_slice p = r->http->head.path;
+    bool health = p.n == 17 && memcmp(p.p, "/_openlake/health", 17) == 0;
+    bool metrics = p.n == 18 && memcmp(p.p, "/_openlake/metrics", 18) == 0;
+    if (!health && !metrics)
+        return ol_s3_error(r, OL_S3_InvalidRequest, "Unknown administrative path.");
+    bool pub = health ? r->ctx->cfg->health_public : r->ctx->cfg->metrics_public;
+    if (!pub && !authed)
+        return ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
+    if (health) {
+        struct ol_http_hdr h[] = {{"Content-Type", "text/plain"}};
+        return ol_http_respond(r->conn, 200, h, 1, "ok\n", 3);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (hooks && hooks->metrics)
+        hooks->metrics(hooks->ctx, &text, &len);
+    struct ol_http_hdr h[] = {{"Content-Type", "text/plain; version=0.0.4"}};
+    int rc = ol_http_respond(r->conn, 200, h, 1, text ? text : "", text ? len : 0);
+    free(text);
+    return rc;
+}
+
+int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
+{
+    struct ol_s3_router *rt = vctx;
+    struct ol_s3_req *r = calloc(1, sizeof(*r));
+    /* Decoded path and query fit in twice the raw target plus terminators. */
+    size_t scratch_cap = http->head.target.n * 2 + 2 * OL_S3_MAX_PARAMS + 16;
+    char *scratch = malloc(scratch_cap);
+    int rc = 0;
+    if (!r || !scratch) {
+        ol_http_set_close(c);
+        rc = ol_http_respond(c, 503, NULL, 0, NULL, 0);
+        goto out;
+    }
+    r->ctx = &rt->ctx;
+    r->conn = c;
+    r->http = http;
+    r->now_ns = ol_wall_ns();
+    make_request_id(r->request_id);
+    ol_router_count(rt, http);
+
+    /* Path: "/bucket/key..." (or "/key..." when the Host names the bucket). */
+    struct ol_slice path = http->head.path;
+    if (path.n == 0 || path.p[0] != '/') {
+        rc = ol_s3_error(r, OL_S3_InvalidRequest, "The request path must start with '/'.");
+        goto out;
+    }
+    size_t used = 0;
+    char *dec = scratch;
+    ssize_t dl = pct_decode(path.p, path.n, dec, false);
+    if (dl < 0) {
+        rc = ol_s3_error(r, OL_S3_InvalidRequest, "Bad percent-encoding in the path.");
+        goto out;
+    }
+    used = (size_t)dl + 1;
+    if (parse_query(r, scratch + used, scratch_cap - used) != 0) {
+        rc = ol_s3_error(r, OL_S3_InvalidArgument, "Malformed or too many query parameters.");
+        goto out;
+    }
+
+    bool admin = path.n >= 11 && memcmp(path.p, "/_openlake/", 11) == 0;
+    const char *rest = dec + 1;
+    if (!admin && host_bucket(r, rt->ctx.cfg->domain, r->bucket)) {
+        if (*rest) {
+            r->key = (char *)rest;
+            r->key_len = (size_t)dl - 1;
+        }
+    } else if (!admin && *rest) {
+        const char *slash = strchr(rest, '/');
+        size_t bl = slash ? (size_t)(slash - rest) : strlen(rest);
+        if (bl >= sizeof(r->bucket)) {
+            rc = ol_s3_error(r, OL_S3_InvalidBucketName, "The specified bucket is not valid.");
+            goto out;
+        }
+        memcpy(r->bucket, rest, bl);
+        r->bucket[bl] = 0;
+        if (slash && slash[1]) {
+            r->key = (char *)slash + 1;
+            r->key_len = (size_t)dl - 1 - bl - 1;
+        }
+    }
+    if (r->key && memchr(r->key, 0, r->key_len)) {
+        rc = ol_s3_error(r, OL_S3_InvalidArgument, "Object keys cannot contain NUL.");
+        goto out;
+    }
+
+    enum ol_s3_code code;
+    const char *msg = NULL;
+    int arc = ol_s3_authenticate(r, &code, &msg);
+    if (admin) {
+        rc = admin_route(r, &rt->hooks, arc == 0);
+        goto out;
+    }
+    if (arc != 0) {
+        rc = ol_s3_error(r, code, msg);
+        goto out;
+    }
+    if (r->key && r->key_len > 1024) {
+        rc = ol_s3_error(r, OL_S3_KeyTooLongError, "Your key is too long.");
+        goto out;
+    }
+    rc = dispatch(r);
+out:
+    if (r)
+        body_free(r);
+    free(scratch);
+    free(r);
+    return rc;
+}
+
+void ol_router_count(struct ol_s3_router *rt, const struct ol_http_req *req)
+{
+    struct ol_loop *l = ol_loop_current();
+    unsigned id = l ? ol_loop_id(l) : 0;
+    if (id >= OL_ROUTER_MAX_LOOPS)
+        return;
+    struct ol_slice m = req->head.method;
+    int k = OL_M_OTHER;
+    if (m.n == 3 && !memcmp(m.p, "GET", 3))
+        k = OL_M_GET;
+    else if (m.n == 4 && !memcmp(m.p, "HEAD", 4))
+        k = OL_M_HEAD;
+    else if (m.n == 3 && !memcmp(m.p, "PUT", 3))
+        k = OL_M_PUT;
+    else if (m.n == 6 && !memcmp(m.p, "DELETE", 6))
+        k = OL_M_DELETE;
+    else if (m.n == 4 && !memcmp(m.p, "POST", 4))
+        k = OL_M_POST;
+    __atomic_fetch_add(&rt->requests[id][k], 1, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,356 @@
+/* `openlake server`: one loop thread per core, each with its own
+ * SO_REUSEPORT listener (the kernel spreads connections across them), an
+ * accept fiber and one fiber per connection; one drive (ol_store) shared by
+ * all loops.  The main thread only waits for SIGINT/SIGTERM and then stops
+ * the loops, gives in-flight requests the grace period, and closes the drive.
+ */
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "http/conn.h"
+#include "s3/router.h"
+#include "store/store.h"
+
+#define DEFAULT_ACCESS_KEY "openlake"
+#define DEFAULT_SECRET_KEY "openlake-secret"
+#define ACCEPT_SLICE_MS 250u
+
+struct worker {
+    struct server *srv;
+    struct ol_loop *loop;
+    pthread_t thread;
+    int listen_fd;
+    int rc;
+    uint64_t accepted;  /* written by this worker only */
+    uint64_t rejected;
+    int done;           /* atomic: the loop returned */
+};
+
+struct server {
+    struct ol_cfg *cfg;
+    struct ol_store *store;
+    struct ol_s3_router router;
+    struct ol_http_conn_opts conn_opts;
+    struct worker *workers;
+    unsigned nworkers;
+};
+
+static int listen_socket(const char *listen_addr, int *out_fd, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon = strrchr(listen_addr, ':');
+    if (!colon || colon == listen_addr) {
+        snprintf(err, errlen, "listen: expected host:port, got '%s'", listen_addr);
+        return -EINVAL;
+    }
+    snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_addr), listen_addr);
+    if (host[0] == '[') { /* [::1]:9000 */
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = 0;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int g = getaddrinfo(host, colon + 1, &hints, &res);
+    if (g != 0) {
+        snprintf(err, errlen, "listen: %s: %s", listen_addr, gai_strerror(g));
+        return -EINVAL;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = 0;
+    if (fd < 0) {
+        rc = -errno;
+        goto out;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+    if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+        rc = -errno;
+        snprintf(err, errlen, "listen: %s: %s", listen_addr, strerror(errno));
+        close(fd);
+        goto out;
+    }
+    *out_fd = fd;
+out:
+    freeaddrinfo(res);
+    return rc;
+}
+
+struct conn_arg {
+    struct server *srv;
+    int fd;
+};
+
+static void conn_fiber(void *arg)
+{
+    struct conn_arg a = *(struct conn_arg *)arg;
+    free(arg);
+    ol_http_conn_serve(a.fd, &a.srv->conn_opts, ol_s3_handle, &a.srv->router);
+}
+
+static void accept_fiber(void *arg)
+{
+    struct worker *w = arg;
+    struct ol_loop *loop = w->loop;
+    /* Ends when the loop stops; each round accepts one connection or times
+     * out after a short slice to look at the stop flag. */
+    while (!ol_loop_stopping(loop)) {
+        int fd = ol_io_accept(w->listen_fd, ACCEPT_SLICE_MS);
+        if (fd == -ETIMEDOUT || fd == -EINTR || fd == -ECONNABORTED)
+            continue;
+        if (fd < 0) {
+            ol_log_limited(OL_LOG_WARN, "accept: %s", strerror(-fd));
+            ol_io_sleep_ms(10); /* EMFILE and friends: back off, do not spin */
+            continue;
+        }
+        int one = 1;
+        /* Small responses must not wait for Nagle's algorithm. */
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct conn_arg *ca = malloc(sizeof(*ca));
+        if (!ca || (ca->srv = w->srv, ca->fd = fd, ol_fiber_spawn(loop, conn_fiber, ca)) != 0) {
+            /* The fiber pool is the connection limit: past it, refuse. */
+            free(ca);
+            close(fd);
+            w->rejected++;
+            continue;
+        }
+        w->accepted++;
+    }
+}
+
+static void start_accepting(void *arg)
+{
+    struct worker *w = arg;
+    int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
+    OL_ASSERT(rc == 0);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    w->rc = ol_loop_run(w->loop);
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void metrics(void *ctx, char **text, size_t *len)
+{
+    struct server *srv = ctx;
+    size_t cap = 8192;
+    char *b = malloc(cap);
+    if (!b)
+        return;
+    size_t n = 0;
+#define EMIT(...)                                                                                  \
+    do {                                                                                           \
+        int w_ = snprintf(b + n, cap - n, __VA_ARGS__);                                            \
+        if (w_ > 0 && (size_t)w_ < cap - n)                                                        \
+            n += (size_t)w_;                                                                       \
+    } while (0)
+    static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "POST", "OTHER"};
+    EMIT("# TYPE openlake_http_requests_total counter\n");
+    for (int m = 0; m < 6; m++) {
+        uint64_t sum = 0;
+        for (unsigned i = 0; i < srv->nworkers && i < OL_ROUTER_MAX_LOOPS; i++)
+            sum += __atomic_load_n(&srv->router.requests[i][m], __ATOMIC_RELAXED);
+        EMIT("openlake_http_requests_total{method=\"%s\"} %" PRIu64 "\n", methods[m], sum);
+    }
+    uint64_t acc = 0, rej = 0;
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        acc += __atomic_load_n(&srv->workers[i].accepted, __ATOMIC_RELAXED);
+        rej += __atomic_load_n(&srv->workers[i].rejected, __ATOMIC_RELAXED);
+    }
+    EMIT("# TYPE openlake_connections_accepted_total counter\n");
+    EMIT("openlake_connections_accepted_total %" PRIu64 "\n", acc);
+    EMIT("openlake_connections_rejected_total %" PRIu64 "\n", rej);
+    struct ol_store_stats st;
+    ol_store_stats(srv->store, &st);
+    EMIT("# TYPE openlake_store_segment_bytes gauge\n");
+    EMIT("openlake_store_segments %" PRIu64 "\n", st.segments);
+    EMIT("openlake_store_segment_bytes %" PRIu64 "\n", st.segment_bytes);
+    EMIT("openlake_store_live_bytes %" PRIu64 "\n", st.live_bytes);
+    EMIT("openlake_store_objects %" PRIu64 "\n", st.objects);
+    EMIT("openlake_store_commits_total %" PRIu64 "\n", st.commits);
+    EMIT("openlake_store_commit_ops_total %" PRIu64 "\n", st.commit_ops);
+    EMIT("openlake_store_compacted_bytes_total %" PRIu64 "\n", st.compacted_bytes);
+    EMIT("openlake_store_corrupt_blocks_total %" PRIu64 "\n", st.corrupt_blocks);
+#undef EMIT
+    *text = b;
+    *len = n;
+}
+
+int ol_server_run(struct ol_cfg *cfg)
+{
+    struct server srv;
+    memset(&srv, 0, sizeof(srv));
+    srv.cfg = cfg;
+    int lvl = ol_log_parse_level(cfg->log_level);
+    if (lvl < 0) {
+        fprintf(stderr, "openlake: unknown log_level '%s'\n", cfg->log_level);
+        return 2;
+    }
+    ol_log_level = lvl;
+    bool default_user = cfg->nusers == 0;
+    if (default_user)
+        ol_cfg_add_user(cfg, DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY);
+    if (cfg->block_bytes % 4096 != 0) {
+        fprintf(stderr, "openlake: block_bytes must be a multiple of 4096\n");
+        return 2;
+    }
+
+    unsigned n = (unsigned)cfg->threads;
+    if (n == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (unsigned)c : 1;
+    }
+    if (n > OL_ROUTER_MAX_LOOPS)
+        n = OL_ROUTER_MAX_LOOPS;
+
+    /* Signals go to the main thread only: block them before any thread
+     * starts, so every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "openlake: cannot create %s: %s\n", cfg->data_dir, strerror(errno));
+        return 1;
+    }
+    struct ol_store_opts so;
+    ol_store_opts_default(&so);
+    so.segment_bytes = (uint64_t)cfg->segment_bytes;
+    so.block_bytes = (uint32_t)cfg->block_bytes;
+    so.inline_bytes = (uint32_t)cfg->inline_bytes;
+    so.map_bytes = (uint64_t)cfg->map_bytes;
+    so.max_loops = n;
+    so.compact_pct = (unsigned)cfg->compact_pct;
+    so.commit_batch = (unsigned)cfg->commit_batch;
+    so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
+    int rc = ol_store_open(&srv.store, cfg->data_dir, &so);
+    if (rc < 0) {
+        fprintf(stderr, "openlake: cannot open the drive %s: %s\n", cfg->data_dir,
+                ol_strerror(rc));
+        return 1;
+    }
+
+    srv.router.ctx.store = srv.store;
+    srv.router.ctx.cfg = cfg;
+    srv.router.hooks.metrics = metrics;
+    srv.router.hooks.ctx = &srv;
+    srv.conn_opts.limits.max_head_bytes = (size_t)cfg->max_header_bytes;
+    srv.conn_opts.limits.max_headers = (size_t)cfg->max_headers;
+    srv.conn_opts.limits.max_target_bytes = (size_t)cfg->max_url_bytes;
+    srv.conn_opts.idle_timeout_ms = (unsigned)cfg->idle_timeout_ms;
+    srv.conn_opts.io_timeout_ms = (unsigned)cfg->io_timeout_ms;
+    srv.conn_opts.buf_bytes = (size_t)cfg->max_header_bytes + 64 * 1024;
+
+    srv.workers = calloc(n, sizeof(*srv.workers));
+    if (!srv.workers) {
+        ol_store_close(srv.store);
+        return 1;
+    }
+    srv.nworkers = n;
+    char err[512];
+    int exit_code = 0;
+    unsigned started = 0;
+    for (unsigned i = 0; i < n; i++) {
+        struct worker *w = &srv.workers[i];
+        w->srv = &srv;
+        w->listen_fd = -1;
+        rc = listen_socket(cfg->listen, &w->listen_fd, err, sizeof(err));
+        if (rc < 0) {
+            fprintf(stderr, "openlake: %s\n", err[0] ? err : strerror(-rc));
+            exit_code = 1;
+            break;
+        }
+        struct ol_loop_opts lo = {
+            .id = i,
+            .sq_entries = 512,
+            .max_fibers = (unsigned)cfg->max_conns_per_thread + 1,
+            .stack_bytes = 256 * 1024,
+            .inbox_slots = 8192,
+        };
+        rc = ol_loop_create(&w->loop, &lo);
+        if (rc < 0) {
+            fprintf(stderr, "openlake: loop %u: %s\n", i, strerror(-rc));
+            exit_code = 1;
+            break;
+        }
+        ol_loop_post(w->loop, start_accepting, w);
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            fprintf(stderr, "openlake: cannot start thread %u\n", i);
+            exit_code = 1;
+            break;
+        }
+        started++;
+    }
+
+    if (exit_code == 0) {
+        fprintf(stderr,
+                "OpenLake 0.1.0 listening on http://%s (%u threads), data in %s\n", cfg->listen,
+                n, cfg->data_dir);
+        if (default_user)
+            fprintf(stderr, "  default credentials: access key '%s', secret key '%s'\n"
+                            "  (configure users with 'user ACCESS SECRET' lines in --config)\n",
+                    DEFAULT_ACCESS_KEY, DEFAULT_SECRET_KEY);
+        else
+            fprintf(stderr, "  %zu user(s) configured\n", cfg->nusers);
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        ol_info("%s: shutting down (grace %" PRId64 " ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                cfg->shutdown_grace_ms);
+    }
+
+    for (unsigned i = 0; i < started; i++)
+        ol_loop_stop(srv.workers[i].loop);
+    /* In-flight requests get the grace period; a loop that is still busy
+     * after it is abandoned (process exit is crash-safe by design). */
+    uint64_t deadline = ol_mono_ms() + (uint64_t)cfg->shutdown_grace_ms;
+    bool all_done = true;
+    for (unsigned i = 0; i < started; i++) {
+        while (!__atomic_load_n(&srv.workers[i].done, __ATOMIC_ACQUIRE) &&
+               ol_mono_ms() < deadline)
+            usleep(5000);
+        if (__atomic_load_n(&srv.workers[i].done, __ATOMIC_ACQUIRE))
+            pthread_join(srv.workers[i].thread, NULL);
+        else
+            all_done = false;
+    }
+    if (!all_done) {
+        ol_warn("requests still running after the grace period; exiting without waiting");
+        _exit(exit_code);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        if (srv.workers[i].loop)
+            ol_loop_destroy(srv.workers[i].loop);
+        if (srv.workers[i].listen_fd >= 0)
+            close(srv.workers[i].listen_fd);
+    }
+    ol_store_close(srv.store);
+    free(srv.workers);
+    ol_info("stopped");
+    return exit_code;
+}

@@ -1,0 +1,71 @@
+/* Segment files: append-only data files of a drive, their registry, the
+ * per-loop active slots and coalesced fdatasync.  Internal to src/store. */
+#ifndef OL_STORE_SEGMENT_H
+#define OL_STORE_SEGMENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ol_store;
+struct ol_sync_waiter;
+
+/* ---- segments (segment.c) ---- */
+
+#define OL_SEG_MAGIC 0x31475353u /* "SSG1" */
+#define OL_SEG_VERSION 1u
+#define OL_SEG_HDR_BYTES 4096u
+
+struct ol_seg_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t hdr_bytes; /* 4096: the first extent starts here */
+    uint64_t id;
+    int64_t created_ns;
+    uint8_t drive_id[16];
+    uint8_t reserved[20];
+    uint32_t crc; /* CRC32C of these 64 bytes with this field 0 */
+};
+_Static_assert(sizeof(struct ol_seg_hdr) == 64, "segment header struct is 64 bytes");
+
+struct ol_seg {
+    uint64_t id;
+    int fd;
+    atomic_uint refs;
+    atomic_bool sealed;
+    bool dead;              /* removed from the registry (reg_mu) */
+    _Atomic uint64_t size;  /* bytes of the file, reserved or written */
+    uint64_t tail;          /* next free offset; the owning slot only */
+    pthread_mutex_t sync_mu;
+    uint64_t gen_started, gen_done;
+    bool syncing;
+    int sync_err;           /* sticky: a failed fdatasync fails every later one */
+    struct ol_sync_waiter *waiters;
+};
+
+int ol_seg_open_all(struct ol_store *st);
+void ol_seg_close_all(struct ol_store *st);
+/* Reserves len bytes (rounded up to 4096) in the caller's active segment,
+ * rolling to a new one when full.  Returns a referenced segment. */
+int ol_seg_reserve(struct ol_store *st, unsigned slot, uint64_t len, struct ol_seg **seg,
+                   uint64_t *off);
+unsigned ol_seg_slot_for_caller(const struct ol_store *st);
+unsigned ol_seg_slot_compactor(const struct ol_store *st);
+/* Looks a segment up by id and references it; NULL if it is gone. */
+struct ol_seg *ol_seg_get(struct ol_store *st, uint64_t id);
+void ol_seg_ref(struct ol_seg *seg);
+void ol_seg_unref(struct ol_store *st, struct ol_seg *seg);
+/* Makes everything written to seg so far durable; concurrent callers share
+ * fdatasyncs. */
+int ol_seg_sync(struct ol_seg *seg);
+/* Unlinks the segment if it is sealed, unreferenced and has no live bytes. */
+void ol_seg_reap(struct ol_store *st, uint64_t id);
+void ol_seg_reap_all(struct ol_store *st);
+/* Full-buffer I/O helpers with bounded retries on short transfers. */
+int ol_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
+int ol_pread_all(int fd, void *buf, size_t len, uint64_t off);
+void *ol_aligned_alloc(size_t len);
+
+#endif

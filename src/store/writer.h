@@ -1,0 +1,68 @@
+/* The drive's writer thread: group commit of index operations.  The
+ * streamed data writer (ol_store_write_*) lives in writer.c too.  Internal to
+ * src/store. */
+#ifndef OL_STORE_WRITER_H
+#define OL_STORE_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/loop.h"
+#include "store/index.h"
+#include "store/store.h"
+
+struct ol_store;
+
+/* ---- operations applied by the writer thread (writer.c) ---- */
+
+enum ol_op_type {
+    OL_OP_BUCKET_CREATE,
+    OL_OP_BUCKET_DELETE,
+    OL_OP_PUT_OBJECT,
+    OL_OP_PUT_PART,
+    OL_OP_DELETE,
+    OL_OP_UPLOAD_CREATE,
+    OL_OP_UPLOAD_COMPLETE,
+    OL_OP_UPLOAD_ABORT,
+    OL_OP_RELOCATE,
+};
+
+enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS };
+
+struct ol_op {
+    struct ol_op *next;
+    enum ol_op_type type;
+    int result;
+    struct ol_completion done;
+    const char *bucket;
+    const uint8_t *ikey; /* objects DB key (bucket '\0' key) */
+    size_t ikey_len;
+    const uint8_t *val;  /* encoded entry or upload record */
+    size_t val_len;
+    int64_t ctime_ns;
+    const char *upload_id;
+    uint32_t part_no;
+    const struct ol_complete_part *parts;
+    uint32_t nparts;
+    uint64_t min_part_bytes;
+    struct ol_obj_info *info;
+    /* relocation: swap extent `old` for (new_seg, new_off) */
+    enum ol_reloc_db reloc_db;
+    struct ol_extent old;
+    uint64_t new_seg, new_off;
+    bool reloc_stale;
+};
+
+int ol_commit_start(struct ol_store *st);
+void ol_commit_stop(struct ol_store *st);
+/* Queues op (initialising its completion for the calling fiber/thread). */
+void ol_commit_enqueue(struct ol_store *st, struct ol_op *op);
+/* Queues op and waits for its result. */
+int ol_commit_run(struct ol_store *st, struct ol_op *op);
+
+/* Builds the parts DB key: upload id (32 hex) + big-endian part number. */
+int ol_part_key(uint8_t out[40], const char *upload_id, uint32_t part_no, size_t *len);
+#define OL_UPLOAD_ID_LEN 32u
+
+#endif

@@ -1,0 +1,81 @@
+"""Fixtures for the OpenLake integration suite.
+
+Run with:  /usr/bin/python3 -m pytest tests/integration
+(OPENLAKE_BIN may name the binary or its build directory; OPENLAKE_LOG_LEVEL
+passes --log-level; OPENLAKE_KEEP_DATA keeps the data directories.)
+
+A module may set SERVER_CONFIG (a dict or a list of (name, value) pairs) to
+configure the module-scoped `server`.
+"""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import helpers  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: moves hundreds of MiB (deselect with -m 'not slow')")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # On a failure, attach the tail of each running server's log: the
+    # server's side of the story is usually what explains it.
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for srv in list(helpers.LIVE_SERVERS):
+            rep.sections.append((f"openlake log {srv.workdir.name}", srv.log_tail(80)))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, request):
+    """One server per test module, with a fresh data directory."""
+    config = getattr(request.module, "SERVER_CONFIG", None)
+    srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config)
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture
+def make_server(tmp_path_factory):
+    """Factory for servers private to one test: make_server(config=...)."""
+    servers = []
+
+    def make(config=None, start=True, **kw):
+        srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config, **kw)
+        servers.append(srv)
+        if start:
+            srv.start()
+        return srv
+
+    yield make
+    errors = []
+    for srv in servers:
+        try:
+            srv.close()
+        except AssertionError as e:
+            errors.append(str(e))
+    if errors:
+        raise AssertionError("\n\n".join(errors))
+
+
+@pytest.fixture(scope="module")
+def s3(server):
+    return helpers.make_client(server.endpoint)
+
+
+@pytest.fixture
+def bucket(s3):
+    """A fresh, empty bucket on the module's server."""
+    name = helpers.unique_bucket()
+    s3.create_bucket(Bucket=name)
+    return name
