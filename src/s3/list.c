@@ -173,7 +173,7 @@ static void ol_list_buf_free(struct ol_list_buf *b)
 static int ol_list_buf_add(struct ol_list_buf *b, const char *name, size_t len,
                            struct ol_list_ent **out)
 {
-    OL_ASSERT(b->n < b->cap);
+    OL_ASSERT(b->ents != NULL && b->n < b->cap);
     if (b->arena_cap - b->arena_len < len) {
         size_t cap = b->arena_cap ? b->arena_cap : 4096;
         while (cap - b->arena_len < len) /* bounded: names are <= 1 KiB each */
@@ -448,6 +448,7 @@ static int ol_list_parse_query(struct ol_s3_req *r, struct ol_list_query *q, con
 static void ol_list_objects_xml(struct ol_s3_req *r, const struct ol_list_query *q,
                                 const struct ol_list_buf *b, bool truncated, struct ol_xml *x)
 {
+    OL_ASSERT(b->ents != NULL);
     const struct ol_list_ent *last = b->n ? &b->ents[b->n - 1] : NULL;
 
     ol_xml_begin_doc(x, "ListBucketResult");
@@ -647,6 +648,7 @@ int ol_s3_list_uploads(struct ol_s3_req *r)
         goto out;
     }
 
+    OL_ASSERT(b.ents != NULL);
     const struct ol_list_ent *last = b.n ? &b.ents[b.n - 1] : NULL;
     ol_xml_begin_doc(&x, "ListMultipartUploadsResult");
     ol_xml_str(&x, "Bucket", r->bucket);

@@ -1293,8 +1293,8 @@ ssize_t ol_aws_chunked_decode(struct ol_aws_chunked *c, char *buf, size_t *len)
         case CH_TRAILER:
             rc = take_line(c, buf, n, &pos);
             if (rc == 1) {
-                c->line_len = 0;
                 rc = c->state == CH_LINE ? on_size_line(c) : on_trailer_line(c);
+                c->line_len = 0;
             }
             break;
         case CH_DATA: {

@@ -590,7 +590,8 @@ int ol_idx_cur_seek(struct ol_idx_cur *cur, const uint8_t *k, size_t klen, bool 
 {
     if (klen > OL_IDX_KEY_MAX)
         return -EINVAL;
-    memcpy(cur->seek, k, klen);
+    if (klen)
+        memcpy(cur->seek, k, klen);
     cur->seek_len = klen;
     cur->inclusive = inclusive;
     cur->skipping = true;
