@@ -78,8 +78,8 @@ static bool is_sig_hex(const char *p, size_t n)
 
 static bool is_unreserved(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '.' || c == '_' || c == '~';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~';
 }
 
 static bool is_space(char c)
@@ -168,8 +168,7 @@ static int derive_key(const char *secret, size_t secret_len, struct ol_slice dat
         EVP_MD_CTX *md = EVP_MD_CTX_new();
         unsigned int n = 0;
         if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
-            EVP_DigestUpdate(md, "AWS4", 4) != 1 ||
-            EVP_DigestUpdate(md, secret, secret_len) != 1 ||
+            EVP_DigestUpdate(md, "AWS4", 4) != 1 || EVP_DigestUpdate(md, secret, secret_len) != 1 ||
             EVP_DigestFinal_ex(md, k0, &n) != 1 || n != 32)
             rc = -ENOMEM;
         EVP_MD_CTX_free(md);
@@ -423,9 +422,9 @@ static bool is_header_name_char(unsigned char c)
 {
     /* RFC 9110 tchar, lowercase only, without '%' which separates the
      * presigned form ("host%3Bx-amz-date"). */
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
-           c == '.' || c == '!' || c == '#' || c == '$' || c == '&' || c == '\'' ||
-           c == '*' || c == '+' || c == '^' || c == '`' || c == '|' || c == '~';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+           c == '!' || c == '#' || c == '$' || c == '&' || c == '\'' || c == '*' || c == '+' ||
+           c == '^' || c == '`' || c == '|' || c == '~';
 }
 
 /* Next name of a signed-headers list.  Returns 1 and *name, 0 at the end, or
@@ -619,9 +618,8 @@ static int canonical_request(struct sink *s, const struct ol_sigv4_request *req,
     return s->err;
 }
 
-int ol_sigv4_canonical_request(const struct ol_sigv4_request *req,
-                               const struct ol_sigv4_auth *auth, char *buf, size_t cap,
-                               size_t *len)
+int ol_sigv4_canonical_request(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
+                               char *buf, size_t cap, size_t *len)
 {
     struct sink s = {.buf = buf, .cap = cap};
     int rc = canonical_request(&s, req, auth);
@@ -679,8 +677,7 @@ static int compute_signature(const struct ol_sigv4_request *req, const struct ol
         goto out;
     }
     to_hex(md, sizeof(md), crhex);
-    n = snprintf(sts, sizeof(sts), "%s\n%s\n%s\n%s", SIGV4_ALGORITHM, auth->amz_date, scope,
-                 crhex);
+    n = snprintf(sts, sizeof(sts), "%s\n%s\n%s\n%s", SIGV4_ALGORITHM, auth->amz_date, scope, crhex);
     OL_ASSERT(n > 0 && (size_t)n < sizeof(sts));
     rc = derive_key(secret, secret_len, auth->date, auth->region, auth->service, key);
     if (rc != 0)
@@ -748,8 +745,8 @@ static int month_from_name(const char *p)
 static bool is_wkday(const char *p, size_t n)
 {
     static const char *const days[] = {"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"};
-    static const char *const long_days[] = {"Monday",   "Tuesday", "Wednesday", "Thursday",
-                                            "Friday",   "Saturday", "Sunday"};
+    static const char *const long_days[] = {"Monday", "Tuesday",  "Wednesday", "Thursday",
+                                            "Friday", "Saturday", "Sunday"};
     for (int d = 0; d < 7; d++) {
         if ((n == 3 && memcmp(p, days[d], 3) == 0) ||
             (n == strlen(long_days[d]) && memcmp(p, long_days[d], n) == 0))
@@ -831,14 +828,18 @@ int ol_sigv4_parse_date(struct ol_slice s, char amz_date[17], int64_t *unix_sec)
     } else {
         return OL_SIGV4_EMALFORMED;
     }
-    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 ||
-        sec < 0 || sec > 59)
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || h < 0 || h > 23 || mi < 0 || mi > 59 || sec < 0 ||
+        sec > 59)
         return OL_SIGV4_EMALFORMED;
     if (d > mdays[mo - 1] + (mo == 2 && is_leap(y)))
         return OL_SIGV4_EMALFORMED;
 
-    struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d,
-                    .tm_hour = h, .tm_min = mi, .tm_sec = sec};
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
     time_t t = timegm(&tm);
     if (t == (time_t)-1)
         return OL_SIGV4_EMALFORMED;
@@ -967,8 +968,8 @@ int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out)
 {
     enum { P_ALG, P_CRED, P_DATE, P_EXPIRES, P_SH, P_SIG, P_COUNT };
     static const char *const names[P_COUNT] = {
-        "X-Amz-Algorithm",     "X-Amz-Credential", "X-Amz-Date",
-        "X-Amz-Expires",       "X-Amz-SignedHeaders", "X-Amz-Signature",
+        "X-Amz-Algorithm", "X-Amz-Credential",    "X-Amz-Date",
+        "X-Amz-Expires",   "X-Amz-SignedHeaders", "X-Amz-Signature",
     };
     struct ol_slice val[P_COUNT];
     bool seen[P_COUNT] = {false};
@@ -1041,14 +1042,14 @@ enum {
     CH_DATA,     /* copying chunk data */
     CH_DATA_CR,  /* the CRLF that ends chunk data */
     CH_DATA_LF,
-    CH_TRAILER,  /* lines after the last chunk, up to an empty one */
+    CH_TRAILER, /* lines after the last chunk, up to an empty one */
     CH_DONE,
     /* A negative state is a sticky error code. */
 };
 
 int ol_aws_chunked_init(struct ol_aws_chunked *c, bool signed_chunks, bool trailer,
-                        const struct ol_sigv4_auth *auth, const char *secret,
-                        size_t secret_len, const char *seed_signature)
+                        const struct ol_sigv4_auth *auth, const char *secret, size_t secret_len,
+                        const char *seed_signature)
 {
     int rc;
 

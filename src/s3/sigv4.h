@@ -68,7 +68,8 @@ struct ol_sigv4_request {
     struct ol_slice query;  /* raw, without '?' */
     const struct ol_http_header *headers;
     size_t nheaders;
-    struct ol_slice payload_hash; /* x-amz-content-sha256 value, or "UNSIGNED-PAYLOAD" for presigned */
+    /* x-amz-content-sha256 value, or "UNSIGNED-PAYLOAD" for presigned */
+    struct ol_slice payload_hash;
 };
 
 /* Recomputes the signature with `secret` and compares it in constant time.

@@ -15,7 +15,7 @@
 #include "core/log.h"
 
 #define OL_COMPACT_PERIOD_S 5
-#define OL_COMPACT_MAX_JOBS 100000u /* per pass; the next pass takes the rest */
+#define OL_COMPACT_MAX_JOBS 10000u /* per pass; the next pass takes the rest */
 #define OL_RELOC_BATCH 256u
 
 struct ol_compact_req {

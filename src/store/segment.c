@@ -194,9 +194,14 @@ static int seg_create(struct ol_store *st, struct ol_seg **out)
     memcpy(h.drive_id, st->fmt.drive_id, 16);
     h.crc = ol_crc32c(&h, sizeof(h));
     memcpy(blk, &h, sizeof(h));
-    rc = ol_pwrite_all(fd, blk, OL_SEG_HDR_BYTES, 0);
-    if (rc)
+    /* A plain pwrite, not ol_io_pwrite: this runs inside a loop slot's
+     * reservation, which must not yield to other fibers of the loop (they
+     * would see the slot half-rolled). */
+    ssize_t wn = pwrite(fd, blk, OL_SEG_HDR_BYTES, 0);
+    if (wn != (ssize_t)OL_SEG_HDR_BYTES) {
+        rc = wn < 0 ? -errno : -EIO;
         goto out;
+    }
     /* The header becomes durable with the first data fdatasync; the directory
      * entry needs its own fsync, once per segment, so that a crash cannot
      * lose a file whose data was acknowledged. */

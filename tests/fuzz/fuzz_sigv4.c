@@ -21,12 +21,12 @@
 static const char SECRET[] = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
 static const char SEED[] = "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9";
 
-#define FUZZ_CHECK(cond)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz_sigv4: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                         \
-        }                                                                    \
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fuzz_sigv4: %s:%d: %s\n", __FILE__, __LINE__, #cond);                 \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 static void check_request(const struct ol_sigv4_auth *auth, struct ol_slice date,
@@ -132,8 +132,7 @@ struct feed_result {
 
 /* pieces == NULL: feed the whole input at once. */
 static void feed(const char *in, size_t n, const uint8_t *pieces, size_t npieces, bool sgn,
-                 bool trailer, const struct ol_sigv4_auth *auth, char *out,
-                 struct feed_result *res)
+                 bool trailer, const struct ol_sigv4_auth *auth, char *out, struct feed_result *res)
 {
     struct ol_aws_chunked c;
     char *buf = malloc(n + 1);
@@ -141,8 +140,7 @@ static void feed(const char *in, size_t n, const uint8_t *pieces, size_t npieces
     FUZZ_CHECK(buf != NULL);
     memset(res, 0, sizeof(*res));
     res->rc = 1;
-    FUZZ_CHECK(ol_aws_chunked_init(&c, sgn, trailer, auth, SECRET, sizeof(SECRET) - 1, SEED) ==
-               0);
+    FUZZ_CHECK(ol_aws_chunked_init(&c, sgn, trailer, auth, SECRET, sizeof(SECRET) - 1, SEED) == 0);
     /* Each pass feeds at least one new byte or stops. */
     for (size_t pass = 0; pass <= n + 1; pass++) {
         size_t add = pieces ? 1 + (size_t)(pieces[k++ % npieces] % 97) : n;
@@ -188,11 +186,11 @@ static void check_chunked(const uint8_t *data, size_t size)
     if (!have_auth) {
         static const char authz[] =
             "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
-            "aws4_request,SignedHeaders=host,Signature=" "4f232c4386841ef735655705268965c44a0e"
+            "aws4_request,SignedHeaders=host,Signature="
+            "4f232c4386841ef735655705268965c44a0e"
             "4690baa4adea153f7db9fa80a0a9";
         FUZZ_CHECK(ol_sigv4_parse_header((struct ol_slice){authz, sizeof(authz) - 1},
-                                         (struct ol_slice){"20130524T000000Z", 16},
-                                         &auth) == 0);
+                                         (struct ol_slice){"20130524T000000Z", 16}, &auth) == 0);
         have_auth = true;
     }
     if (size < 1)

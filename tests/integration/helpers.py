@@ -61,11 +61,12 @@ def free_port():
 
 def write_config(path, settings):
     """Writes a redis-like config file.  settings is a dict or a list of
-    (name, value) pairs; a list allows repeated names such as `user`."""
+    (name, value...) tuples; a list allows repeated names such as
+    ("user", ACCESS_KEY, SECRET_KEY)."""
     items = settings.items() if isinstance(settings, dict) else settings
     lines = ["# written by tests/integration"]
-    for name, value in items:
-        lines.append(f"{name} {value}")
+    for name, *values in items:
+        lines.append(" ".join([name] + [str(v) for v in values]))
     Path(path).write_text("\n".join(lines) + "\n")
 
 

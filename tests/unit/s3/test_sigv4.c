@@ -14,32 +14,32 @@
 
 static int failures;
 
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                             \
-        }                                                                           \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_EQ_INT(a, b)                                                            \
-    do {                                                                              \
-        long long va_ = (long long)(a), vb_ = (long long)(b);                         \
-        if (va_ != vb_) {                                                             \
-            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__,      \
-                    __LINE__, #a, va_, #b, vb_);                                      \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK_EQ_INT(a, b)                                                                         \
+    do {                                                                                           \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                      \
+        if (va_ != vb_) {                                                                          \
+            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n", __FILE__, __LINE__, #a,    \
+                    va_, #b, vb_);                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_STR(a, b)                                                               \
-    do {                                                                              \
-        const char *sa_ = (a), *sb_ = (b);                                            \
-        if (strcmp(sa_, sb_) != 0) {                                                  \
-            fprintf(stderr, "%s:%d: %s\n  got      \"%s\"\n  expected \"%s\"\n",       \
-                    __FILE__, __LINE__, #a, sa_, sb_);                                \
-            failures++;                                                               \
-        }                                                                             \
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *sa_ = (a), *sb_ = (b);                                                         \
+        if (strcmp(sa_, sb_) != 0) {                                                               \
+            fprintf(stderr, "%s:%d: %s\n  got      \"%s\"\n  expected \"%s\"\n", __FILE__,         \
+                    __LINE__, #a, sa_, sb_);                                                       \
+            failures++;                                                                            \
+        }                                                                                          \
     } while (0)
 
 #define SL(s) ((struct ol_slice){(s), strlen(s)})
@@ -73,8 +73,7 @@ static void test_sha_and_key(void)
 
     /* The AWS general reference's signing-key example. */
     const char *secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
-    ol_sigv4_signing_key(secret, strlen(secret), SL("20120215"), SL("us-east-1"), SL("iam"),
-                         key);
+    ol_sigv4_signing_key(secret, strlen(secret), SL("20120215"), SL("us-east-1"), SL("iam"), key);
     hexify(key, 32, key_hex);
     CHECK_STR(key_hex, "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
 
@@ -91,8 +90,7 @@ static void test_sha_and_key(void)
     HMAC(EVP_sha256(), a, 32, (const uint8_t *)"us-east-1", 9, b, &n);
     HMAC(EVP_sha256(), b, 32, (const uint8_t *)"s3", 2, a, &n);
     HMAC(EVP_sha256(), a, 32, (const uint8_t *)"aws4_request", 12, b, &n);
-    ol_sigv4_signing_key(longsec, sizeof(longsec), SL("20130524"), SL("us-east-1"), SL("s3"),
-                         key);
+    ol_sigv4_signing_key(longsec, sizeof(longsec), SL("20130524"), SL("us-east-1"), SL("s3"), key);
     CHECK(memcmp(key, b, 32) == 0);
     /* Secret lengths around the 64-byte block boundary. */
     for (size_t len = 55; len <= 66; len++) {
@@ -220,9 +218,8 @@ static void run_header_example(const struct example *ex)
 {
     char authz[512];
     struct ol_sigv4_auth auth;
-    snprintf(authz, sizeof(authz),
-             "AWS4-HMAC-SHA256 Credential=%s, SignedHeaders=%s, Signature=%s", CRED,
-             ex->signed_headers, ex->signature);
+    snprintf(authz, sizeof(authz), "AWS4-HMAC-SHA256 Credential=%s, SignedHeaders=%s, Signature=%s",
+             CRED, ex->signed_headers, ex->signature);
     CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
     struct ol_sigv4_request req = {
         .method = SL(ex->method),
@@ -289,8 +286,7 @@ static void test_header_examples(void)
         .path = "/test$file.text",
         .query = "",
         .h = {hdr("Host", "examplebucket.s3.amazonaws.com"),
-              hdr("Date", "Fri, 24 May 2013 00:00:00 GMT"),
-              hdr("x-amz-date", "20130524T000000Z"),
+              hdr("Date", "Fri, 24 May 2013 00:00:00 GMT"), hdr("x-amz-date", "20130524T000000Z"),
               hdr("x-amz-storage-class", "REDUCED_REDUNDANCY"),
               hdr("x-amz-content-sha256", put_sha)},
         .nh = 5,
@@ -617,24 +613,20 @@ static void test_canonical_details(void)
     /* Bad escapes, too many parameters, missing payload hash. */
     char sigbuf[65];
     req.path = SL("/a%zz");
-    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf),
-                 OL_SIGV4_EMALFORMED);
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), OL_SIGV4_EMALFORMED);
     req.path = SL("/a");
     req.query = SL("a=%2");
-    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf),
-                 OL_SIGV4_EMALFORMED);
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), OL_SIGV4_EMALFORMED);
     static char many[4096];
     size_t m = 0;
     for (int i = 0; i < 129; i++)
         m += (size_t)snprintf(many + m, sizeof(many) - m, "p%d=1&", i);
     req.query = (struct ol_slice){many, m};
-    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf),
-                 OL_SIGV4_EMALFORMED);
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), OL_SIGV4_EMALFORMED);
     req.query = (struct ol_slice){many, m - 7}; /* 128 parameters */
     CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), 0);
     req.payload_hash = SL("");
-    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf),
-                 OL_SIGV4_EMALFORMED);
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), OL_SIGV4_EMALFORMED);
 
     /* host must be signed for verify. */
     snprintf(authz, sizeof(authz),
@@ -772,11 +764,12 @@ static void test_chunked_example(void)
     static char out[70000];
     size_t out_len, consumed;
     struct ol_aws_chunked keep;
-    size_t splits[] = {1, 2, 3, 7, 63, 64, 65, 86, 87, 88, 89, 100, 1000, 4096, 65535,
-                       65536, 65537, 65624, 65625, 65626, 66823, 66824, 100000};
+    size_t splits[] = {1,     2,     3,     7,     63,    64,    65,    86,
+                       87,    88,    89,    100,   1000,  4096,  65535, 65536,
+                       65537, 65624, 65625, 65626, 66823, 66824, 100000};
     for (size_t s = 0; s < sizeof(splits) / sizeof(splits[0]); s++) {
-        int rc = feed(body, n, splits[s], true, false, &auth, seed, out, &out_len, &consumed,
-                      &keep);
+        int rc =
+            feed(body, n, splits[s], true, false, &auth, seed, out, &out_len, &consumed, &keep);
         if (rc != 0 || out_len != 66560 || consumed != n) {
             fprintf(stderr, "chunked example split %zu: rc %d out %zu consumed %zu\n", splits[s],
                     rc, out_len, consumed);
@@ -789,7 +782,8 @@ static void test_chunked_example(void)
             all_a = all_a && out[i] == 'a';
         CHECK(all_a);
         CHECK_EQ_INT(keep.decoded_bytes, 66560);
-        CHECK_STR(keep.prev_sig, "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9");
+        CHECK_STR(keep.prev_sig,
+                  "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9");
         ol_aws_chunked_free(&keep);
     }
 
@@ -810,9 +804,9 @@ static void test_chunked_example(void)
     char bad_seed[65];
     strcpy(bad_seed, seed);
     bad_seed[0] = bad_seed[0] == '0' ? '1' : '0';
-    CHECK_EQ_INT(feed(body, n, 1 << 20, true, false, &auth, bad_seed, out, &out_len, &consumed,
-                      NULL),
-                 OL_SIGV4_EMISMATCH);
+    CHECK_EQ_INT(
+        feed(body, n, 1 << 20, true, false, &auth, bad_seed, out, &out_len, &consumed, NULL),
+        OL_SIGV4_EMISMATCH);
     /* Truncated: not done, no error. */
     CHECK_EQ_INT(feed(body, n - 1, 777, true, false, &auth, seed, out, &out_len, &consumed, NULL),
                  1);
@@ -820,9 +814,8 @@ static void test_chunked_example(void)
     /* The decoder stops at the end of the stream: a pipelined request's
      * bytes stay unconsumed. */
     memcpy(body + n, "GET / HTTP/1.1\r\n", 16);
-    CHECK_EQ_INT(feed(body, n + 16, 1 << 20, true, false, &auth, seed, out, &out_len, &consumed,
-                      NULL),
-                 0);
+    CHECK_EQ_INT(
+        feed(body, n + 16, 1 << 20, true, false, &auth, seed, out, &out_len, &consumed, NULL), 0);
     CHECK_EQ_INT(consumed, n);
 
     /* The init contract. */
@@ -862,8 +855,8 @@ static void test_chunked_small(void)
     char out[2048];
     size_t out_len, consumed;
     for (size_t split = 1; split <= n + 1; split++) {
-        int rc = feed(body, n, split, true, false, &auth, CHUNK_SEED, out, &out_len, &consumed,
-                      NULL);
+        int rc =
+            feed(body, n, split, true, false, &auth, CHUNK_SEED, out, &out_len, &consumed, NULL);
         if (rc != 0 || out_len != e || memcmp(out, expect, e) != 0 || consumed != n) {
             fprintf(stderr, "small stream split %zu: rc %d out %zu\n", split, rc, out_len);
             failures++;
@@ -898,8 +891,8 @@ static void test_chunked_small(void)
          OL_SIGV4_ECHUNK}, /* CR inside the line */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        int rc = feed(bad[i].s, strlen(bad[i].s), 3, true, false, &auth, CHUNK_SEED, out,
-                      &out_len, &consumed, NULL);
+        int rc = feed(bad[i].s, strlen(bad[i].s), 3, true, false, &auth, CHUNK_SEED, out, &out_len,
+                      &consumed, NULL);
         if (rc != bad[i].rc) {
             fprintf(stderr, "framing case %zu: rc %d, expected %d\n", i, rc, bad[i].rc);
             failures++;
@@ -908,8 +901,8 @@ static void test_chunked_small(void)
     /* An over-long line. */
     char longline[400];
     memset(longline, '0', sizeof(longline));
-    CHECK_EQ_INT(feed(longline, sizeof(longline), 50, true, false, &auth, CHUNK_SEED, out,
-                      &out_len, &consumed, NULL),
+    CHECK_EQ_INT(feed(longline, sizeof(longline), 50, true, false, &auth, CHUNK_SEED, out, &out_len,
+                      &consumed, NULL),
                  OL_SIGV4_ECHUNK);
 
     /* Missing CRLF after chunk data, in the unsigned variant (no signature
@@ -948,8 +941,8 @@ static void test_chunked_trailers(void)
     const char *u = "a\r\n0123456789\r\n3\r\nabc\r\n0\r\nX-Amz-Checksum-CRC32: sOO8/Q== \r\n"
                     "x-amz-meta-x:y\r\n\r\n";
     for (size_t split = 1; split <= strlen(u); split++) {
-        int rc = feed(u, strlen(u), split, false, true, NULL, NULL, out, &out_len, &consumed,
-                      &keep);
+        int rc =
+            feed(u, strlen(u), split, false, true, NULL, NULL, out, &out_len, &consumed, &keep);
         CHECK_EQ_INT(rc, 0);
         CHECK(out_len == 13 && memcmp(out, "0123456789abc", 13) == 0);
         CHECK_EQ_INT(keep.trailers_len, sizeof("x-amz-checksum-crc32:sOO8/Q==\0x-amz-meta-x:y"));
@@ -994,8 +987,8 @@ static void test_chunked_trailers(void)
                         "x-amz-trailer-signature:%s\r\n\r\n",
                         s1, s0, ts);
     for (size_t split = 1; split <= n; split += 3) {
-        int rc = feed(body, n, split, true, true, &auth, CHUNK_SEED, out, &out_len, &consumed,
-                      NULL);
+        int rc =
+            feed(body, n, split, true, true, &auth, CHUNK_SEED, out, &out_len, &consumed, NULL);
         CHECK_EQ_INT(rc, 0);
         CHECK(out_len == 3 && memcmp(out, "abc", 3) == 0);
     }
