@@ -105,6 +105,7 @@ if [ "${MERGE:-0}" = 1 ]; then
     rm -rf "$small"
     mkdir -p "$small"
     find "$work" -type f -size -4097c -exec cp {} "$small"/ \;
-    "./$out/fuzz_$target" -merge=1 -artifact_prefix="$out/" "$corpus" "$small"
+    # Edges only (no hit counters): keeps the committed corpus small.
+    "./$out/fuzz_$target" -merge=1 -use_counters=0 -artifact_prefix="$out/" "$corpus" "$small"
     echo "$corpus now holds $(ls "$corpus" | wc -l) files"
 fi
