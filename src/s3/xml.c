@@ -138,7 +138,11 @@ void ol_xml_begin_doc(struct ol_xml *x, const char *root)
     OL_ASSERT(x->depth == 0);
     ol_xml_puts(x, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<");
     ol_xml_puts(x, root);
-    ol_xml_puts(x, " xmlns=\"" OL_XML_NS "\">");
+    /* S3 error documents carry no namespace; every other document does. */
+    if (strcmp(root, "Error") == 0)
+        ol_xml_puts(x, ">");
+    else
+        ol_xml_puts(x, " xmlns=\"" OL_XML_NS "\">");
     x->stack[x->depth++] = root;
 }
 
