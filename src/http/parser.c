@@ -165,12 +165,14 @@ int ol_http_parse_request(const char *buf, size_t len, const struct ol_http_limi
      * The cap at INT_MAX keeps the returned length representable. */
     size_t cap = limits->max_head_bytes < (size_t)INT_MAX ? limits->max_head_bytes : INT_MAX;
     bool clipped = len > cap;
-    const char *p = buf;
-    const char *end = buf + (clipped ? cap : len);
     int rc;
 
     req->nheaders = 0;
     req->minor_version = -1;
+    if (len == 0)
+        return OL_HTTP_PARTIAL; /* buf may be NULL: no pointer arithmetic on it */
+    const char *p = buf;
+    const char *end = buf + (clipped ? cap : len);
 
     /* Empty lines before the request line (left over after a previous body,
      * RFC 9112 2.2).  They count against max_head_bytes, which bounds them. */

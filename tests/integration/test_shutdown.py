@@ -19,8 +19,8 @@ SIZE = 256 * MIB
 def test_signal_during_large_put(make_server, sig):
     srv = make_server()
     s3 = h.make_client(srv.endpoint)
-    s3.create_bucket(Bucket="sd")
-    s3.put_object(Bucket="sd", Key="before", Body=b"written before the signal")
+    s3.create_bucket(Bucket="shut")
+    s3.put_object(Bucket="shut", Key="before", Body=b"written before the signal")
     expected = h.stream_sha256(SIZE, seed=3)
     url = s3.generate_presigned_url("put_object", Params={"Bucket": "sd", "Key": "big"},
                                     ExpiresIn=600)
@@ -58,16 +58,16 @@ def test_signal_during_large_put(make_server, sig):
 
     srv.start()
     s3 = h.make_client(srv.endpoint)
-    assert s3.get_object(Bucket="sd", Key="before")["Body"].read() == b"written before the signal"
+    assert s3.get_object(Bucket="shut", Key="before")["Body"].read() == b"written before the signal"
     try:
-        head = s3.head_object(Bucket="sd", Key="big")
+        head = s3.head_object(Bucket="shut", Key="big")
     except ClientError as e:
         assert h.http_status(e) == 404
         assert result.get("status") != 200, "PUT acknowledged but the object is missing"
         return
     assert head["ContentLength"] == SIZE, "a partial object became visible"
     got = hashlib.sha256()
-    for chunk in s3.get_object(Bucket="sd", Key="big")["Body"].iter_chunks(4 * MIB):
+    for chunk in s3.get_object(Bucket="shut", Key="big")["Body"].iter_chunks(4 * MIB):
         got.update(chunk)
     assert got.hexdigest() == expected, "the object exists but its content is wrong"
 

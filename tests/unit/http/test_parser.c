@@ -128,6 +128,9 @@ static void test_line_endings(void)
     CHECK_EQ_INT(parse_str("\r\n\r\n", &default_limits), OL_HTTP_PARTIAL);
     CHECK_EQ_INT(parse_str("\r", &default_limits), OL_HTTP_PARTIAL);
     CHECK_EQ_INT(parse_str("", &default_limits), OL_HTTP_PARTIAL);
+    memset(&req, 0, sizeof(req));
+    req.headers = hdrs;
+    CHECK_EQ_INT(ol_http_parse_request(NULL, 0, &default_limits, &req), OL_HTTP_PARTIAL);
     /* Bare CR: in leading lines, in the request line, in a header, at the end. */
     CHECK_EQ_INT(parse_str("\rGET / HTTP/1.1\r\n\r\n", &default_limits), OL_HTTP_EBAD);
     CHECK_EQ_INT(parse_str("GET /\r HTTP/1.1\r\n\r\n", &default_limits), OL_HTTP_EBAD);
