@@ -64,6 +64,20 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
                  "Query-string authentication parameters are missing or malformed.");
     }
 
+    /* The scope's region must be ours: a client configured for another
+     * region gets told which one to use, as S3 does. */
+    if (auth.region.n != strlen(cfg->region) ||
+        memcmp(auth.region.p, cfg->region, auth.region.n) != 0) {
+        static __thread char region_msg[256];
+        snprintf(region_msg, sizeof(region_msg),
+                 "The authorization header is malformed; the region '%.*s' is wrong; "
+                 "expecting '%s'",
+                 (int)(auth.region.n > 64 ? 64 : auth.region.n), auth.region.p, cfg->region);
+        FAIL(auth.presigned ? OL_S3_AuthorizationQueryParametersError
+                            : OL_S3_AuthorizationHeaderMalformed,
+             region_msg);
+    }
+
     const struct ol_cfg_user *user = ol_cfg_find_user(cfg, auth.access_key.p, auth.access_key.n);
     if (!user)
         FAIL(OL_S3_InvalidAccessKeyId,

@@ -42,6 +42,8 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
 struct upload_match {
     const struct ol_s3_req *r;
     bool ok;
+    uint8_t *meta;      /* when non-NULL, receives a copy of the upload's metadata */
+    uint32_t meta_len;
 };
 
 static int match_upload(void *ctx, const struct ol_upload_info *u)
@@ -49,17 +51,22 @@ static int match_upload(void *ctx, const struct ol_upload_info *u)
     struct upload_match *m = ctx;
     m->ok = strcmp(u->bucket, m->r->bucket) == 0 && u->key_len == m->r->key_len &&
             memcmp(u->key, m->r->key, u->key_len) == 0;
+    if (m->ok && m->meta && u->meta_len <= OL_S3_META_MAX) {
+        memcpy(m->meta, u->meta, u->meta_len);
+        m->meta_len = u->meta_len;
+    }
     return 0;
 }
 
 /* The upload id from the query, if it names an upload of this bucket/key. */
-static const char *upload_of_request(struct ol_s3_req *r, int *err)
+static const char *upload_of_request(struct ol_s3_req *r, int *err, uint8_t *meta,
+                                     uint32_t *meta_len)
 {
     const struct ol_s3_param *p = ol_s3_param(r, "uploadId");
     *err = -OL_ENOUPLOAD;
     if (!p || p->value_len == 0 || p->value_len >= 40)
         return NULL;
-    struct upload_match m = {r, false};
+    struct upload_match m = {r, false, meta, 0};
     int rc = ol_store_upload_get(r->ctx->store, p->value, match_upload, &m);
     if (rc < 0) {
         *err = rc;
@@ -67,6 +74,8 @@ static const char *upload_of_request(struct ol_s3_req *r, int *err)
     }
     if (!m.ok)
         return NULL;
+    if (meta_len)
+        *meta_len = m.meta_len;
     return p->value;
 }
 
@@ -79,7 +88,7 @@ int ol_s3_upload_part(struct ol_s3_req *r)
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Part number must be an integer between 1 and 10000, inclusive.");
     int err;
-    const char *id = upload_of_request(r, &err);
+    const char *id = upload_of_request(r, &err, NULL, NULL);
     if (!id)
         return ol_s3_error_from(r, err);
     struct ol_store_writer *w;
@@ -182,9 +191,15 @@ static int hexval(char c)
 int ol_s3_complete_multipart(struct ol_s3_req *r)
 {
     int err;
-    const char *id = upload_of_request(r, &err);
-    if (!id)
+    uint32_t meta_len = 0;
+    uint8_t *meta = malloc(OL_S3_META_MAX);
+    if (!meta)
+        return ol_s3_error(r, OL_S3_InternalError, "out of memory");
+    const char *id = upload_of_request(r, &err, meta, &meta_len);
+    if (!id) {
+        free(meta);
         return ol_s3_error_from(r, err);
+    }
     char *body = malloc(COMPLETE_BODY_MAX + 1);
     struct complete_doc d = {.parts = malloc(sizeof(struct ol_complete_part) * MAX_PARTS)};
     int rc = 0;
@@ -241,7 +256,9 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     EVP_DigestFinal_ex(md, digest, &dl);
     EVP_MD_CTX_free(md);
 
-    struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n};
+    /* The object takes the metadata given when the upload was created. */
+    struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n, .meta = meta,
+                               .meta_len = meta_len};
     int w = 0;
     for (int k = 0; k < 16; k++)
         w += snprintf(info.etag + w, sizeof(info.etag) - (size_t)w, "%02x", digest[k]);
@@ -277,6 +294,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     rc = ol_s3_send_xml(r, 200, &x);
     ol_xml_free(&x);
 out:
+    free(meta);
     free(body);
     free(d.parts);
     return rc;
@@ -285,7 +303,7 @@ out:
 int ol_s3_abort_multipart(struct ol_s3_req *r)
 {
     int err;
-    const char *id = upload_of_request(r, &err);
+    const char *id = upload_of_request(r, &err, NULL, NULL);
     if (!id)
         return ol_s3_error_from(r, err);
     int rc = ol_store_upload_abort(r->ctx->store, id);

@@ -599,6 +599,7 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     if (rc)
         goto out;
     uint64_t total = 0, next = 0, ncrc = 0;
+    bool too_small = false;
     for (uint32_t i = 0; i < op->nparts; i++) {
         if (i > 0 && op->parts[i].part_no <= op->parts[i - 1].part_no) {
             rc = -OL_EPARTORDER;
@@ -629,10 +630,10 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
             rc = -OL_EINVALIDPART;
             goto out;
         }
-        if (i + 1 < op->nparts && e.h.size < op->min_part_bytes) {
-            rc = -OL_ETOOSMALL;
-            goto out;
-        }
+        /* S3 reports a missing or mismatched part before a small one, so
+         * the size verdict waits until every part has been found. */
+        if (i + 1 < op->nparts && e.h.size < op->min_part_bytes)
+            too_small = true;
         if (e.h.block_bytes != st->o.block_bytes || (e.h.flags & OL_ENTRY_INLINE)) {
             rc = -OL_ECORRUPT;
             goto out;
@@ -640,6 +641,10 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         total += e.h.size;
         next += e.h.nextents;
         ncrc += e.h.ncrc;
+    }
+    if (too_small) {
+        rc = -OL_ETOOSMALL;
+        goto out;
     }
     if (next > UINT32_MAX / 2 || ncrc > UINT32_MAX / 2) {
         rc = -OL_ETOOLARGE;
