@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/buf.h"
 #include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -52,7 +53,7 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
         return -OL_ETOOLARGE;
     struct ol_store_writer *w = NULL;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
-    uint8_t *buf = malloc(RECV_CHUNK_BYTES);
+    uint8_t *buf = ol_buf_alloc(RECV_CHUNK_BYTES);
     int rc = -ENOMEM;
     if (!md || !buf || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
         goto fail;
@@ -91,14 +92,14 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
         goto fail;
     hex(digest, 16, md5_hex);
     EVP_MD_CTX_free(md);
-    free(buf);
+    ol_buf_free(buf, RECV_CHUNK_BYTES);
     *out = w;
     return 0;
 fail:
     if (w)
         ol_store_write_abort(w);
     EVP_MD_CTX_free(md);
-    free(buf);
+    ol_buf_free(buf, RECV_CHUNK_BYTES);
     return rc;
 }
 

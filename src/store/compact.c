@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -321,7 +322,7 @@ out:
     for (uint32_t i = 0; i < p.ndst; i++)
         ol_seg_unref(st, p.dst[i]);
     free(p.dst);
-    free(p.buf);
+    ol_buf_free(p.buf, p.buf_cap);
     free(ids);
     free(sizes);
     if (rc == 0)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -29,10 +30,7 @@ struct ol_sync_waiter {
 
 void *ol_aligned_alloc(size_t len)
 {
-    void *p = NULL;
-    if (posix_memalign(&p, OL_ALIGN, ol_round_up(len ? len : 1, OL_ALIGN)) != 0)
-        return NULL;
-    return p;
+    return ol_buf_alloc((size_t)ol_round_up(len ? len : 1, OL_ALIGN));
 }
 
 int ol_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
@@ -161,7 +159,7 @@ static int seg_check_header(struct ol_store *st, int fd, uint64_t id)
             memcmp(h.drive_id, st->fmt.drive_id, 16) != 0)
             rc = -OL_ECORRUPT;
     }
-    free(blk);
+    ol_buf_free(blk, OL_SEG_HDR_BYTES);
     return rc;
 }
 
@@ -224,7 +222,7 @@ static int seg_create(struct ol_store *st, struct ol_seg **out)
     }
     *out = seg;
 out:
-    free(blk);
+    ol_buf_free(blk, OL_SEG_HDR_BYTES);
     if (rc) {
         close(fd);
         unlinkat(st->seg_dir_fd, name, 0);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -326,7 +327,7 @@ static void reader_release(struct ol_store_reader *r)
     free(r->crcs);
     free(r->data);
     free(r->meta);
-    free(r->buf);
+    ol_buf_free(r->buf, r->buf_cap);
     struct ol_store *st = r->st;
     memset(r, 0, sizeof(*r));
     r->st = st;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/buf.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -86,7 +87,7 @@ static void writer_free(struct ol_store_writer *w)
     free(w->segs);
     free(w->ext);
     free(w->crcs);
-    free(w->buf);
+    ol_buf_free(w->buf, w->buf_cap);
     free(w);
 }
 
@@ -159,7 +160,7 @@ int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len)
                     return w->err;
                 }
                 memcpy(nb, w->buf, w->buf_len);
-                free(w->buf);
+                ol_buf_free(w->buf, w->buf_cap);
                 w->buf = nb;
                 w->buf_cap = w->buf_full;
             } else {
