@@ -144,8 +144,17 @@ static size_t format_head(struct ol_http_conn *c, char *out, size_t cap, int sta
                           const struct ol_http_hdr *hdrs, size_t nhdrs, uint64_t content_length)
 {
     size_t n = 0;
-    int w = snprintf(out, cap, "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\n", status,
-                     ol_http_reason(status), http_date_now());
+    /* A client that sent Expect: 100-continue with an empty body still waits
+     * for the interim response; some (botocore 1.29) then misread the next
+     * response on the connection if it never came.  Sending it first is
+     * always allowed. */
+    const char *interim = "";
+    if (c->req.expect_continue && !c->continue_sent && !c->req.has_body) {
+        interim = "HTTP/1.1 100 Continue\r\n\r\n";
+        c->continue_sent = true;
+    }
+    int w = snprintf(out, cap, "%sHTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\n", interim,
+                     status, ol_http_reason(status), http_date_now());
     n += (size_t)w;
     for (size_t i = 0; i < nhdrs && n < cap; i++) {
         if (!hdrs[i].value)

@@ -244,7 +244,7 @@ class Server:
 # -- clients -----------------------------------------------------------------
 
 def make_client(endpoint, access=ACCESS_KEY, secret=SECRET_KEY, addressing="path",
-                read_timeout=60):
+                read_timeout=30):
     cfg = Config(s3={"addressing_style": addressing}, retries={"max_attempts": 1},
                  signature_version="s3v4", connect_timeout=5, read_timeout=read_timeout)
     return boto3.client("s3", endpoint_url=endpoint, region_name=REGION,
@@ -613,6 +613,17 @@ class RawConn:
             if not b:
                 return time.monotonic() - t0
         raise AssertionError(f"server kept the connection open for {timeout} s")
+
+
+def raw_exchange(port, data, timeout=10):
+    """Sends a whole request on a fresh connection and reads one response,
+    tolerating a server that answers (and closes) before reading it all."""
+    with RawConn(port, timeout=timeout) as c:
+        try:
+            c.send(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        return c.read_response()
 
 
 def request_bytes(method, target, headers, body=b""):

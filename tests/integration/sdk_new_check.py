@@ -102,7 +102,7 @@ def run(endpoint, access, secret):
     r = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
     check([p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["big/"], "common prefixes")
 
-    step("delete_object / delete_objects")
+    step("delete_object")
     s3.delete_object(Bucket=bucket, Key="small")
     try:
         s3.head_object(Bucket=bucket, Key="small")

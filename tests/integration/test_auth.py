@@ -12,17 +12,6 @@ import helpers as h
 from helpers import KIB
 
 
-def _raw_exchange(server, data, timeout=10):
-    """Sends a whole request and reads one response, tolerating a server that
-    answers (and closes) before it has read everything."""
-    with h.RawConn(server.port, timeout=timeout) as c:
-        try:
-            c.send(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        return c.read_response()
-
-
 # -- anonymous and bad credentials -------------------------------------------
 
 def test_anonymous_is_denied(server, s3, bucket):
@@ -159,7 +148,7 @@ def _streaming_put(server, bucket, key, data, chunk=64 * KIB, tamper_chunk=None,
     hdrs, seed = h.sign_headers("PUT", target, hdrs, h.STREAMING_PAYLOAD, amz_date=amz_date)
     body = h.aws_chunked_body(data, seed, amz_date, chunk, tamper_chunk=tamper_chunk)
     assert len(body) == int(hdrs["Content-Length"])
-    return _raw_exchange(server, h.request_bytes("PUT", target, hdrs, body))
+    return h.raw_exchange(server.port, h.request_bytes("PUT", target, hdrs, body))
 
 
 @pytest.mark.parametrize("size", [0, 100, 64 * KIB, 200 * KIB + 17])
@@ -202,7 +191,7 @@ def test_streaming_tampered_chunk_data(server, s3, bucket):
     hdrs, seed = h.sign_headers("PUT", target, hdrs, h.STREAMING_PAYLOAD, amz_date=amz_date)
     body = bytearray(h.aws_chunked_body(data, seed, amz_date))
     body[100 * KIB] ^= 0xFF
-    r = _raw_exchange(server, h.request_bytes("PUT", target, hdrs, bytes(body)))
+    r = h.raw_exchange(server.port, h.request_bytes("PUT", target, hdrs, bytes(body)))
     assert r.status == 403, r
     assert h.parse_error(r.body)["Code"] == "SignatureDoesNotMatch"
     with pytest.raises(ClientError):

@@ -20,17 +20,6 @@ def _host(server):
     return f"127.0.0.1:{server.port}"
 
 
-def _exchange_status(server, data):
-    """Sends data, returns the status of the first response.  The server
-    may close without reading all of it."""
-    with h.RawConn(server.port) as c:
-        try:
-            c.send(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        return c.read_response()
-
-
 def test_keep_alive(server, s3, bucket):
     s3.put_object(Bucket=bucket, Key="a", Body=b"AAAA")
     s3.put_object(Bucket=bucket, Key="b", Body=b"BBBBBB")
@@ -143,29 +132,29 @@ def test_body_is_skipped_after_error(server, s3, bucket):
 
 def test_header_too_large(server):
     req = (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
-    assert _exchange_status(server, req).status == 431
+    assert h.raw_exchange(server.port, req).status == 431
 
 
 def test_too_many_headers(server):
     req = b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(
         f"X-H{i}: v\r\n".encode() for i in range(150)) + b"\r\n"
     assert len(req) < 16384
-    assert _exchange_status(server, req).status == 431
+    assert h.raw_exchange(server.port, req).status == 431
 
 
 def test_url_too_long(server):
     req = b"GET /bucket/" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n"
-    assert _exchange_status(server, req).status == 414
+    assert h.raw_exchange(server.port, req).status == 414
 
 
 @pytest.mark.parametrize("line", [b"GARBAGE", b"G\x01T / HTTP/1.1", b"GET / FTP/1.1",
                                   b"GET /\x00x HTTP/1.1"])
 def test_malformed_request_line(server, line):
-    assert _exchange_status(server, line + b"\r\nHost: x\r\n\r\n").status == 400
+    assert h.raw_exchange(server.port, line + b"\r\nHost: x\r\n\r\n").status == 400
 
 
 def test_bad_content_length(server):
-    r = _exchange_status(server, b"PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 12x\r\n\r\n")
+    r = h.raw_exchange(server.port, b"PUT /b/k HTTP/1.1\r\nHost: x\r\nContent-Length: 12x\r\n\r\n")
     assert r.status == 400
 
 

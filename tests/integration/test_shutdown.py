@@ -22,7 +22,7 @@ def test_signal_during_large_put(make_server, sig):
     s3.create_bucket(Bucket="shut")
     s3.put_object(Bucket="shut", Key="before", Body=b"written before the signal")
     expected = h.stream_sha256(SIZE, seed=3)
-    url = s3.generate_presigned_url("put_object", Params={"Bucket": "sd", "Key": "big"},
+    url = s3.generate_presigned_url("put_object", Params={"Bucket": "shut", "Key": "big"},
                                     ExpiresIn=600)
     sent = [0]
     result = {}
@@ -40,7 +40,12 @@ def test_signal_during_large_put(make_server, sig):
             resp.read()
             result["status"] = resp.status
         except (OSError, http.client.HTTPException) as e:
-            result["error"] = repr(e)
+            result["error"] = f"{e!r} after {sent[0]} bytes"
+            try:  # an early answer from the server explains the failure
+                resp = conn.getresponse()
+                result["early"] = (resp.status, resp.read()[:300])
+            except (OSError, http.client.HTTPException):
+                pass
         finally:
             conn.close()
 
