@@ -20,6 +20,8 @@ static const char *const ol_err_names[] = {
     [OL_EINCOMPLETE - OL_ERR_BASE] = "incomplete body",
     [OL_EBADDIGEST - OL_ERR_BASE] = "Content-MD5 mismatch",
     [OL_EBADREQUEST - OL_ERR_BASE] = "bad request",
+    [OL_EPRECONDITION - OL_ERR_BASE] = "precondition failed",
+    [OL_ENOCONFIG - OL_ERR_BASE] = "setting not configured",
 };
 
 const char *ol_strerror(int err)

@@ -27,6 +27,8 @@ enum ol_err {
     OL_EINCOMPLETE,    /* the body ended before its declared length */
     OL_EBADDIGEST,     /* the body's MD5 differs from Content-MD5 */
     OL_EBADREQUEST,    /* malformed body framing or arguments */
+    OL_EPRECONDITION,  /* a commit precondition (If-Match / If-None-Match) failed */
+    OL_ENOCONFIG,      /* a bucket setting (CORS, lifecycle, tagging...) is not set */
     OL_ERR_END,
 };
 

@@ -378,12 +378,79 @@ static bool host_bucket(const struct ol_s3_req *r, const char *domain, char out[
 /* Sub-resources that name S3 features this server does not implement: they
  * get NotImplemented rather than being mistaken for plain GET/PUT. */
 static const char *const unsupported_subresources[] = {
-    "acl", "policy", "policyStatus", "cors", "lifecycle", "tagging", "versioning", "versions",
-    "website", "logging", "notification", "replication", "encryption", "object-lock",
-    "retention", "legal-hold", "torrent", "restore", "select", "accelerate", "requestPayment",
-    "analytics", "inventory", "metrics", "intelligent-tiering", "ownershipControls",
-    "publicAccessBlock", "attributes", "delete", "versionId",
+    "acl", "policy", "policyStatus", "website", "logging", "notification", "replication",
+    "encryption", "object-lock", "retention", "legal-hold", "torrent", "restore", "select",
+    "accelerate", "requestPayment", "analytics", "inventory", "metrics", "intelligent-tiering",
+    "ownershipControls", "publicAccessBlock", "attributes",
 };
+
+static int not_allowed(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_MethodNotAllowed,
+                       "The specified method is not allowed against this resource.");
+}
+
+static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, bool del,
+                           bool post)
+{
+    if (ol_s3_has_param(r, "versioning"))
+        return get ? ol_s3_get_bucket_versioning(r)
+                   : put ? ol_s3_put_bucket_versioning(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "versions"))
+        return get ? ol_s3_list_object_versions(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "cors"))
+        return get ? ol_s3_get_bucket_cors(r)
+                   : put ? ol_s3_put_bucket_cors(r) : del ? ol_s3_delete_bucket_cors(r)
+                                                          : not_allowed(r);
+    if (ol_s3_has_param(r, "lifecycle"))
+        return get ? ol_s3_get_bucket_lifecycle(r)
+                   : put ? ol_s3_put_bucket_lifecycle(r)
+                         : del ? ol_s3_delete_bucket_lifecycle(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "tagging"))
+        return ol_s3_error(r, OL_S3_NotImplemented, "Bucket tagging is not implemented yet.");
+    if (post && ol_s3_has_param(r, "delete"))
+        return ol_s3_delete_objects(r);
+    if (put)
+        return ol_s3_create_bucket(r);
+    if (head)
+        return ol_s3_head_bucket(r);
+    if (del)
+        return ol_s3_delete_bucket(r);
+    if (get && ol_s3_has_param(r, "location"))
+        return ol_s3_get_bucket_location(r);
+    if (get && ol_s3_has_param(r, "uploads"))
+        return ol_s3_list_uploads(r);
+    if (get)
+        return ol_s3_list_objects(r);
+    return not_allowed(r);
+}
+
+static int dispatch_object(struct ol_s3_req *r, bool get, bool head, bool put, bool del,
+                           bool post)
+{
+    if (ol_s3_has_param(r, "tagging"))
+        return get ? ol_s3_get_object_tagging(r)
+                   : put ? ol_s3_put_object_tagging(r)
+                         : del ? ol_s3_delete_object_tagging(r) : not_allowed(r);
+    bool upload = ol_s3_has_param(r, "uploadId");
+    if (put) {
+        bool copy = ol_s3_header(r, "x-amz-copy-source") != NULL;
+        if (upload || ol_s3_has_param(r, "partNumber"))
+            return copy ? ol_s3_upload_part_copy(r) : ol_s3_upload_part(r);
+        return copy ? ol_s3_copy_object(r) : ol_s3_put_object(r);
+    }
+    if (get && upload)
+        return ol_s3_list_parts(r);
+    if (get || head)
+        return ol_s3_get_object(r);
+    if (del)
+        return upload ? ol_s3_abort_multipart(r) : ol_s3_delete_object(r);
+    if (post && ol_s3_has_param(r, "uploads"))
+        return ol_s3_create_multipart(r);
+    if (post && upload)
+        return ol_s3_complete_multipart(r);
+    return not_allowed(r);
+}
 
 static int dispatch(struct ol_s3_req *r)
 {
@@ -399,45 +466,11 @@ static int dispatch(struct ol_s3_req *r)
     if (!r->bucket[0]) {
         if (get || head)
             return ol_s3_list_buckets(r);
-        return ol_s3_error(r, OL_S3_MethodNotAllowed,
-                           "The specified method is not allowed against this resource.");
+        return not_allowed(r);
     }
-    if (!r->key) {
-        if (put)
-            return ol_s3_create_bucket(r);
-        if (head)
-            return ol_s3_head_bucket(r);
-        if (del)
-            return ol_s3_delete_bucket(r);
-        if (get && ol_s3_has_param(r, "location"))
-            return ol_s3_get_bucket_location(r);
-        if (get && ol_s3_has_param(r, "uploads"))
-            return ol_s3_list_uploads(r);
-        if (get)
-            return ol_s3_list_objects(r);
-        return ol_s3_error(r, OL_S3_MethodNotAllowed,
-                           "The specified method is not allowed against this resource.");
-    }
-    bool upload = ol_s3_has_param(r, "uploadId");
-    if (put) {
-        if (ol_s3_header(r, "x-amz-copy-source"))
-            return ol_s3_error(r, OL_S3_NotImplemented, "CopyObject is not implemented yet.");
-        if (upload || ol_s3_has_param(r, "partNumber"))
-            return ol_s3_upload_part(r);
-        return ol_s3_put_object(r);
-    }
-    if (get && upload)
-        return ol_s3_list_parts(r);
-    if (get || head)
-        return ol_s3_get_object(r);
-    if (del)
-        return upload ? ol_s3_abort_multipart(r) : ol_s3_delete_object(r);
-    if (post && ol_s3_has_param(r, "uploads"))
-        return ol_s3_create_multipart(r);
-    if (post && upload)
-        return ol_s3_complete_multipart(r);
-    return ol_s3_error(r, OL_S3_MethodNotAllowed,
-                       "The specified method is not allowed against this resource.");
+    if (!r->key)
+        return dispatch_bucket(r, get, head, put, del, post);
+    return dispatch_object(r, get, head, put, del, post);
 }
 
 static void make_request_id(char out[24])
@@ -540,6 +573,13 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
         goto out;
     }
 
+    /* CORS preflight requests carry no credentials by design (browsers send
+     * them before the real request): cors.c answers them from the bucket's
+     * CORS configuration alone. */
+    if (!admin && http->head.method.n == 7 && memcmp(http->head.method.p, "OPTIONS", 7) == 0) {
+        rc = ol_s3_cors_preflight(r);
+        goto out;
+    }
     enum ol_s3_code code;
     const char *msg = NULL;
     int arc = ol_s3_authenticate(r, &code, &msg);

@@ -104,5 +104,27 @@ int ol_s3_complete_multipart(struct ol_s3_req *r);
 int ol_s3_abort_multipart(struct ol_s3_req *r);
 int ol_s3_list_parts(struct ol_s3_req *r);
 int ol_s3_list_uploads(struct ol_s3_req *r);
+/* copy.c */
+int ol_s3_copy_object(struct ol_s3_req *r);
+int ol_s3_upload_part_copy(struct ol_s3_req *r);
+/* delete.c */
+int ol_s3_delete_objects(struct ol_s3_req *r);
+/* tagging.c */
+int ol_s3_get_object_tagging(struct ol_s3_req *r);
+int ol_s3_put_object_tagging(struct ol_s3_req *r);
+int ol_s3_delete_object_tagging(struct ol_s3_req *r);
+/* versioning.c */
+int ol_s3_get_bucket_versioning(struct ol_s3_req *r);
+int ol_s3_put_bucket_versioning(struct ol_s3_req *r);
+int ol_s3_list_object_versions(struct ol_s3_req *r);
+/* cors.c */
+int ol_s3_get_bucket_cors(struct ol_s3_req *r);
+int ol_s3_put_bucket_cors(struct ol_s3_req *r);
+int ol_s3_delete_bucket_cors(struct ol_s3_req *r);
+int ol_s3_cors_preflight(struct ol_s3_req *r); /* OPTIONS */
+/* lifecycle.c */
+int ol_s3_get_bucket_lifecycle(struct ol_s3_req *r);
+int ol_s3_put_bucket_lifecycle(struct ol_s3_req *r);
+int ol_s3_delete_bucket_lifecycle(struct ol_s3_req *r);
 
 #endif

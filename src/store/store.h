@@ -197,6 +197,76 @@ int ol_store_upload_complete(struct ol_store *st, const char *upload_id,
 /* Frees an upload and all its parts; never touches an existing object. */
 int ol_store_upload_abort(struct ol_store *st, const char *upload_id);
 
+/* ---- conditional commits ----
+ *
+ * Checked inside the writer's transaction, so two racing writers cannot both
+ * pass: exactly one create-only PUT of a key wins.  Failure: -OL_EPRECONDITION
+ * (the write's data is dropped). */
+struct ol_store_cond {
+    bool if_none_match;   /* commit only if the key has no current object */
+    const char *if_match; /* commit only if the current object's etag equals this (no quotes) */
+};
+/* ol_store_write_commit_object with a precondition (cond may be NULL). */
+int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucket,
+                                    const char *key, size_t key_len,
+                                    const struct ol_obj_info *info,
+                                    const struct ol_store_cond *cond);
+/* ol_store_upload_complete with a precondition on the destination key. */
+int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
+                                const struct ol_complete_part *parts, uint32_t nparts,
+                                uint64_t min_part_bytes, struct ol_obj_info *info,
+                                const struct ol_store_cond *cond);
+
+/* ---- copies by reference ----
+ *
+ * A copy shares the source's extents instead of rewriting the data (extents
+ * are reference-counted; space is freed when the last reference goes), so it
+ * costs the same for 1 KiB and 10 GiB. */
+struct ol_store_copy_opts {
+    const char *src_etag;        /* copy only if the source's etag still equals this */
+    bool replace_meta;           /* false: keep the source's meta blob */
+    const uint8_t *meta;         /* with replace_meta */
+    uint32_t meta_len;
+    int64_t mtime_ns;            /* the copy's Last-Modified */
+    const struct ol_store_cond *dst_cond; /* precondition on the destination, or NULL */
+};
+/* Copies src to dst (same or another bucket; src == dst rewrites the
+ * metadata only).  On success *out gets the new object's size and etag (the
+ * source's etag).  -OL_ENOKEY / -OL_ENOBUCKET / -OL_EPRECONDITION. */
+int ol_store_copy_object(struct ol_store *st, const char *src_bucket, const char *src_key,
+                         size_t src_len, const char *dst_bucket, const char *dst_key,
+                         size_t dst_len, const struct ol_store_copy_opts *o,
+                         struct ol_obj_info *out);
+/* UploadPartCopy: makes bytes [off, off+len) of the source part part_no of
+ * an upload.  Whole checksum blocks are shared by reference; partial blocks
+ * at the edges are copied.  The part's etag (MD5 of the range) is returned
+ * in etag (computing it reads the range once, verified). */
+int ol_store_copy_part(struct ol_store *st, const char *src_bucket, const char *src_key,
+                       size_t src_len, uint64_t off, uint64_t len, const char *src_etag,
+                       const char *upload_id, uint32_t part_no, char etag[64]);
+
+/* ---- bucket settings ----
+ *
+ * Opaque named values per bucket (versioning state, CORS, lifecycle, tags):
+ * the S3 layer owns their format.  Removed with the bucket. */
+/* Sets (or, with val == NULL, removes) a setting.  -OL_ENOBUCKET. */
+int ol_store_bucket_config_put(struct ol_store *st, const char *bucket, const char *name,
+                               const void *val, size_t len);
+/* Copies a setting into buf; returns its length, -OL_ENOCONFIG when unset,
+ * -ENOBUFS when cap is too small, -OL_ENOBUCKET. */
+ssize_t ol_store_bucket_config_get(struct ol_store *st, const char *bucket, const char *name,
+                                   void *buf, size_t cap);
+
+/* ---- object attributes ----
+ *
+ * Small named values kept in an object's index entry beside its metadata
+ * (object tags), changed without touching its data, ETag or Last-Modified.
+ * Removed with the object; replaced when the object is overwritten. */
+int ol_store_object_attr_put(struct ol_store *st, const char *bucket, const char *key,
+                             size_t key_len, const char *name, const void *val, size_t len);
+ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const char *key,
+                                 size_t key_len, const char *name, void *buf, size_t cap);
+
 /* ---- maintenance and statistics ---- */
 
 struct ol_store_stats {

@@ -1,0 +1,17 @@
+/* tagging handlers (placeholders until implemented). */
+#include "s3/s3.h"
+
+int ol_s3_get_object_tagging(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}
+
+int ol_s3_put_object_tagging(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}
+
+int ol_s3_delete_object_tagging(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}

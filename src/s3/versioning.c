@@ -1,0 +1,17 @@
+/* versioning handlers (placeholders until implemented). */
+#include "s3/s3.h"
+
+int ol_s3_get_bucket_versioning(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}
+
+int ol_s3_put_bucket_versioning(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}
+
+int ol_s3_list_object_versions(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented, "This operation is not implemented yet.");
+}
