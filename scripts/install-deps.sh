@@ -9,6 +9,9 @@ PKGS=(
   liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev
   # tests and tools
   python3 python3-pytest python3-boto3 awscli lmdb-utils nginx-light curl
+  # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's
+  # fusermount3; the tests skip the FUSE mount where /dev/fuse is unusable)
+  s3cmd rclone s3fs fuse3
 )
 
 missing=()

@@ -49,6 +49,8 @@ static const struct cfg_row rows[] = {
     I(clock_skew_sec, 1, 86400, "900", "largest accepted difference between request and server time"),
     Z(max_object_bytes, 0, 5 * TiB, "5497558138880", "largest single PUT or part"),
     Z(min_part_bytes, 0, 5 * GiB, "5242880", "smallest multipart part except the last"),
+    I(multipart_expiry_sec, 0, 315360000, "604800", "abort multipart uploads older than this; 0 = never"),
+    I(multipart_reap_interval_ms, 100, 86400000, "60000", "how often abandoned uploads are looked for"),
     Z(segment_bytes, 1 * MiB, 64 * GiB, "268435456", "roll segment files past this size"),
     Z(block_bytes, 4 * KiB, 16 * MiB, "65536", "checksum block size (multiple of 4096)"),
     Z(inline_bytes, 0, 1 * MiB, "131072", "objects up to this size live in the index"),
@@ -57,6 +59,8 @@ static const struct cfg_row rows[] = {
     I(compact_interval_ms, 100, 86400000, "10000", "how often the compactor looks for work"),
     I(commit_batch, 1, 65536, "1024", "most index operations in one write transaction"),
     I(shutdown_grace_ms, 0, 600000, "10000", "on SIGTERM, let in-flight requests finish this long"),
+    I(lifecycle_interval_ms, 100, 86400000, "60000", "how often bucket lifecycle rules are applied"),
+    I(lifecycle_day_sec, 1, 86400, "86400", "length of a lifecycle \"day\" in seconds (tests shorten it)"),
 };
 
 #define NROWS (sizeof(rows) / sizeof(rows[0]))

@@ -36,6 +36,8 @@ struct ol_cfg {
     /* S3 limits */
     int64_t max_object_bytes;
     int64_t min_part_bytes;
+    int64_t multipart_expiry_sec;       /* abort uploads older than this; 0 = never */
+    int64_t multipart_reap_interval_ms; /* how often the reaper looks */
     /* storage engine */
     int64_t segment_bytes;
     int64_t block_bytes;
@@ -45,6 +47,9 @@ struct ol_cfg {
     int64_t compact_interval_ms;
     int64_t commit_batch;
     int64_t shutdown_grace_ms;
+    /* bucket lifecycle */
+    int64_t lifecycle_interval_ms;
+    int64_t lifecycle_day_sec;
     /* users */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];
     size_t nusers;

@@ -22,6 +22,7 @@ static const char *const ol_err_names[] = {
     [OL_EBADREQUEST - OL_ERR_BASE] = "bad request",
     [OL_EPRECONDITION - OL_ERR_BASE] = "precondition failed",
     [OL_ENOCONFIG - OL_ERR_BASE] = "setting not configured",
+    [OL_EQUORUM - OL_ERR_BASE] = "erasure set quorum not reached",
 };
 
 const char *ol_strerror(int err)

@@ -29,6 +29,7 @@ enum ol_err {
     OL_EBADREQUEST,    /* malformed body framing or arguments */
     OL_EPRECONDITION,  /* a commit precondition (If-Match / If-None-Match) failed */
     OL_ENOCONFIG,      /* a bucket setting (CORS, lifecycle, tagging...) is not set */
+    OL_EQUORUM,        /* too few drives of an erasure set answered or hold the data */
     OL_ERR_END,
 };
 

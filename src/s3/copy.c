@@ -1,12 +1,402 @@
-/* CopyObject and UploadPartCopy (placeholder until implemented). */
+/* CopyObject and UploadPartCopy.  Both copy by reference in the store
+ * (ol_store_copy_object, ol_store_copy_part): the cost does not grow with the
+ * object's size, except that a part copy reads its range once for the MD5. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/err.h"
+#include "s3/meta.h"
+#include "s3/object.h"
 #include "s3/s3.h"
+#include "s3/sigv4.h"
+#include "store/store.h"
+
+/* The attribute that tagging.c keeps an object's tags in. */
+#define COPY_TAGS_ATTR "tags"
+
+struct copy_src {
+    char bucket[64];
+    char key[1025];
+    size_t key_len;
+    bool has_version;
+    char version[64];
+};
+
+static int hexv(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes p[0..n) into out (cap bytes); returns the length or -1. */
+static ssize_t pct_decode(const char *p, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '%') {
+            int hi = i + 2 < n ? hexv(p[i + 1]) : -1;
+            int lo = i + 2 < n ? hexv(p[i + 2]) : -1;
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = (char)(hi << 4 | lo);
+            i += 2;
+        }
+        if (o >= cap)
+            return -1;
+        out[o++] = c;
+    }
+    return (ssize_t)o;
+}
+
+/* x-amz-copy-source: "bucket/key" URL-encoded, an optional leading '/', an
+ * optional "?versionId=ID".  0, or sends the error and returns -1. */
+static int parse_source(struct ol_s3_req *r, struct copy_src *s)
+{
+    static const char bad[] =
+        "Copy Source must mention the source bucket and key: sourcebucket/sourcekey";
+    memset(s, 0, sizeof(*s));
+    const struct ol_slice *h = ol_s3_header(r, "x-amz-copy-source");
+    if (!h || h->n == 0)
+        return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
+    const char *p = h->p;
+    size_t n = h->n;
+    const char *q = memchr(p, '?', n);
+    size_t path_n = q ? (size_t)(q - p) : n;
+    if (q) {
+        const char *a = q + 1;
+        size_t an = n - path_n - 1;
+        if (an < 10 || strncmp(a, "versionId=", 10) != 0)
+            return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
+        ssize_t vl = pct_decode(a + 10, an - 10, s->version, sizeof(s->version) - 1);
+        if (vl <= 0)
+            return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
+        s->version[vl] = 0;
+        s->has_version = true;
+    }
+    char path[64 + 1 + 1024 * 3 + 2];
+    ssize_t pl = pct_decode(p, path_n, path, sizeof(path) - 1);
+    if (pl <= 0)
+        return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
+    path[pl] = 0;
+    char *b = path;
+    if (*b == '/')
+        b++;
+    char *slash = strchr(b, '/');
+    if (!slash || slash == b || slash - b > 63 || slash[1] == 0)
+        return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
+    memcpy(s->bucket, b, (size_t)(slash - b));
+    s->bucket[slash - b] = 0;
+    size_t kl = (size_t)(path + pl - (slash + 1));
+    if (kl > 1024)
+        return ol_s3_error(r, OL_S3_KeyTooLongError, "Your key is too long"), -1;
+    memcpy(s->key, slash + 1, kl);
+    s->key_len = kl;
+    if (!ol_s3_bucket_name_valid(s->bucket))
+        return ol_s3_error(r, OL_S3_NoSuchBucket, "The specified bucket does not exist"), -1;
+    return 0;
+}
+
+/* Does an entity-tag list ("a", W/"b", *) name etag? */
+static bool etag_in_list(const struct ol_slice *h, const char *etag)
+{
+    const char *p = h->p, *e = h->p + h->n;
+    for (int guard = 0; p < e && guard < 1000; guard++) {
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *end = comma ? comma : e;
+        while (p < end && (*p == ' ' || *p == '\t'))
+            p++;
+        const char *t = end;
+        while (t > p && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        if (t - p >= 2 && p[0] == 'W' && p[1] == '/')
+            p += 2;
+        if (t - p >= 2 && *p == '"' && t[-1] == '"') {
+            p++;
+            t--;
+        }
+        size_t n = (size_t)(t - p);
+        if ((n == 1 && *p == '*') || (n == strlen(etag) && memcmp(p, etag, n) == 0))
+            return true;
+        p = end + 1;
+    }
+    return false;
+}
+
+static bool hdr_date(const struct ol_s3_req *r, const char *name, int64_t *sec)
+{
+    const struct ol_slice *h = ol_s3_header(r, name);
+    char amz[17];
+    return h && ol_sigv4_parse_date(*h, amz, sec) == 0;
+}
+
+/* The x-amz-copy-source-if-* conditions, as S3 evaluates them: a true
+ * If-Match overrides a false If-Unmodified-Since, a true If-None-Match a false
+ * If-Modified-Since; anything else that fails is 412.  True to copy. */
+static bool source_conditions_hold(const struct ol_s3_req *r, const struct ol_obj_info *info)
+{
+    int64_t lm = info->mtime_ns / 1000000000, t;
+    const struct ol_slice *im = ol_s3_header(r, "x-amz-copy-source-if-match");
+    const struct ol_slice *inm = ol_s3_header(r, "x-amz-copy-source-if-none-match");
+    if (im && !etag_in_list(im, info->etag))
+        return false;
+    if (!im && hdr_date(r, "x-amz-copy-source-if-unmodified-since", &t) && lm > t)
+        return false;
+    if (inm && etag_in_list(inm, info->etag))
+        return false;
+    if (!inm && hdr_date(r, "x-amz-copy-source-if-modified-since", &t) && lm <= t)
+        return false;
+    return true;
+}
+
+static int precondition_failed(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_PreconditionFailed,
+                       "At least one of the pre-conditions you specified did not hold");
+}
+
+/* Opens the source and checks its conditions; the reader gives the snapshot
+ * (etag, size, meta) that the copy is then bound to.  0, or sends the error
+ * and returns -1. */
+static int open_source(struct ol_s3_req *r, const struct copy_src *s, struct ol_store_reader **rd)
+{
+    *rd = NULL;
+    if (s->has_version && strcmp(s->version, "null") != 0)
+        /* Versioning is not implemented: only the "null" version (the
+         * current object of an unversioned bucket) exists. */
+        return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
+    int rc = ol_store_read_open(r->ctx->store, s->bucket, s->key, s->key_len, rd);
+    if (rc < 0)
+        return ol_s3_error_from(r, rc), -1;
+    if (!source_conditions_hold(r, ol_store_read_info(*rd))) {
+        ol_store_read_close(*rd);
+        *rd = NULL;
+        return precondition_failed(r), -1;
+    }
+    return 0;
+}
+
+/* Adds the source's internal meta entries (checksum, part sizes: facts about
+ * the data, which a copy keeps) to a replaced blob. */
+static void keep_internal(const struct ol_obj_info *src, uint8_t *meta, size_t cap, size_t *len)
+{
+    static const char *const names[] = {OL_S3_META_CHECKSUM, OL_S3_META_PARTS};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const uint8_t *v;
+        size_t vl;
+        if (ol_s3_meta_get(src->meta, src->meta_len, names[i], &v, &vl) == 0)
+            (void)ol_s3_meta_add(meta, cap, len, names[i], v, vl);
+    }
+}
+
+static int send_result(struct ol_s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
+{
+    char qetag[72], date[32];
+    snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
+    ol_s3_iso_date(mtime_ns, date);
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, root);
+    ol_xml_str(&x, "LastModified", date);
+    ol_xml_str(&x, "ETag", qetag);
+    ol_xml_end_doc(&x);
+    int rc = ol_s3_send_xml(r, 200, &x);
+    ol_xml_free(&x);
+    return rc;
+}
 
 int ol_s3_copy_object(struct ol_s3_req *r)
 {
-    return ol_s3_error(r, OL_S3_NotImplemented, "CopyObject is not implemented yet.");
+    struct copy_src s;
+    if (parse_source(r, &s) < 0)
+        return 0;
+    bool replace = false;
+    const struct ol_slice *md = ol_s3_header(r, "x-amz-metadata-directive");
+    if (md) {
+        if (md->n == 7 && strncasecmp(md->p, "REPLACE", 7) == 0)
+            replace = true;
+        else if (!(md->n == 4 && strncasecmp(md->p, "COPY", 4) == 0))
+            return ol_s3_error(r, OL_S3_InvalidArgument, "Unknown metadata directive.");
+    }
+    bool tags_replace = false;
+    const struct ol_slice *td = ol_s3_header(r, "x-amz-tagging-directive");
+    if (td) {
+        if (td->n == 7 && strncasecmp(td->p, "REPLACE", 7) == 0)
+            tags_replace = true;
+        else if (!(td->n == 4 && strncasecmp(td->p, "COPY", 4) == 0))
+            return ol_s3_error(r, OL_S3_InvalidArgument, "Unknown tagging directive.");
+    }
+    bool self = strcmp(s.bucket, r->bucket) == 0 && s.key_len == r->key_len &&
+                memcmp(s.key, r->key, s.key_len) == 0;
+    if (self && !replace)
+        return ol_s3_error(r, OL_S3_InvalidRequest,
+                           "This copy request is illegal because it is trying to copy an object "
+                           "to itself without changing the object's metadata, storage class, "
+                           "website redirect location or encryption attributes.");
+    const char *tag_msg;
+    if (tags_replace && !ol_s3_tagging_header_ok(r, &tag_msg))
+        return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
+    struct ol_store_cond cond;
+    char cond_etag[64];
+    int has_cond = ol_s3_write_cond(r, &cond, cond_etag);
+    if (has_cond < 0)
+        return 0;
+    uint8_t *meta = malloc(OL_S3_META_MAX + 256);
+    if (!meta)
+        return ol_s3_error(r, OL_S3_InternalError, "out of memory");
+    size_t mlen = 0;
+    if (replace) {
+        int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
+        if (ml < 0) {
+            free(meta);
+            return ol_s3_error(r, OL_S3_InvalidArgument,
+                               "Your metadata headers exceed the maximum allowed metadata size.");
+        }
+        mlen = (size_t)ml;
+    }
+    struct ol_store_reader *rd = NULL;
+    if (open_source(r, &s, &rd) < 0) {
+        free(meta);
+        return 0;
+    }
+    const struct ol_obj_info *si = ol_store_read_info(rd);
+    char src_etag[64];
+    memcpy(src_etag, si->etag, sizeof(src_etag));
+    if (replace)
+        keep_internal(si, meta, OL_S3_META_MAX + 256, &mlen);
+    struct ol_store_copy_opts o = {
+        .src_etag = src_etag,
+        .replace_meta = replace,
+        .meta = meta,
+        .meta_len = (uint32_t)mlen,
+        .mtime_ns = r->now_ns,
+        .dst_cond = has_cond ? &cond : NULL,
+    };
+    struct ol_obj_info out;
+    /* src_etag binds the copy to the snapshot that the conditions saw. */
+    int rc = ol_store_copy_object(r->ctx->store, s.bucket, s.key, s.key_len, r->bucket, r->key,
+                                  r->key_len, &o, &out);
+    ol_store_read_close(rd);
+    free(meta);
+    if (rc == -OL_EPRECONDITION && has_cond)
+        return ol_s3_write_cond_fail(r, &cond);
+    if (rc == -OL_EPRECONDITION)
+        return precondition_failed(r);
+    if (rc == 0 && tags_replace) {
+        rc = ol_store_object_attr_put(r->ctx->store, r->bucket, r->key, r->key_len,
+                                      COPY_TAGS_ATTR, NULL, 0);
+        if (rc == 0)
+            rc = ol_s3_tagging_apply_header(r);
+    }
+    if (rc < 0)
+        return ol_s3_error_from(r, rc);
+    return send_result(r, "CopyObjectResult", out.etag, out.mtime_ns);
+}
+
+struct upload_match {
+    const struct ol_s3_req *r;
+    bool ok;
+};
+
+static int match_upload(void *ctx, const struct ol_upload_info *u)
+{
+    struct upload_match *m = ctx;
+    m->ok = strcmp(u->bucket, m->r->bucket) == 0 && u->key_len == m->r->key_len &&
+            memcmp(u->key, m->r->key, u->key_len) == 0;
+    return 0;
+}
+
+/* "bytes=first-last", both inclusive.  0, -EINVAL (malformed) or -ERANGE. */
+static int parse_copy_range(const struct ol_slice *h, uint64_t size, uint64_t *off,
+                            uint64_t *len)
+{
+    char buf[64];
+    if (h->n >= sizeof(buf))
+        return -EINVAL;
+    memcpy(buf, h->p, h->n);
+    buf[h->n] = 0;
+    if (strncmp(buf, "bytes=", 6) != 0)
+        return -EINVAL;
+    char *p = buf + 6, *end = NULL;
+    if (*p < '0' || *p > '9')
+        return -EINVAL;
+    unsigned long long a = strtoull(p, &end, 10);
+    if (*end != '-' || end[1] < '0' || end[1] > '9')
+        return -EINVAL;
+    unsigned long long b = strtoull(end + 1, &end, 10);
+    if (*end || a > b)
+        return -EINVAL;
+    if (b >= size)
+        return -ERANGE;
+    *off = a;
+    *len = b - a + 1;
+    return 0;
 }
 
 int ol_s3_upload_part_copy(struct ol_s3_req *r)
 {
-    return ol_s3_error(r, OL_S3_NotImplemented, "UploadPartCopy is not implemented yet.");
+    const struct ol_s3_param *pn = ol_s3_param(r, "partNumber");
+    char *end = NULL;
+    long part = pn ? strtol(pn->value, &end, 10) : 0;
+    if (!pn || !end || *end || part < 1 || part > 10000)
+        return ol_s3_error(r, OL_S3_InvalidArgument,
+                           "Part number must be an integer between 1 and 10000, inclusive.");
+    const struct ol_s3_param *up = ol_s3_param(r, "uploadId");
+    if (!up || up->value_len == 0 || up->value_len >= 40)
+        return ol_s3_error_from(r, -OL_ENOUPLOAD);
+    struct upload_match m = {r, false};
+    int rc = ol_store_upload_get(r->ctx->store, up->value, match_upload, &m);
+    if (rc < 0 || !m.ok)
+        return ol_s3_error_from(r, rc < 0 ? rc : -OL_ENOUPLOAD);
+    struct copy_src s;
+    if (parse_source(r, &s) < 0)
+        return 0;
+    struct ol_store_reader *rd = NULL;
+    if (open_source(r, &s, &rd) < 0)
+        return 0;
+    const struct ol_obj_info *si = ol_store_read_info(rd);
+    uint64_t off = 0, len = si->size;
+    char src_etag[64];
+    memcpy(src_etag, si->etag, sizeof(src_etag));
+    const struct ol_slice *rh = ol_s3_header(r, "x-amz-copy-source-range");
+    if (rh) {
+        rc = parse_copy_range(rh, si->size, &off, &len);
+        if (rc == -EINVAL) {
+            ol_store_read_close(rd);
+            return ol_s3_error(r, OL_S3_InvalidArgument,
+                               "The x-amz-copy-source-range value must be of the form "
+                               "bytes=first-last where first and last are the zero-based "
+                               "offsets of the first and last bytes to copy");
+        }
+    }
+    ol_store_read_close(rd);
+    if (rc == -ERANGE || (rc == 0 && len == 0 && rh))
+        return ol_s3_error(r, OL_S3_InvalidRange, "The requested range is not satisfiable");
+    if (len > (5ull << 30))
+        return ol_s3_error(r, OL_S3_InvalidRequest,
+                           "The specified copy source is larger than the maximum allowable "
+                           "size for a copy source: 5368709120");
+    char etag[64];
+    /* An empty source makes an empty part without reading anything. */
+    if (len == 0)
+        rc = -ERANGE;
+    else
+        rc = ol_store_copy_part(r->ctx->store, s.bucket, s.key, s.key_len, off, len, src_etag,
+                                up->value, (uint32_t)part, etag);
+    if (rc == -ERANGE)
+        return ol_s3_error(r, OL_S3_InvalidRange, "The requested range is not satisfiable");
+    if (rc == -OL_EPRECONDITION)
+        return precondition_failed(r);
+    if (rc < 0)
+        return ol_s3_error_from(r, rc);
+    return send_result(r, "CopyPartResult", etag, r->now_ns);
 }

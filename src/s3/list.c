@@ -13,6 +13,7 @@
  * seek, not a million steps.  A marker inside (or equal to) a common prefix
  * means that prefix was already returned, so listing resumes after it.
  */
+#include "s3/checksum.h"
 #include "s3/list.h"
 
 #include <errno.h>
@@ -787,8 +788,20 @@ int ol_s3_list_parts(struct ol_s3_req *r)
         ol_xml_open(&x, "Part");
         ol_xml_u64(&x, "PartNumber", p->part_no);
         ol_list_date(&x, "LastModified", p->mtime_ns);
-        ol_list_etag(&x, p->etag);
+        /* A stored part ETag may carry the part's checksum (checksum.h). */
+        char md5[33], ckb64[OL_CK_B64_MAX];
+        enum ol_ck_algo ca = OL_CK_NONE;
+        uint8_t cd[OL_CK_MAX_BYTES];
+        if (!ol_ck_part_etag_decode(p->etag, md5, &ca, cd))
+            snprintf(md5, sizeof(md5), "%.32s", p->etag);
+        ol_list_etag(&x, md5);
         ol_xml_u64(&x, "Size", p->size);
+        if (ca != OL_CK_NONE) {
+            char tag[24];
+            ol_b64_encode(cd, ol_ck_len(ca), ckb64);
+            snprintf(tag, sizeof(tag), "Checksum%s", ol_ck_name(ca));
+            ol_xml_str(&x, tag, ckb64);
+        }
         ol_xml_close(&x);
     }
     ol_xml_end_doc(&x);

@@ -75,7 +75,13 @@ size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *h
         const uint8_t *name = blob + i + 2;
         size_t vl = blob[i + 2 + nl] | (size_t)blob[i + 3 + nl] << 8;
         const uint8_t *val = blob + i + 4 + nl;
-        if (i + 4 + nl + vl > len || s + nl + vl + 2 > store_cap)
+        if (i + 4 + nl + vl > len)
+            break;
+        if (nl > 0 && name[0] == ':') {
+            i += 4 + nl + vl;
+            continue;
+        }
+        if (s + nl + vl + 2 > store_cap)
             break;
         memcpy(store + s, name, nl);
         store[s + nl] = 0;
@@ -89,4 +95,67 @@ size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *h
         i += 4 + nl + vl;
     }
     return n;
+}
+
+/* Walks the blob: calls back with each entry's offset and slices.  Bounded by
+ * the blob: every round advances at least 4 bytes. */
+struct meta_ent {
+    size_t off, total;
+    const uint8_t *name, *val;
+    size_t nl, vl;
+};
+
+static bool meta_next(const uint8_t *blob, size_t len, size_t *i, struct meta_ent *e)
+{
+    if (*i + 4 > len)
+        return false;
+    size_t nl = blob[*i] | (size_t)blob[*i + 1] << 8;
+    if (*i + 4 + nl > len)
+        return false;
+    size_t vl = blob[*i + 2 + nl] | (size_t)blob[*i + 3 + nl] << 8;
+    if (*i + 4 + nl + vl > len)
+        return false;
+    *e = (struct meta_ent){*i, 4 + nl + vl, blob + *i + 2, blob + *i + 4 + nl, nl, vl};
+    *i += e->total;
+    return true;
+}
+
+int ol_s3_meta_get(const uint8_t *blob, size_t len, const char *name, const uint8_t **val,
+                   size_t *vlen)
+{
+    size_t i = 0, n = strlen(name);
+    struct meta_ent e;
+    while (meta_next(blob, len, &i, &e)) {
+        if (e.nl == n && memcmp(e.name, name, n) == 0) {
+            *val = e.val;
+            *vlen = e.vl;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int ol_s3_meta_add(uint8_t *blob, size_t cap, size_t *len, const char *name, const void *val,
+                   size_t vlen)
+{
+    size_t o = *len;
+    int rc = put(blob, cap, &o, name, strlen(name), false);
+    if (rc == 0)
+        rc = put(blob, cap, &o, val, vlen, false);
+    if (rc == 0)
+        *len = o;
+    return rc;
+}
+
+size_t ol_s3_meta_strip_internal(uint8_t *blob, size_t len)
+{
+    size_t i = 0, o = 0;
+    struct meta_ent e;
+    while (meta_next(blob, len, &i, &e)) {
+        if (e.nl > 0 && e.name[0] == ':')
+            continue;
+        memmove(blob + o, blob + e.off, e.total);
+        o += e.total;
+    }
+    return o;
 }

@@ -2,7 +2,11 @@
  * (Content-Type, Content-Encoding, Content-Disposition, Content-Language,
  * Cache-Control, Expires, x-amz-meta-*) serialised into one blob that the
  * store keeps opaque.  Blob: repeated [u16 name_len][name][u16 value_len][value],
- * little-endian, names lowercase. */
+ * little-endian, names lowercase.
+ *
+ * Entries whose name starts with ':' are internal (no header name can start
+ * so): the S3 layer keeps facts about the object there (its additional
+ * checksum, its multipart part sizes) and they are never sent as headers. */
 #ifndef OL_S3_META_H
 #define OL_S3_META_H
 
@@ -22,5 +26,18 @@ int ol_s3_meta_encode(const struct ol_s3_req *r, uint8_t *out, size_t cap);
  * `store`; returns the number of headers written to hdrs. */
 size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *hdrs, size_t max,
                           char *store, size_t store_cap);
+
+/* Internal entry names. */
+#define OL_S3_META_CHECKSUM ":ck"  /* "ALGO TYPE base64[-N]" (object) or "ALGO TYPE" (upload) */
+#define OL_S3_META_PARTS ":parts"  /* part sizes, run-length: "size*count,size*count" */
+
+/* Finds entry `name`: 0 with val and vlen pointing into the blob, or -ENOENT. */
+int ol_s3_meta_get(const uint8_t *blob, size_t len, const char *name, const uint8_t **val,
+                   size_t *vlen);
+/* Appends an entry to the blob of *len bytes (capacity cap).  -E2BIG. */
+int ol_s3_meta_add(uint8_t *blob, size_t cap, size_t *len, const char *name, const void *val,
+                   size_t vlen);
+/* Drops every internal entry in place; returns the new length. */
+size_t ol_s3_meta_strip_internal(uint8_t *blob, size_t len);
 
 #endif

@@ -5,26 +5,98 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/cfg.h"
+#include "core/clock.h"
 #include "core/err.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "s3/checksum.h"
 #include "s3/meta.h"
+#include "s3/object.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
 #define MAX_PARTS 10000
 #define COMPLETE_BODY_MAX (4u << 20)
 
+/* The additional checksum an upload is created with: x-amz-checksum-algorithm
+ * and x-amz-checksum-type (COMPOSITE, or FULL_OBJECT for the CRCs, whose
+ * part values can be combined).  S3's default type is FULL_OBJECT for
+ * CRC64NVME and COMPOSITE for the others.  Returns 0, or sends the error and
+ * returns -1. */
+static int upload_checksum_args(struct ol_s3_req *r, enum ol_ck_algo *algo, const char **type)
+{
+    const struct ol_slice *ah = ol_s3_header(r, "x-amz-checksum-algorithm");
+    const struct ol_slice *th = ol_s3_header(r, "x-amz-checksum-type");
+    *algo = OL_CK_NONE;
+    *type = NULL;
+    if (ah) {
+        *algo = ol_ck_parse(ah->p, ah->n);
+        if (*algo == OL_CK_NONE) {
+            ol_s3_error(r, OL_S3_InvalidRequest, "Checksum algorithm provided is unsupported.");
+            return -1;
+        }
+    }
+    if (th) {
+        bool full = th->n == 11 && strncasecmp(th->p, "FULL_OBJECT", 11) == 0;
+        bool comp = th->n == 9 && strncasecmp(th->p, "COMPOSITE", 9) == 0;
+        if ((!full && !comp) || *algo == OL_CK_NONE) {
+            ol_s3_error(r, OL_S3_InvalidRequest, "Value for x-amz-checksum-type is invalid.");
+            return -1;
+        }
+        if ((full && !ol_ck_is_crc(*algo)) || (comp && *algo == OL_CK_CRC64NVME)) {
+            ol_s3_error(r, OL_S3_InvalidRequest,
+                        "The checksum type is not supported with this checksum algorithm.");
+            return -1;
+        }
+        *type = full ? "FULL_OBJECT" : "COMPOSITE";
+    } else if (*algo != OL_CK_NONE) {
+        *type = *algo == OL_CK_CRC64NVME ? "FULL_OBJECT" : "COMPOSITE";
+    }
+    return 0;
+}
+
+/* The checksum facts of an upload's or object's metadata ("ALGO TYPE [value]"). */
+static enum ol_ck_algo meta_checksum(const uint8_t *meta, size_t len, bool *full)
+{
+    const uint8_t *v;
+    size_t vl;
+    *full = false;
+    if (ol_s3_meta_get(meta, len, OL_S3_META_CHECKSUM, &v, &vl) < 0)
+        return OL_CK_NONE;
+    const char *sp = memchr(v, ' ', vl);
+    if (!sp)
+        return OL_CK_NONE;
+    size_t an = (size_t)(sp - (const char *)v);
+    *full = vl - an - 1 >= 11 && memcmp(sp + 1, "FULL_OBJECT", 11) == 0;
+    return ol_ck_parse((const char *)v, an);
+}
+
 int ol_s3_create_multipart(struct ol_s3_req *r)
 {
-    uint8_t meta[OL_S3_META_MAX];
-    int ml = ol_s3_meta_encode(r, meta, sizeof(meta));
+    uint8_t meta[OL_S3_META_MAX + 128];
+    int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Your metadata headers exceed the maximum allowed metadata size.");
+    enum ol_ck_algo algo = OL_CK_NONE;
+    const char *type = NULL;
+    int rc = upload_checksum_args(r, &algo, &type);
+    if (rc < 0)
+        return 0;
+    size_t mlen = (size_t)ml;
+    if (algo != OL_CK_NONE) {
+        char v[64];
+        int vn = snprintf(v, sizeof(v), "%s %s", ol_ck_name(algo), type);
+        if (ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_CHECKSUM, v, (size_t)vn) < 0)
+            return ol_s3_error(r, OL_S3_InvalidArgument,
+                               "Your metadata headers exceed the maximum allowed metadata size.");
+    }
     char id[40];
-    int rc = ol_store_upload_create(r->ctx->store, r->bucket, r->key, r->key_len, meta,
-                                    (uint32_t)ml, r->now_ns, id);
+    rc = ol_store_upload_create(r->ctx->store, r->bucket, r->key, r->key_len, meta,
+                                (uint32_t)mlen, r->now_ns, id);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     struct ol_xml x;
@@ -34,7 +106,17 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     ol_xml_text(&x, "Key", r->key, r->key_len);
     ol_xml_str(&x, "UploadId", id);
     ol_xml_end_doc(&x);
-    rc = ol_s3_send_xml(r, 200, &x);
+    if (x.failed || algo == OL_CK_NONE) {
+        rc = ol_s3_send_xml(r, 200, &x);
+    } else {
+        struct ol_http_hdr h[] = {
+            {"Content-Type", "application/xml"},
+            {"x-amz-request-id", r->request_id},
+            {"x-amz-checksum-algorithm", ol_ck_name(algo)},
+            {"x-amz-checksum-type", type},
+        };
+        rc = ol_http_respond(r->conn, 200, h, 4, x.buf, x.len);
+    }
     ol_xml_free(&x);
     return rc;
 }
@@ -51,7 +133,7 @@ static int match_upload(void *ctx, const struct ol_upload_info *u)
     struct upload_match *m = ctx;
     m->ok = strcmp(u->bucket, m->r->bucket) == 0 && u->key_len == m->r->key_len &&
             memcmp(u->key, m->r->key, u->key_len) == 0;
-    if (m->ok && m->meta && u->meta_len <= OL_S3_META_MAX) {
+    if (m->ok && m->meta && u->meta_len <= OL_S3_META_MAX + 128) {
         memcpy(m->meta, u->meta, u->meta_len);
         m->meta_len = u->meta_len;
     }
@@ -88,30 +170,38 @@ int ol_s3_upload_part(struct ol_s3_req *r)
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Part number must be an integer between 1 and 10000, inclusive.");
     int err;
-    const char *id = upload_of_request(r, &err, NULL, NULL);
+    uint8_t *umeta = malloc(OL_S3_META_MAX + 128);
+    if (!umeta)
+        return ol_s3_error(r, OL_S3_InternalError, "out of memory");
+    uint32_t umeta_len = 0;
+    const char *id = upload_of_request(r, &err, umeta, &umeta_len);
+    bool full;
+    enum ol_ck_algo algo = id ? meta_checksum(umeta, umeta_len, &full) : OL_CK_NONE;
+    free(umeta);
     if (!id)
         return ol_s3_error_from(r, err);
+    struct ol_s3_body_ck ck;
+    int rc = ol_s3_body_ck_parse(r, algo, &ck);
+    if (rc < 0)
+        return ol_s3_receive_fail(r, rc, &ck);
     struct ol_store_writer *w;
     char etag[33];
-    int rc = ol_s3_receive_body(r, &w, etag);
-    if (rc == -EINVAL)
-        return ol_s3_error(r, OL_S3_MissingContentLength,
-                           "You must provide the Content-Length HTTP header.");
-    if (rc == -OL_ETOOLARGE)
-        return ol_s3_error(r, OL_S3_EntityTooLarge,
-                           "Your proposed upload exceeds the maximum allowed object size.");
-    if (rc < 0) {
-        if (!ol_http_body_done(r->conn))
-            ol_http_set_close(r->conn);
-        return ol_s3_error_from(r, rc);
-    }
-    rc = ol_store_write_commit_part(w, id, (uint32_t)part, etag);
+    rc = ol_s3_receive_body_ck(r, &w, etag, &ck);
+    if (rc < 0)
+        return ol_s3_receive_fail(r, rc, &ck);
+    char stored[64];
+    ol_ck_part_etag_encode(etag, ck.algo, ck.got, stored);
+    rc = ol_store_write_commit_part(w, id, (uint32_t)part, stored);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[] = {{"ETag", qetag}};
-    return ol_s3_send_empty(r, 200, h, 1);
+    struct ol_http_hdr h[2];
+    size_t nh = 0;
+    h[nh++] = (struct ol_http_hdr){"ETag", qetag};
+    if (ck.algo != OL_CK_NONE)
+        h[nh++] = (struct ol_http_hdr){ol_ck_header(ck.algo), ck.b64};
+    return ol_s3_send_empty(r, 200, h, nh);
 }
 
 /* Parsing the CompleteMultipartUpload document. */
@@ -188,11 +278,95 @@ static int hexval(char c)
     return -1;
 }
 
+/* ---- CompleteMultipartUpload: the object's checksum and part sizes ---- */
+
+#define PARTS_META_MAX 4096 /* run-length part sizes kept for GET ?partNumber= */
+
+struct stored_part {
+    bool present;
+    uint64_t size;
+    char etag[64]; /* as stored (may carry a checksum) */
+};
+
+static int collect_part(void *ctx, const struct ol_part_info *p)
+{
+    struct stored_part *sp = ctx;
+    if (p->part_no >= 1 && p->part_no <= MAX_PARTS) {
+        sp[p->part_no].present = true;
+        sp[p->part_no].size = p->size;
+        memcpy(sp[p->part_no].etag, p->etag, sizeof(sp[p->part_no].etag));
+    }
+    return 0;
+}
+
+/* The checksum of the completed object, from the parts' stored checksums:
+ * COMPOSITE, the algorithm over the concatenated part digests plus "-N";
+ * FULL_OBJECT, the CRC of the whole object by combining the part CRCs.
+ * Writes base64 into out; false when a part has no checksum of the
+ * upload's algorithm (e.g. it was copied with UploadPartCopy). */
+static bool complete_checksum(enum ol_ck_algo algo, bool full, const struct stored_part *sp,
+                              const struct ol_complete_part *parts, uint32_t n,
+                              char out[OL_CK_B64_MAX])
+{
+    struct ol_ck all;
+    if (ol_ck_init(&all, algo) < 0)
+        return false;
+    uint64_t crc = 0;
+    bool ok = true;
+    for (uint32_t i = 0; i < n && ok; i++) {
+        const struct stored_part *p = &sp[parts[i].part_no];
+        char md5[33];
+        enum ol_ck_algo pa;
+        uint8_t d[OL_CK_MAX_BYTES];
+        ok = ol_ck_part_etag_decode(p->etag, md5, &pa, d) && pa == algo;
+        if (!ok)
+            break;
+        if (full)
+            crc = i == 0 ? ol_ck_crc_value(algo, d)
+                         : ol_ck_crc_combine(algo, crc, ol_ck_crc_value(algo, d), p->size);
+        else
+            ol_ck_update(&all, d, ol_ck_len(algo));
+    }
+    uint8_t digest[OL_CK_MAX_BYTES];
+    if (full)
+        ol_ck_crc_bytes(algo, crc, digest);
+    else
+        ol_ck_final(&all, digest);
+    ol_ck_free(&all);
+    if (!ok)
+        return false;
+    size_t bl = ol_b64_encode(digest, ol_ck_len(algo), out);
+    if (!full)
+        snprintf(out + bl, OL_CK_B64_MAX - bl, "-%u", n);
+    return true;
+}
+
+/* Part sizes, run-length coded: "size*count,...".  false if it would not fit. */
+static bool parts_rle(const struct stored_part *sp, const struct ol_complete_part *parts,
+                      uint32_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (uint32_t i = 0; i < n;) {
+        uint64_t size = sp[parts[i].part_no].size;
+        uint32_t k = i + 1;
+        while (k < n && sp[parts[k].part_no].size == size)
+            k++;
+        int w = snprintf(out + o, cap - o, "%s%llu*%u", o ? "," : "", (unsigned long long)size,
+                         k - i);
+        if (w < 0 || (size_t)w >= cap - o)
+            return false;
+        o += (size_t)w;
+        i = k;
+    }
+    return true;
+}
+
 int ol_s3_complete_multipart(struct ol_s3_req *r)
 {
     int err;
     uint32_t meta_len = 0;
-    uint8_t *meta = malloc(OL_S3_META_MAX);
+    size_t meta_cap = OL_S3_META_MAX + 256 + PARTS_META_MAX;
+    uint8_t *meta = malloc(meta_cap);
     if (!meta)
         return ol_s3_error(r, OL_S3_InternalError, "out of memory");
     const char *id = upload_of_request(r, &err, meta, &meta_len);
@@ -200,6 +374,14 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         free(meta);
         return ol_s3_error_from(r, err);
     }
+    struct ol_store_cond cond;
+    char cond_etag[64];
+    int has_cond = ol_s3_write_cond(r, &cond, cond_etag);
+    if (has_cond < 0) {
+        free(meta);
+        return 0;
+    }
+    struct stored_part *sp = NULL;
     char *body = malloc(COMPLETE_BODY_MAX + 1);
     struct complete_doc d = {.parts = malloc(sizeof(struct ol_complete_part) * MAX_PARTS)};
     int rc = 0;
@@ -231,13 +413,40 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
                          "our published schema.");
         goto out;
     }
+    /* The parts as stored: their sizes, and the stored ETags (which may
+     * carry a checksum) that the store compares against. */
+    sp = calloc(MAX_PARTS + 1, sizeof(*sp));
+    if (!sp) {
+        rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
+        goto out;
+    }
+    rc = ol_store_part_list(r->ctx->store, id, 0, collect_part, sp);
+    if (rc < 0) {
+        rc = ol_s3_error_from(r, rc);
+        goto out;
+    }
+    bool sizes_known = true;
+    for (uint32_t i = 0; i < d.n; i++) {
+        uint32_t pn = d.parts[i].part_no;
+        char md5[33];
+        enum ol_ck_algo pa;
+        uint8_t pd[OL_CK_MAX_BYTES];
+        if (pn < 1 || pn > MAX_PARTS || !sp[pn].present) {
+            sizes_known = false;
+            continue;
+        }
+        if (ol_ck_part_etag_decode(sp[pn].etag, md5, &pa, pd) &&
+            strcasecmp(md5, d.parts[i].etag) == 0)
+            memcpy(d.parts[i].etag, sp[pn].etag, sizeof(d.parts[i].etag));
+    }
     /* The multipart ETag: MD5 over the parts' binary MD5s, then "-N". */
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     EVP_DigestInit_ex(md, EVP_md5(), NULL);
     for (uint32_t i = 0; i < d.n; i++) {
-        uint8_t bin[16];
-        const char *e = d.parts[i].etag;
-        bool ok = strlen(e) == 32;
+        uint8_t bin[16], pd[OL_CK_MAX_BYTES];
+        char e[33];
+        enum ol_ck_algo pa;
+        bool ok = ol_ck_part_etag_decode(d.parts[i].etag, e, &pa, pd) && strlen(e) == 32;
         for (int k = 0; ok && k < 16; k++) {
             int h = hexval(e[2 * k]), l = hexval(e[2 * k + 1]);
             ok = h >= 0 && l >= 0;
@@ -256,15 +465,46 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     EVP_DigestFinal_ex(md, digest, &dl);
     EVP_MD_CTX_free(md);
 
-    /* The object takes the metadata given when the upload was created. */
+    /* The object takes the metadata given when the upload was created, with
+     * its own checksum and part sizes in place of the upload's entries. */
+    bool full = false;
+    enum ol_ck_algo algo = meta_checksum(meta, meta_len, &full);
+    size_t mlen = ol_s3_meta_strip_internal(meta, meta_len);
+    char ckval[OL_CK_B64_MAX] = "";
+    if (algo != OL_CK_NONE && sizes_known &&
+        complete_checksum(algo, full, sp, d.parts, d.n, ckval)) {
+        const struct ol_slice *given = ol_s3_header(r, ol_ck_header(algo));
+        if (full && given && (given->n != strlen(ckval) || memcmp(given->p, ckval, given->n))) {
+            rc = ol_s3_error(r, OL_S3_BadDigest,
+                             "The checksum you specified did not match the calculated "
+                             "full-object checksum.");
+            goto out;
+        }
+        char v[128];
+        int vn = snprintf(v, sizeof(v), "%s %s %s", ol_ck_name(algo),
+                          full ? "FULL_OBJECT" : "COMPOSITE", ckval);
+        if (ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_CHECKSUM, v, (size_t)vn) < 0)
+            ckval[0] = 0;
+    } else {
+        ckval[0] = 0;
+    }
+    char *rle = malloc(PARTS_META_MAX);
+    if (rle && sizes_known && parts_rle(sp, d.parts, d.n, rle, PARTS_META_MAX))
+        (void)ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_PARTS, rle, strlen(rle));
+    free(rle);
     struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n, .meta = meta,
-                               .meta_len = meta_len};
+                               .meta_len = (uint32_t)mlen};
     int w = 0;
     for (int k = 0; k < 16; k++)
         w += snprintf(info.etag + w, sizeof(info.etag) - (size_t)w, "%02x", digest[k]);
     snprintf(info.etag + w, sizeof(info.etag) - (size_t)w, "-%u", d.n);
-    rc = ol_store_upload_complete(r->ctx->store, id, d.parts, d.n,
-                                  (uint64_t)r->ctx->cfg->min_part_bytes, &info);
+    rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
+                                     (uint64_t)r->ctx->cfg->min_part_bytes, &info,
+                                     has_cond ? &cond : NULL);
+    if (rc == -OL_EPRECONDITION) {
+        rc = ol_s3_write_cond_fail(r, &cond);
+        goto out;
+    }
     if (rc < 0) {
         const char *msg = NULL;
         if (rc == -OL_EINVALIDPART)
@@ -290,10 +530,17 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     char qetag[72];
     snprintf(qetag, sizeof(qetag), "\"%s\"", info.etag);
     ol_xml_str(&x, "ETag", qetag);
+    if (ckval[0]) {
+        char tag[24];
+        snprintf(tag, sizeof(tag), "Checksum%s", ol_ck_name(algo));
+        ol_xml_str(&x, tag, ckval);
+        ol_xml_str(&x, "ChecksumType", full ? "FULL_OBJECT" : "COMPOSITE");
+    }
     ol_xml_end_doc(&x);
     rc = ol_s3_send_xml(r, 200, &x);
     ol_xml_free(&x);
 out:
+    free(sp);
     free(meta);
     free(body);
     free(d.parts);
@@ -310,4 +557,110 @@ int ol_s3_abort_multipart(struct ol_s3_req *r)
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     return ol_s3_send_empty(r, 204, NULL, 0);
+}
+
+/* ---- the reaper of abandoned uploads ----
+ *
+ * Uploads that are never completed nor aborted hold their parts' space
+ * forever.  Every multipart_reap_interval_ms this fiber (loop 0) walks the
+ * buckets' uploads and aborts those started more than multipart_expiry_sec
+ * ago (0 turns it off).  Work per pass is bounded (REAP_MAX_PER_PASS aborts;
+ * the next pass goes on), and no store callback is held across an abort. */
+#define REAP_MAX_BUCKETS 100000
+#define REAP_MAX_PER_PASS 1000
+#define REAP_SLICE_MS 200
+
+struct reap_buckets {
+    char (*names)[64];
+    size_t n, cap;
+};
+
+static int reap_bucket_one(void *ctx, const struct ol_bucket_info *b)
+{
+    struct reap_buckets *rb = ctx;
+    if (rb->n == rb->cap) {
+        size_t cap = rb->cap ? rb->cap * 2 : 64;
+        if (cap > REAP_MAX_BUCKETS)
+            return 1;
+        void *p = realloc(rb->names, cap * sizeof(*rb->names));
+        if (!p)
+            return 1;
+        rb->names = p;
+        rb->cap = cap;
+    }
+    memcpy(rb->names[rb->n++], b->name, sizeof(b->name));
+    return 0;
+}
+
+struct reap_ids {
+    char (*ids)[40];
+    size_t n, cap;
+    int64_t cutoff_ns;
+};
+
+static int reap_upload_one(void *ctx, const struct ol_upload_info *u)
+{
+    struct reap_ids *ri = ctx;
+    if (u->ctime_ns > ri->cutoff_ns)
+        return 0;
+    if (ri->n == ri->cap)
+        return 1;
+    memcpy(ri->ids[ri->n++], u->upload_id, sizeof(u->upload_id));
+    return 0;
+}
+
+static bool reap_stopping(void)
+{
+    struct ol_loop *l = ol_loop_current();
+    return l && ol_loop_stopping(l);
+}
+
+static void reap_pass(struct ol_s3_ctx *ctx, struct reap_ids *ri)
+{
+    struct reap_buckets rb = {0};
+    if (ol_store_bucket_list(ctx->store, reap_bucket_one, &rb) < 0)
+        goto out;
+    ri->n = 0;
+    ri->cutoff_ns = ol_wall_ns() - ctx->cfg->multipart_expiry_sec * 1000000000LL;
+    for (size_t b = 0; b < rb.n && ri->n < ri->cap && !reap_stopping(); b++) {
+        size_t before = ri->n;
+        (void)ol_store_upload_list(ctx->store, rb.names[b], reap_upload_one, ri);
+        for (size_t i = before; i < ri->n; i++) {
+            int rc = ol_store_upload_abort(ctx->store, ri->ids[i]);
+            if (rc < 0 && rc != -OL_ENOUPLOAD)
+                ol_log_limited(OL_LOG_WARN, "multipart reaper: abort %s: %s", ri->ids[i],
+                               ol_strerror(rc));
+        }
+        if (ri->n > before)
+            ol_info("multipart reaper: aborted %zu upload(s) in %s", ri->n - before,
+                    rb.names[b]);
+    }
+out:
+    free(rb.names);
+}
+
+void ol_s3_upload_reaper(void *arg)
+{
+    struct ol_s3_ctx *ctx = arg;
+    struct reap_ids ri = {.cap = REAP_MAX_PER_PASS};
+    ri.ids = calloc(ri.cap, sizeof(*ri.ids));
+    if (!ri.ids) {
+        ol_warn("multipart reaper: out of memory; abandoned uploads will not be removed");
+        return;
+    }
+    uint64_t next = ol_mono_ms() + (uint64_t)ctx->cfg->multipart_reap_interval_ms;
+    /* Ends when the loop stops; each round sleeps one short slice, so the
+     * stop flag is seen within REAP_SLICE_MS. */
+    while (!reap_stopping()) {
+        uint64_t now = ol_mono_ms();
+        if (now < next) {
+            uint64_t wait = next - now;
+            ol_io_sleep_ms(wait < REAP_SLICE_MS ? (unsigned)wait : REAP_SLICE_MS);
+            continue;
+        }
+        if (ctx->cfg->multipart_expiry_sec > 0)
+            reap_pass(ctx, &ri);
+        next = ol_mono_ms() + (uint64_t)ctx->cfg->multipart_reap_interval_ms;
+    }
+    free(ri.ids);
 }

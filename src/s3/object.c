@@ -12,8 +12,11 @@
 #include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "s3/checksum.h"
 #include "s3/meta.h"
+#include "s3/object.h"
 #include "s3/s3.h"
+#include "s3/sigv4.h"
 #include "store/store.h"
 
 #define RECV_CHUNK_BYTES (1024 * 1024)
@@ -28,22 +31,156 @@ static void hex(const uint8_t *b, size_t n, char *out)
     out[2 * n] = 0;
 }
 
+/* ---- receiving a body, with its checksums ---- */
+
 /* Content-MD5 is base64 of the 16-byte digest. */
 static int check_content_md5(const struct ol_s3_req *r, const uint8_t md5[16])
 {
     const struct ol_slice *cm = ol_s3_header(r, "content-md5");
     if (!cm)
         return 0;
-    unsigned char dec[32];
-    if (cm->n != 24)
-        return -OL_EBADDIGEST;
-    int n = EVP_DecodeBlock(dec, (const unsigned char *)cm->p, (int)cm->n);
-    if (n != 18 || memcmp(dec, md5, 16) != 0) /* 24 chars decode to 18 bytes incl. padding */
+    uint8_t dec[16];
+    if (ol_b64_decode(cm->p, cm->n, dec, sizeof(dec)) != 16 || memcmp(dec, md5, 16) != 0)
         return -OL_EBADDIGEST;
     return 0;
 }
 
-int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33])
+static int ck_fail(struct ol_s3_body_ck *ck, enum ol_s3_code code, const char *msg)
+{
+    ck->err_code = code;
+    ck->err_msg = msg;
+    return -OL_EBADREQUEST;
+}
+
+/* S3's message for a malformed x-amz-checksum-* value, by algorithm. */
+static const char *ck_invalid_msg(enum ol_ck_algo a)
+{
+    switch (a) {
+    case OL_CK_CRC32: return "Value for x-amz-checksum-crc32 header is invalid.";
+    case OL_CK_CRC32C: return "Value for x-amz-checksum-crc32c header is invalid.";
+    case OL_CK_CRC64NVME: return "Value for x-amz-checksum-crc64nvme header is invalid.";
+    case OL_CK_SHA1: return "Value for x-amz-checksum-sha1 header is invalid.";
+    default: return "Value for x-amz-checksum-sha256 header is invalid.";
+    }
+}
+
+static const char *ck_mismatch_msg(enum ol_ck_algo a)
+{
+    switch (a) {
+    case OL_CK_CRC32:
+        return "The x-amz-checksum-crc32 you specified did not match the calculated checksum.";
+    case OL_CK_CRC32C:
+        return "The x-amz-checksum-crc32c you specified did not match the calculated checksum.";
+    case OL_CK_CRC64NVME:
+        return "The x-amz-checksum-crc64nvme you specified did not match the calculated "
+               "checksum.";
+    case OL_CK_SHA1:
+        return "The x-amz-checksum-sha1 you specified did not match the calculated checksum.";
+    default:
+        return "The x-amz-checksum-sha256 you specified did not match the calculated checksum.";
+    }
+}
+
+int ol_s3_body_ck_parse(struct ol_s3_req *r, enum ol_ck_algo required, struct ol_s3_body_ck *ck)
+{
+    memset(ck, 0, sizeof(*ck));
+    const struct ol_slice *cm = ol_s3_header(r, "content-md5");
+    uint8_t md5[16];
+    if (cm && ol_b64_decode(cm->p, cm->n, md5, sizeof(md5)) != 16)
+        return ck_fail(ck, OL_S3_InvalidDigest, "The Content-MD5 you specified is not valid.");
+    /* A value header: x-amz-checksum-<algo> (x-amz-checksum-type, -mode and
+     * -algorithm name no algorithm and parse as none). */
+    const struct ol_http_request *h = &r->http->head;
+    for (size_t i = 0; i < h->nheaders; i++) {
+        struct ol_slice name = h->headers[i].name, val = h->headers[i].value;
+        if (name.n <= 15 || strncasecmp(name.p, "x-amz-checksum-", 15) != 0)
+            continue;
+        enum ol_ck_algo a = ol_ck_parse(name.p, name.n);
+        if (a == OL_CK_NONE)
+            continue;
+        if (ck->algo != OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Expecting a single x-amz-checksum- header. Multiple checksum Types "
+                           "are not allowed.");
+        ck->algo = a;
+        if (ol_b64_decode(val.p, val.n, ck->expected, sizeof(ck->expected)) !=
+            (int)ol_ck_len(a))
+            return ck_fail(ck, OL_S3_InvalidRequest, ck_invalid_msg(a));
+        ck->have_expected = true;
+    }
+    const struct ol_slice *tr = ol_s3_header(r, "x-amz-trailer");
+    if (tr) {
+        enum ol_ck_algo a = ol_ck_parse(tr->p, tr->n);
+        if (a == OL_CK_NONE || (ck->algo != OL_CK_NONE && ck->algo != a))
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "The value specified in the x-amz-trailer header is not supported");
+        ck->algo = a;
+        ck->from_trailer = !ck->have_expected;
+    }
+    const struct ol_slice *sdk = ol_s3_header(r, "x-amz-sdk-checksum-algorithm");
+    if (sdk) {
+        enum ol_ck_algo a = ol_ck_parse(sdk->p, sdk->n);
+        if (a == OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Value for x-amz-sdk-checksum-algorithm header is invalid.");
+        if (ck->algo == OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "x-amz-sdk-checksum-algorithm specified, but no corresponding "
+                           "x-amz-checksum-* or x-amz-trailer headers were found.");
+        if (ck->algo != a)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Value for x-amz-sdk-checksum-algorithm header is invalid.");
+    }
+    if (required != OL_CK_NONE) {
+        if (ck->algo != OL_CK_NONE && ck->algo != required)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Checksum Type mismatch occurred: the part's checksum algorithm "
+                           "differs from the one the upload was created with.");
+        ck->algo = required;
+    }
+    return 0;
+}
+
+int ol_s3_receive_fail(struct ol_s3_req *r, int rc, const struct ol_s3_body_ck *ck)
+{
+    if (rc == -EINVAL)
+        return ol_s3_error(r, OL_S3_MissingContentLength,
+                           "You must provide the Content-Length HTTP header.");
+    if (rc == -OL_ETOOLARGE)
+        return ol_s3_error(r, OL_S3_EntityTooLarge,
+                           "Your proposed upload exceeds the maximum allowed object size.");
+    if (!ol_http_body_done(r->conn))
+        ol_http_set_close(r->conn);
+    if (ck && ck->err_msg)
+        return ol_s3_error(r, ck->err_code, ck->err_msg);
+    return ol_s3_error_from(r, rc);
+}
+
+/* After the body: the expected checksum (header or trailer) against the
+ * computed one. */
+static int ck_verify(struct ol_s3_req *r, struct ol_s3_body_ck *ck)
+{
+    if (ck->from_trailer) {
+        const char *v = ol_s3_body_trailer(r, ol_ck_header(ck->algo));
+        if (!v)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "The x-amz-trailer header names a checksum that the body's trailer "
+                           "does not carry.");
+        if (ol_b64_decode(v, strlen(v), ck->expected, sizeof(ck->expected)) !=
+            (int)ol_ck_len(ck->algo))
+            return ck_fail(ck, OL_S3_InvalidRequest, ck_invalid_msg(ck->algo));
+        ck->have_expected = true;
+    }
+    if (ck->have_expected && memcmp(ck->expected, ck->got, ol_ck_len(ck->algo)) != 0) {
+        ck->err_code = OL_S3_BadDigest;
+        ck->err_msg = ck_mismatch_msg(ck->algo);
+        return -OL_EBADDIGEST;
+    }
+    return 0;
+}
+
+int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
+                          struct ol_s3_body_ck *ck)
 {
     int64_t len = ol_s3_body_length(r);
     const struct ol_cfg *cfg = r->ctx->cfg;
@@ -52,10 +189,14 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
     if (len > cfg->max_object_bytes)
         return -OL_ETOOLARGE;
     struct ol_store_writer *w = NULL;
+    struct ol_ck cks = {0};
+    bool ck_on = ck && ck->algo != OL_CK_NONE;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
     uint8_t *buf = ol_buf_alloc(RECV_CHUNK_BYTES);
     int rc = -ENOMEM;
     if (!md || !buf || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
+        goto fail;
+    if (ck_on && (rc = ol_ck_init(&cks, ck->algo)) < 0)
         goto fail;
     rc = ol_store_write_begin(r->ctx->store, len, &w);
     if (rc < 0)
@@ -76,6 +217,8 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
             goto fail;
         }
         EVP_DigestUpdate(md, buf, (size_t)n);
+        if (ck_on)
+            ol_ck_update(&cks, buf, (size_t)n);
         rc = ol_store_write(w, buf, (size_t)n);
         if (rc < 0)
             goto fail;
@@ -90,7 +233,15 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
     rc = check_content_md5(r, digest);
     if (rc < 0)
         goto fail;
+    if (ck_on) {
+        ol_ck_final(&cks, ck->got);
+        ol_b64_encode(ck->got, ol_ck_len(ck->algo), ck->b64);
+        rc = ck_verify(r, ck);
+        if (rc < 0)
+            goto fail;
+    }
     hex(digest, 16, md5_hex);
+    ol_ck_free(&cks);
     EVP_MD_CTX_free(md);
     ol_buf_free(buf, RECV_CHUNK_BYTES);
     *out = w;
@@ -98,9 +249,93 @@ int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char m
 fail:
     if (w)
         ol_store_write_abort(w);
+    ol_ck_free(&cks);
     EVP_MD_CTX_free(md);
     ol_buf_free(buf, RECV_CHUNK_BYTES);
     return rc;
+}
+
+int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33])
+{
+    return ol_s3_receive_body_ck(r, out, md5_hex, NULL);
+}
+
+/* ---- write preconditions (If-Match / If-None-Match on PUT and Complete) ---- */
+
+/* Copies an entity tag without quotes (or a W/ prefix) into out[64]. */
+static bool etag_unquote(const char *p, size_t n, char out[64])
+{
+    while (n && (*p == ' ' || *p == '\t')) {
+        p++;
+        n--;
+    }
+    while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+        n--;
+    if (n >= 2 && p[0] == 'W' && p[1] == '/') {
+        p += 2;
+        n -= 2;
+    }
+    if (n >= 2 && p[0] == '"' && p[n - 1] == '"') {
+        p++;
+        n -= 2;
+    }
+    if (n >= 64)
+        return false;
+    memcpy(out, p, n);
+    out[n] = 0;
+    return true;
+}
+
+int ol_s3_write_cond(struct ol_s3_req *r, struct ol_store_cond *cond, char etag_buf[64])
+{
+    memset(cond, 0, sizeof(*cond));
+    const struct ol_slice *inm = ol_s3_header(r, "if-none-match");
+    const struct ol_slice *im = ol_s3_header(r, "if-match");
+    if (!inm && !im)
+        return 0;
+    if (inm) {
+        char v[64];
+        /* S3 supports only the create-only form on writes. */
+        if (!etag_unquote(inm->p, inm->n, v) || strcmp(v, "*") != 0) {
+            ol_s3_error(r, OL_S3_NotImplemented,
+                        "A header you provided implies functionality that is not implemented");
+            return -1;
+        }
+        cond->if_none_match = true;
+    }
+    if (im) {
+        if (!etag_unquote(im->p, im->n, etag_buf) || strcmp(etag_buf, "*") == 0 ||
+            etag_buf[0] == 0) {
+            ol_s3_error(r, OL_S3_NotImplemented,
+                        "A header you provided implies functionality that is not implemented");
+            return -1;
+        }
+        cond->if_match = etag_buf;
+    }
+    return 1;
+}
+
+int ol_s3_write_cond_fail(struct ol_s3_req *r, const struct ol_store_cond *cond)
+{
+    if (cond->if_match && !cond->if_none_match) {
+        struct ol_store_reader *rd = NULL;
+        int rc = ol_store_read_open(r->ctx->store, r->bucket, r->key, r->key_len, &rd);
+        if (rc == -OL_ENOKEY)
+            return ol_s3_error(r, OL_S3_NoSuchKey, "The specified key does not exist.");
+        if (rd)
+            ol_store_read_close(rd);
+    }
+    return ol_s3_error(r, OL_S3_PreconditionFailed,
+                       "At least one of the pre-conditions you specified did not hold");
+}
+
+/* The checksum entry of an object's metadata: "ALGO TYPE value". */
+static int meta_add_checksum(uint8_t *meta, size_t cap, size_t *len, enum ol_ck_algo a,
+                             const char *type, const char *b64)
+{
+    char v[128];
+    int n = snprintf(v, sizeof(v), "%s %s %s", ol_ck_name(a), type, b64);
+    return ol_s3_meta_add(meta, cap, len, OL_S3_META_CHECKSUM, v, (size_t)n);
 }
 
 int ol_s3_put_object(struct ol_s3_req *r)
@@ -108,42 +343,63 @@ int ol_s3_put_object(struct ol_s3_req *r)
     if (ol_s3_body_length(r) < 0 && !r->http->chunked)
         return ol_s3_error(r, OL_S3_MissingContentLength,
                            "You must provide the Content-Length HTTP header.");
-    uint8_t meta[OL_S3_META_MAX];
-    int ml = ol_s3_meta_encode(r, meta, sizeof(meta));
+    uint8_t meta[OL_S3_META_MAX + 256];
+    int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Your metadata headers exceed the maximum allowed metadata size.");
+    struct ol_s3_body_ck ck;
+    int rc = ol_s3_body_ck_parse(r, OL_CK_NONE, &ck);
+    if (rc < 0)
+        return ol_s3_receive_fail(r, rc, &ck);
+    struct ol_store_cond cond;
+    char cond_etag[64];
+    int has_cond = ol_s3_write_cond(r, &cond, cond_etag);
+    if (has_cond < 0)
+        return 0;
+    const char *tag_msg;
+    if (!ol_s3_tagging_header_ok(r, &tag_msg))
+        return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
     struct ol_bucket_info bi;
-    int rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     struct ol_store_writer *w;
     char etag[33];
-    rc = ol_s3_receive_body(r, &w, etag);
-    if (rc == -EINVAL)
-        return ol_s3_error(r, OL_S3_MissingContentLength,
-                           "You must provide the Content-Length HTTP header.");
-    if (rc == -OL_ETOOLARGE)
-        return ol_s3_error(r, OL_S3_EntityTooLarge,
-                           "Your proposed upload exceeds the maximum allowed object size.");
-    if (rc < 0) {
-        if (!ol_http_body_done(r->conn))
-            ol_http_set_close(r->conn);
-        return ol_s3_error_from(r, rc);
+    rc = ol_s3_receive_body_ck(r, &w, etag, &ck);
+    if (rc < 0)
+        return ol_s3_receive_fail(r, rc, &ck);
+    size_t mlen = (size_t)ml;
+    if (ck.algo != OL_CK_NONE &&
+        meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
+        ol_store_write_abort(w);
+        return ol_s3_error(r, OL_S3_InvalidArgument,
+                           "Your metadata headers exceed the maximum allowed metadata size.");
     }
     struct ol_obj_info info = {
         .mtime_ns = r->now_ns,
         .meta = meta,
-        .meta_len = (uint32_t)ml,
+        .meta_len = (uint32_t)mlen,
     };
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
-    rc = ol_store_write_commit_object(w, r->bucket, r->key, r->key_len, &info);
+    rc = ol_store_write_commit_object_if(w, r->bucket, r->key, r->key_len, &info,
+                                         has_cond ? &cond : NULL);
+    if (rc == -OL_EPRECONDITION)
+        return ol_s3_write_cond_fail(r, &cond);
+    if (rc == 0)
+        rc = ol_s3_tagging_apply_header(r);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[] = {{"ETag", qetag}};
-    return ol_s3_send_empty(r, 200, h, 1);
+    struct ol_http_hdr h[3];
+    size_t nh = 0;
+    h[nh++] = (struct ol_http_hdr){"ETag", qetag};
+    if (ck.algo != OL_CK_NONE) {
+        h[nh++] = (struct ol_http_hdr){ol_ck_header(ck.algo), ck.b64};
+        h[nh++] = (struct ol_http_hdr){"x-amz-checksum-type", "FULL_OBJECT"};
+    }
+    return ol_s3_send_empty(r, 200, h, nh);
 }
 
 /* Parses a single-range "bytes=..." header against size.  Returns 1 with
@@ -192,21 +448,204 @@ static int parse_range(const struct ol_slice *h, uint64_t size, uint64_t *start,
     return 1;
 }
 
+/* ---- GetObject / HeadObject ---- */
+
+/* An error document with extra headers (ol_s3_error takes none): the 416 of
+ * an unsatisfiable range carries Content-Range: bytes * /size. */
+static int send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
+                           const struct ol_http_hdr *extra, size_t nextra)
+{
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, "Error");
+    ol_xml_str(&x, "Code", code);
+    ol_xml_str(&x, "Message", msg);
+    if (r->key)
+        ol_xml_text(&x, "Key", r->key, r->key_len);
+    ol_xml_str(&x, "RequestId", r->request_id);
+    ol_xml_end_doc(&x);
+    struct ol_http_hdr h[8];
+    size_t nh = 0;
+    h[nh++] = (struct ol_http_hdr){"Content-Type", "application/xml"};
+    h[nh++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
+    for (size_t i = 0; i < nextra && nh < 8; i++)
+        h[nh++] = extra[i];
+    int rc = ol_http_respond(r->conn, status, h, nh, x.failed ? NULL : x.buf,
+                             x.failed ? 0 : x.len);
+    ol_xml_free(&x);
+    return rc;
+}
+
+/* Does an If-Match / If-None-Match list ("a", W/"b", *) name this etag? */
+static bool etag_list_matches(const struct ol_slice *h, const char *etag)
+{
+    const char *p = h->p, *e = h->p + h->n;
+    /* One round per comma-separated entry. */
+    while (p < e) {
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *end = comma ? comma : e;
+        char v[64];
+        if (etag_unquote(p, (size_t)(end - p), v) && (strcmp(v, "*") == 0 ||
+                                                      strcmp(v, etag) == 0))
+            return true;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* An HTTP-date header as Unix seconds; false when absent or malformed (a
+ * malformed date makes the condition be ignored, as RFC 9110 says). */
+static bool header_date(const struct ol_s3_req *r, const char *name, int64_t *sec)
+{
+    const struct ol_slice *h = ol_s3_header(r, name);
+    char amz[17];
+    return h && ol_sigv4_parse_date(*h, amz, sec) == 0;
+}
+
+/* RFC 9110 section 13.2.2, as S3 applies it to GET and HEAD: returns 0 to
+ * serve the object, 304 or 412. */
+static int read_conditions(const struct ol_s3_req *r, const struct ol_obj_info *info)
+{
+    int64_t lm = info->mtime_ns / 1000000000, t;
+    const struct ol_slice *im = ol_s3_header(r, "if-match");
+    const struct ol_slice *inm = ol_s3_header(r, "if-none-match");
+    if (im) {
+        if (!etag_list_matches(im, info->etag))
+            return 412;
+    } else if (header_date(r, "if-unmodified-since", &t) && lm > t) {
+        return 412;
+    }
+    if (inm) {
+        if (etag_list_matches(inm, info->etag))
+            return 304;
+    } else if (header_date(r, "if-modified-since", &t) && lm <= t) {
+        return 304;
+    }
+    return 0;
+}
+
+/* Part boundaries of a multipart object from its ":parts" entry
+ * ("size*count,..."): the byte range of part `part` (1-based).  false when
+ * the entry is missing or does not reach that part. */
+static bool part_range(const struct ol_obj_info *info, uint32_t part, uint64_t *start,
+                       uint64_t *len)
+{
+    const uint8_t *v;
+    size_t vl;
+    if (ol_s3_meta_get(info->meta, info->meta_len, OL_S3_META_PARTS, &v, &vl) < 0)
+        return false;
+    char buf[256];
+    const char *p = (const char *)v, *e = p + vl;
+    uint64_t off = 0, seen = 0;
+    /* One round per run; runs are bounded by the entry's length. */
+    while (p < e) {
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *end = comma ? comma : e;
+        size_t n = (size_t)(end - p);
+        if (n >= sizeof(buf))
+            return false;
+        memcpy(buf, p, n);
+        buf[n] = 0;
+        unsigned long long size, count;
+        if (sscanf(buf, "%llu*%llu", &size, &count) != 2)
+            return false;
+        if (part <= seen + count) {
+            *start = off + (part - seen - 1) * size;
+            *len = size;
+            return true;
+        }
+        seen += count;
+        off += size * count;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* response-* query parameters: each replaces one stored header. */
+static const char *const overrides[][2] = {
+    {"response-content-type", "Content-Type"},
+    {"response-content-disposition", "Content-Disposition"},
+    {"response-content-encoding", "Content-Encoding"},
+    {"response-content-language", "Content-Language"},
+    {"response-cache-control", "Cache-Control"},
+    {"response-expires", "Expires"},
+};
+#define NOVERRIDES (sizeof(overrides) / sizeof(overrides[0]))
+
 int ol_s3_get_object(struct ol_s3_req *r)
 {
+    bool any_override = false;
+    for (size_t i = 0; i < NOVERRIDES; i++)
+        any_override |= ol_s3_has_param(r, overrides[i][0]);
+    if (any_override && !r->access_key)
+        return ol_s3_error(r, OL_S3_InvalidRequest,
+                           "Request specific response headers cannot be used for anonymous GET "
+                           "requests.");
+    const struct ol_s3_param *pn = ol_s3_param(r, "partNumber");
+    long part = 0;
+    if (pn) {
+        char *pend = NULL;
+        part = strtol(pn->value, &pend, 10);
+        if (!pend || *pend || part < 1 || part > 10000)
+            return ol_s3_error(r, OL_S3_InvalidArgument,
+                               "Part number must be an integer between 1 and 10000, inclusive.");
+        if (ol_s3_header(r, "range"))
+            return ol_s3_error(r, OL_S3_InvalidRequest,
+                               "Cannot specify both Range header and partNumber query "
+                               "parameter");
+    }
+
     struct ol_store_reader *rd = NULL;
     int rc = ol_store_read_open(r->ctx->store, r->bucket, r->key, r->key_len, &rd);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     const struct ol_obj_info *info = ol_store_read_info(rd);
-    uint64_t start = 0, end = info->size ? info->size - 1 : 0;
-    int ranged = parse_range(ol_s3_header(r, "range"), info->size, &start, &end);
-    char crange[96];
-    if (ranged < 0) {
-        ol_store_read_close(rd);
-        return ol_s3_error(r, OL_S3_InvalidRange, "The requested range is not satisfiable");
+    char etag[72], lm[32];
+    snprintf(etag, sizeof(etag), "\"%s\"", info->etag);
+    ol_s3_http_date(info->mtime_ns, lm);
+
+    int cond = read_conditions(r, info);
+    if (cond == 304) {
+        struct ol_http_hdr h[] = {{"ETag", etag}, {"Last-Modified", lm}};
+        rc = ol_s3_send_empty(r, 304, h, 2);
+        goto out;
     }
-    uint64_t len = info->size == 0 ? 0 : end - start + 1;
+    if (cond == 412) {
+        rc = ol_s3_error(r, OL_S3_PreconditionFailed,
+                         "At least one of the pre-conditions you specified did not hold");
+        goto out;
+    }
+
+    uint64_t start = 0, end = info->size ? info->size - 1 : 0;
+    char crange[96], nparts[16];
+    int ranged = 0;
+    if (part > 0) {
+        uint64_t pstart = 0, plen = info->size;
+        bool ok = info->nparts == 0 ? part == 1
+                                    : (uint32_t)part <= info->nparts &&
+                                          part_range(info, (uint32_t)part, &pstart, &plen);
+        if (!ok) {
+            rc = send_error_hdrs(r, 416, "InvalidPartNumber",
+                                 "The requested partnumber is not satisfiable", NULL, 0);
+            goto out;
+        }
+        if (info->nparts > 0) {
+            ranged = plen > 0 ? 1 : 0;
+            start = pstart;
+            end = plen ? pstart + plen - 1 : pstart;
+        }
+    } else {
+        ranged = parse_range(ol_s3_header(r, "range"), info->size, &start, &end);
+    }
+    if (ranged < 0) {
+        snprintf(crange, sizeof(crange), "bytes */%" PRIu64, info->size);
+        struct ol_http_hdr h[] = {{"Content-Range", crange}};
+        rc = send_error_hdrs(r, 416, "InvalidRange", "The requested range is not satisfiable",
+                             h, 1);
+        goto out;
+    }
+    uint64_t len = (info->size == 0 || (part > 0 && !ranged && info->nparts > 0))
+                       ? 0 : end - start + 1;
 
     /* Read the first piece before the headers go out, so a checksum failure
      * at the start is a clean 500 rather than a cut-off body. */
@@ -215,19 +654,16 @@ int ol_s3_get_object(struct ol_s3_req *r)
     if (len > 0 && !r->http->is_head) {
         n = ol_store_read(rd, start, len, &data);
         if (n <= 0) {
-            ol_store_read_close(rd);
             if (n == 0)
                 n = -EIO;
-            return ol_s3_error(r, OL_S3_InternalError,
-                               n == -OL_ECORRUPT ? "The object's data failed its checksum."
-                                                 : "The object could not be read.");
+            rc = ol_s3_error(r, OL_S3_InternalError,
+                             n == -OL_ECORRUPT ? "The object's data failed its checksum."
+                                               : "The object could not be read.");
+            goto out;
         }
     }
 
-    char etag[72], lm[32];
-    snprintf(etag, sizeof(etag), "\"%s\"", info->etag);
-    ol_s3_http_date(info->mtime_ns, lm);
-    struct ol_http_hdr h[40];
+    struct ol_http_hdr h[48 + 1 + OL_S3_CORS_MAX_HDRS];
     size_t nh = 0;
     h[nh++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
     h[nh++] = (struct ol_http_hdr){"ETag", etag};
@@ -238,15 +674,59 @@ int ol_s3_get_object(struct ol_s3_req *r)
                  info->size);
         h[nh++] = (struct ol_http_hdr){"Content-Range", crange};
     }
+    if (part > 0 && info->nparts > 0) {
+        snprintf(nparts, sizeof(nparts), "%" PRIu32, info->nparts);
+        h[nh++] = (struct ol_http_hdr){"x-amz-mp-parts-count", nparts};
+    }
+    /* The additional checksum, only when asked for and for the whole object
+     * (a range has no stored checksum). */
+    char ckname[40], ckval[OL_CK_B64_MAX], cktype[16];
+    const struct ol_slice *mode = ol_s3_header(r, "x-amz-checksum-mode");
+    const uint8_t *cv;
+    size_t cvl;
+    if (mode && mode->n == 7 && strncasecmp(mode->p, "ENABLED", 7) == 0 && ranged == 0 &&
+        ol_s3_meta_get(info->meta, info->meta_len, OL_S3_META_CHECKSUM, &cv, &cvl) == 0) {
+        char tmp[128];
+        snprintf(tmp, sizeof(tmp), "%.*s", (int)cvl, (const char *)cv);
+        char algo[16];
+        if (sscanf(tmp, "%15s %15s %63s", algo, cktype, ckval) == 3) {
+            enum ol_ck_algo a = ol_ck_parse(algo, strlen(algo));
+            if (a != OL_CK_NONE) {
+                snprintf(ckname, sizeof(ckname), "%s", ol_ck_header(a));
+                h[nh++] = (struct ol_http_hdr){ckname, ckval};
+                h[nh++] = (struct ol_http_hdr){"x-amz-checksum-type", cktype};
+            }
+        }
+    }
     char store[OL_S3_META_MAX + 64];
     size_t first_meta = nh;
     nh += ol_s3_meta_headers(info->meta, info->meta_len, h + nh, 30, store, sizeof(store));
+    /* Overrides replace the stored value (or add one). */
+    for (size_t o = 0; o < NOVERRIDES; o++) {
+        const struct ol_s3_param *p = ol_s3_param(r, overrides[o][0]);
+        if (!p)
+            continue;
+        bool replaced = false;
+        for (size_t i = first_meta; i < nh; i++)
+            if (strcasecmp(h[i].name, overrides[o][1]) == 0) {
+                h[i].value = p->value;
+                replaced = true;
+            }
+        if (!replaced && nh < sizeof(h) / sizeof(h[0]) - 1)
+            h[nh++] = (struct ol_http_hdr){overrides[o][1], p->value};
+    }
     bool has_ct = false;
     for (size_t i = first_meta; i < nh; i++)
         if (strcasecmp(h[i].name, "content-type") == 0)
             has_ct = true;
     if (!has_ct)
         h[nh++] = (struct ol_http_hdr){"Content-Type", "binary/octet-stream"};
+    char ntags[16], cors[OL_S3_CORS_STORE_BYTES];
+    int ntag = ol_s3_tagging_count_of(rd);
+    snprintf(ntags, sizeof(ntags), "%d", ntag);
+    if (ntag > 0)
+        h[nh++] = (struct ol_http_hdr){"x-amz-tagging-count", ntags};
+    nh += ol_s3_cors_headers(r, h + nh, OL_S3_CORS_MAX_HDRS, cors, sizeof(cors));
 
     rc = ol_http_resp_begin(r->conn, ranged > 0 ? 206 : 200, h, nh, len);
     if (rc < 0 || r->http->is_head || len == 0)

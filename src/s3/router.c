@@ -65,21 +65,25 @@ int ol_s3_send_xml(struct ol_s3_req *r, int status, struct ol_xml *x)
 {
     if (x->failed)
         return ol_s3_error(r, OL_S3_InternalError, "out of memory building the response");
-    struct ol_http_hdr h[] = {
+    struct ol_http_hdr h[2 + OL_S3_CORS_MAX_HDRS] = {
         {"Content-Type", "application/xml"},
         {"x-amz-request-id", r->request_id},
     };
-    return ol_http_respond(r->conn, status, h, 2, x->buf, x->len);
+    char cors[OL_S3_CORS_STORE_BYTES];
+    size_t n = 2 + ol_s3_cors_headers(r, h + 2, OL_S3_CORS_MAX_HDRS, cors, sizeof(cors));
+    return ol_http_respond(r->conn, status, h, n, x->buf, x->len);
 }
 
 int ol_s3_send_empty(struct ol_s3_req *r, int status, const struct ol_http_hdr *hdrs,
                      size_t nhdrs)
 {
-    struct ol_http_hdr h[24];
+    struct ol_http_hdr h[24 + OL_S3_CORS_MAX_HDRS];
     size_t n = 0;
     h[n++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
     for (size_t i = 0; i < nhdrs && n < 24; i++)
         h[n++] = hdrs[i];
+    char cors[OL_S3_CORS_STORE_BYTES];
+    n += ol_s3_cors_headers(r, h + n, OL_S3_CORS_MAX_HDRS, cors, sizeof(cors));
     return ol_http_respond(r->conn, status, h, n, NULL, 0);
 }
 
@@ -102,15 +106,17 @@ int ol_s3_error(struct ol_s3_req *r, enum ol_s3_code code, const char *message)
         ol_log_limited(OL_LOG_WARN, "%s %.*s -> %s: %s", r->request_id,
                        (int)r->http->head.path.n, r->http->head.path.p, ol_s3_code_name(code),
                        message ? message : "");
-    struct ol_http_hdr h[] = {
+    struct ol_http_hdr h[2 + OL_S3_CORS_MAX_HDRS] = {
         {"Content-Type", "application/xml"},
         {"x-amz-request-id", r->request_id},
     };
+    char cors[OL_S3_CORS_STORE_BYTES];
+    size_t nh = 2 + ol_s3_cors_headers(r, h + 2, OL_S3_CORS_MAX_HDRS, cors, sizeof(cors));
     int rc;
     if (x.failed)
-        rc = ol_http_respond(r->conn, status, h, 2, NULL, 0);
+        rc = ol_http_respond(r->conn, status, h, nh, NULL, 0);
     else
-        rc = ol_http_respond(r->conn, status, h, 2, x.buf, x.len);
+        rc = ol_http_respond(r->conn, status, h, nh, x.buf, x.len);
     ol_xml_free(&x);
     /* After an error the body may be left unread: close unless it is done
      * or small (conn.c drains small bodies). */
@@ -235,6 +241,23 @@ ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len)
             return -OL_ESHA256;
     }
     return 0;
+}
+
+const char *ol_s3_body_trailer(const struct ol_s3_req *r, const char *name)
+{
+    const struct s3_body *b = r->body_decoder;
+    if (!b || !b->aws_chunked || !ol_aws_chunked_done(&b->ac))
+        return NULL;
+    size_t n = strlen(name), pos = 0;
+    /* Entries are "name:value\0", names lowercase; bounded by trailers_len. */
+    while (pos < b->ac.trailers_len) {
+        const char *e = b->ac.trailers + pos;
+        size_t el = strnlen(e, b->ac.trailers_len - pos);
+        if (el > n && e[n] == ':' && strncasecmp(e, name, n) == 0)
+            return e + n + 1;
+        pos += el + 1;
+    }
+    return NULL;
 }
 
 int ol_s3_body_setup(struct ol_s3_req *r, bool aws_chunked, bool signed_chunks, bool trailer,

@@ -57,6 +57,11 @@ ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len);
  * Content-Length), else -1. */
 int64_t ol_s3_body_length(const struct ol_s3_req *r);
 
+/* A trailer of an aws-chunked body ("x-amz-checksum-crc32"), once the body
+ * has been read to its end: the NUL-terminated value (borrowed, valid for the
+ * request), or NULL. */
+const char *ol_s3_body_trailer(const struct ol_s3_req *r, const char *name);
+
 struct ol_store_writer;
 /* Streams the request body into a new store writer, computing its MD5 (hex
  * into md5_hex) and checking Content-MD5.  On success the caller owns *out
@@ -104,6 +109,8 @@ int ol_s3_complete_multipart(struct ol_s3_req *r);
 int ol_s3_abort_multipart(struct ol_s3_req *r);
 int ol_s3_list_parts(struct ol_s3_req *r);
 int ol_s3_list_uploads(struct ol_s3_req *r);
+/* Loop 0's fiber that aborts uploads older than multipart_expiry_sec (multipart.c). */
+void ol_s3_upload_reaper(void *ctx);
 /* copy.c */
 int ol_s3_copy_object(struct ol_s3_req *r);
 int ol_s3_upload_part_copy(struct ol_s3_req *r);
@@ -113,6 +120,23 @@ int ol_s3_delete_objects(struct ol_s3_req *r);
 int ol_s3_get_object_tagging(struct ol_s3_req *r);
 int ol_s3_put_object_tagging(struct ol_s3_req *r);
 int ol_s3_delete_object_tagging(struct ol_s3_req *r);
+/* PutObject's x-amz-tagging header ("k1=v1&k2=v2", URL-encoded).  Checked
+ * before the body is received: true when absent or valid, else false with
+ * *msg set (answer InvalidTag).  Applied after the object commit: 0, or a
+ * store error (the object then exists without its tags). */
+bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg);
+int ol_s3_tagging_apply_header(struct ol_s3_req *r);
+/* Number of tags on r's object (0 when none), or a negative store error;
+ * GetObject/HeadObject send it as x-amz-tagging-count when positive. */
+int ol_s3_tagging_count(struct ol_s3_req *r);
+struct ol_store_reader;
+/* The same from an open reader's snapshot (no index lookup): 0 when none. */
+int ol_s3_tagging_count_of(const struct ol_store_reader *rd);
+/* Reads a small request document (tagging, CORS, lifecycle) of at most max
+ * bytes into *out (malloc'ed, NUL-terminated; the caller frees it) and checks
+ * Content-MD5 when sent.  -EBADMSG when larger, -OL_EBADDIGEST on a Content-MD5
+ * mismatch, or a body-reading error. */
+int ol_s3_read_doc(struct ol_s3_req *r, size_t max, char **out, size_t *len);
 /* versioning.c */
 int ol_s3_get_bucket_versioning(struct ol_s3_req *r);
 int ol_s3_put_bucket_versioning(struct ol_s3_req *r);
@@ -122,9 +146,23 @@ int ol_s3_get_bucket_cors(struct ol_s3_req *r);
 int ol_s3_put_bucket_cors(struct ol_s3_req *r);
 int ol_s3_delete_bucket_cors(struct ol_s3_req *r);
 int ol_s3_cors_preflight(struct ol_s3_req *r); /* OPTIONS */
+/* CORS headers for the response to an actual (non-preflight) request: when it
+ * carries an Origin header and the bucket's CORS configuration has a rule for
+ * that origin and method, fills out[] (at most max; names are literals, values
+ * are copied into store[cap]) and returns the count; otherwise 0.  The
+ * response helpers (ol_s3_send_xml, ol_s3_send_empty, ol_s3_error) and
+ * GetObject append them. */
+#define OL_S3_CORS_MAX_HDRS 6
+#define OL_S3_CORS_STORE_BYTES 2048
+size_t ol_s3_cors_headers(struct ol_s3_req *r, struct ol_http_hdr *out, size_t max, char *store,
+                          size_t cap);
 /* lifecycle.c */
 int ol_s3_get_bucket_lifecycle(struct ol_s3_req *r);
 int ol_s3_put_bucket_lifecycle(struct ol_s3_req *r);
 int ol_s3_delete_bucket_lifecycle(struct ol_s3_req *r);
+/* The lifecycle worker: a fiber (spawned once, on loop 0, with a struct
+ * ol_s3_ctx * that outlives the loop) that applies every bucket's enabled
+ * lifecycle rules each lifecycle_interval_ms until the loop stops. */
+void ol_s3_lifecycle_fiber(void *ctx);
 
 #endif

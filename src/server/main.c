@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/bench.h"
 #include "core/cfg.h"
 #include "server/server.h"
 
@@ -13,6 +14,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: openlake server [DIR] [--config FILE] [--SETTING VALUE ...]\n"
+            "       openlake bench [--endpoint URL] [--op get|put|...] [options] (--help)\n"
             "       openlake version\n"
             "\n"
             "Runs an S3-compatible object store with its data in DIR (default ./openlake-data).\n"
@@ -105,6 +107,8 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "server") == 0)
         return server_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "bench") == 0)
+        return ol_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {
         printf("openlake %s\n", OL_VERSION);
         return 0;

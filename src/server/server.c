@@ -144,6 +144,13 @@ static void start_accepting(void *arg)
     struct worker *w = arg;
     int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
     OL_ASSERT(rc == 0);
+    /* Loop 0 also runs the bucket lifecycle worker (s3.h). */
+    if (ol_loop_id(w->loop) == 0) {
+        rc = ol_fiber_spawn(w->loop, ol_s3_lifecycle_fiber, &w->srv->router.ctx);
+        OL_ASSERT(rc == 0);
+        rc = ol_fiber_spawn(w->loop, ol_s3_upload_reaper, &w->srv->router.ctx);
+        OL_ASSERT(rc == 0);
+    }
 }
 
 static void *worker_main(void *arg)
@@ -293,7 +300,7 @@ int ol_server_run(struct ol_cfg *cfg)
         struct ol_loop_opts lo = {
             .id = i,
             .sq_entries = 512,
-            .max_fibers = (unsigned)cfg->max_conns_per_thread + 1,
+            .max_fibers = (unsigned)cfg->max_conns_per_thread + 2,
             .stack_bytes = 256 * 1024,
             .inbox_slots = 8192,
         };

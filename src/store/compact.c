@@ -213,6 +213,44 @@ out:
     return rc;
 }
 
+static int job_cmp(const void *a, const void *b)
+{
+    const struct job *x = a, *y = b;
+    if (x->x.seg != y->x.seg)
+        return x->x.seg < y->x.seg ? -1 : 1;
+    if (x->x.off != y->x.off)
+        return x->x.off < y->x.off ? -1 : 1;
+    if (x->x.len != y->x.len)
+        return x->x.len < y->x.len ? -1 : 1;
+    return 0;
+}
+
+/* Copies every distinct extent once.  An extent shared by several entries
+ * (copies, UploadPartCopy) moves to one new place, and every referrer is
+ * pointed there, so compaction keeps the sharing instead of multiplying the
+ * data. */
+static int copy_all(struct pass *p)
+{
+    int rc = 0;
+    if (p->njobs > 1)
+        qsort(p->jobs, p->njobs, sizeof(*p->jobs), job_cmp);
+    for (uint32_t i = 0; rc == 0 && i < p->njobs; i++) {
+        struct job *j = &p->jobs[i];
+        struct job *prev = i > 0 ? &p->jobs[i - 1] : NULL;
+        if (prev && job_cmp(prev, j) == 0 && memcmp(prev->crcs, j->crcs,
+                                                    (size_t)ol_blocks(j->x.len,
+                                                                      p->st->o.block_bytes) *
+                                                        4) == 0) {
+            j->copied = prev->copied;
+            j->new_seg = prev->new_seg;
+            j->new_off = prev->new_off;
+            continue;
+        }
+        rc = copy_job(p, j);
+    }
+    return rc;
+}
+
 static int relocate(struct pass *p)
 {
     struct ol_store *st = p->st;
@@ -308,8 +346,7 @@ static int compact_pass(struct ol_store *st)
         rc = -ENOMEM;
         goto out;
     }
-    for (uint32_t i = 0; rc == 0 && i < p.njobs; i++)
-        rc = copy_job(&p, &p.jobs[i]);
+    rc = copy_all(&p);
     /* The copies must be durable before any entry points at them. */
     for (uint32_t i = 0; rc == 0 && i < p.ndst; i++)
         rc = ol_seg_sync(p.dst[i]);
@@ -340,7 +377,15 @@ static void *compact_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&st->c_mu);
         struct timespec dl = last;
-        dl.tv_sec += OL_COMPACT_PERIOD_S;
+        /* compact_interval_ms (0: the default period) paces full passes. */
+        uint64_t period_ms = st->o.compact_interval_ms ? st->o.compact_interval_ms
+                                                       : OL_COMPACT_PERIOD_S * 1000u;
+        dl.tv_sec += (time_t)(period_ms / 1000);
+        dl.tv_nsec += (long)(period_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
         int w = 0;
         while (!st->c_stop && !st->reap_req && !st->c_reqs && w != ETIMEDOUT)
             w = pthread_cond_timedwait(&st->c_cv, &st->c_mu, &dl);

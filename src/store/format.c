@@ -11,6 +11,7 @@
 
 #include "core/crc.h"
 #include "core/err.h"
+#include "core/log.h"
 
 #define OL_FORMAT_TMP "FORMAT.tmp"
 
@@ -49,8 +50,16 @@ int ol_format_read(int dir_fd, struct ol_format *out)
         goto out;
     }
     if ((size_t)n != sizeof(*out) || out->magic != OL_FORMAT_MAGIC ||
-        out->version != OL_FORMAT_VERSION || out->hdr_bytes != sizeof(*out) ||
-        format_crc(out) != out->crc) {
+        out->hdr_bytes != sizeof(*out) || format_crc(out) != out->crc) {
+        rc = -OL_EFORMAT;
+        goto out;
+    }
+    /* Older layouts are upgraded by the caller; a newer one is refused with
+     * a message that says why, never guessed at. */
+    if (out->version < OL_FORMAT_VERSION_MIN || out->version > OL_FORMAT_VERSION) {
+        ol_error("drive format version %u is not supported by this build (%u..%u)",
+                 (unsigned)out->version, (unsigned)OL_FORMAT_VERSION_MIN,
+                 (unsigned)OL_FORMAT_VERSION);
         rc = -OL_EFORMAT;
         goto out;
     }
@@ -74,8 +83,17 @@ int ol_format_create(int dir_fd, struct ol_format *out)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     f.created_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    f.crc = format_crc(&f);
+    rc = ol_format_write(dir_fd, &f);
+    if (rc == 0)
+        *out = f;
+    return rc;
+}
 
+int ol_format_write(int dir_fd, const struct ol_format *in)
+{
+    struct ol_format f = *in;
+    f.crc = format_crc(&f);
+    int rc = 0;
     int fd = openat(dir_fd, OL_FORMAT_TMP, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
@@ -99,7 +117,6 @@ int ol_format_create(int dir_fd, struct ol_format *out)
         rc = -errno;
         goto out;
     }
-    *out = f;
 out:
     if (rc)
         unlinkat(dir_fd, OL_FORMAT_TMP, 0);

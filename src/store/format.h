@@ -7,7 +7,12 @@
 #include <stdint.h>
 
 #define OL_FORMAT_MAGIC 0x4b52444cu /* "LDRK" */
-#define OL_FORMAT_VERSION 1u
+/* Version 2 added the bconf database (bucket settings) and entries with an
+ * attribute section (entry version 2).  A version-1 drive is upgraded in
+ * place at open: the new databases are created empty, then FORMAT is
+ * rewritten; builds that know only version 1 refuse the upgraded drive. */
+#define OL_FORMAT_VERSION 2u
+#define OL_FORMAT_VERSION_MIN 1u
 #define OL_FORMAT_NAME "FORMAT"
 
 struct ol_format {
@@ -27,6 +32,9 @@ int ol_format_read(int dir_fd, struct ol_format *out);
 /* Creates a new format (random ids) and writes it durably: temporary file,
  * fsync, rename, directory fsync. */
 int ol_format_create(int dir_fd, struct ol_format *out);
+/* Writes f durably (temporary file, fsync, rename, directory fsync),
+ * computing its CRC. */
+int ol_format_write(int dir_fd, const struct ol_format *f);
 /* Fills buf with random bytes (getrandom). */
 int ol_random(void *buf, size_t len);
 

@@ -46,7 +46,12 @@ int ol_entry_decode(const void *vbuf, size_t len, struct ol_entry *e)
         return -OL_ECORRUPT;
     memcpy(&e->h, buf, sizeof(e->h));
     const struct ol_entry_hdr *h = &e->h;
-    if (h->magic != OL_ENTRY_MAGIC || h->version != OL_ENTRY_VERSION)
+    if (h->magic != OL_ENTRY_MAGIC)
+        return -OL_ECORRUPT;
+    if (h->version != OL_ENTRY_VERSION &&
+        !(h->version == OL_ENTRY_VERSION_ATTRS && h->attr_len > 0))
+        return -OL_ECORRUPT;
+    if (h->version == OL_ENTRY_VERSION && h->attr_len != 0)
         return -OL_ECORRUPT;
     if (h->block_bytes == 0 || h->block_bytes % 4096 != 0 || h->etag[63] != '\0')
         return -OL_ECORRUPT;
@@ -55,6 +60,10 @@ int ol_entry_decode(const void *vbuf, size_t len, struct ol_entry *e)
         return -OL_ECORRUPT;
     e->meta = buf + pos;
     pos += h->meta_len;
+    if (h->attr_len > len - pos)
+        return -OL_ECORRUPT;
+    e->attrs = buf + pos;
+    pos += h->attr_len;
     size_t meta_end = pos;
     size_t tail_len;
     if (h->flags & OL_ENTRY_INLINE) {
@@ -97,14 +106,16 @@ int ol_entry_build(const struct ol_entry_src *s, uint8_t **out, size_t *out_len)
 {
     size_t tail = s->is_inline ? (size_t)s->size
                                : (size_t)s->nextents * OL_EXTENT_BYTES + (size_t)s->ncrc * 4;
-    size_t len = sizeof(struct ol_entry_hdr) + s->meta_len + tail;
+    uint32_t attr_len = s->attrs ? s->attr_len : 0;
+    size_t len = sizeof(struct ol_entry_hdr) + s->meta_len + attr_len + tail;
     uint8_t *buf = malloc(len);
     if (!buf)
         return -ENOMEM;
     struct ol_entry_hdr h;
     memset(&h, 0, sizeof(h));
     h.magic = OL_ENTRY_MAGIC;
-    h.version = OL_ENTRY_VERSION;
+    h.version = attr_len ? OL_ENTRY_VERSION_ATTRS : OL_ENTRY_VERSION;
+    h.attr_len = attr_len;
     h.flags = s->is_inline ? OL_ENTRY_INLINE : 0;
     h.size = s->size;
     h.mtime_ns = s->mtime_ns;
@@ -119,6 +130,9 @@ int ol_entry_build(const struct ol_entry_src *s, uint8_t **out, size_t *out_len)
     if (s->meta_len)
         memcpy(buf + pos, s->meta, s->meta_len);
     pos += s->meta_len;
+    if (attr_len)
+        memcpy(buf + pos, s->attrs, attr_len);
+    pos += attr_len;
     size_t meta_end = pos;
     if (s->is_inline) {
         if (s->size)
@@ -165,9 +179,216 @@ void ol_entry_patch_ext(uint8_t *buf, size_t len, uint32_t i, uint64_t seg, uint
     uint8_t *p = buf + (e.ext - buf) + (size_t)i * OL_EXTENT_BYTES;
     memcpy(p, &seg, 8);
     memcpy(p + 8, &off, 8);
-    size_t meta_end = sizeof(struct ol_entry_hdr) + e.h.meta_len;
+    size_t meta_end = sizeof(struct ol_entry_hdr) + e.h.meta_len + e.h.attr_len;
     e.h.crc = entry_crc(buf, meta_end, buf + meta_end, len - meta_end);
     memcpy(buf, &e.h, sizeof(e.h));
+}
+
+int ol_entry_rewrite(const struct ol_entry *e, const struct ol_entry_over *over, uint8_t **out,
+                     size_t *out_len)
+{
+    const struct ol_entry_hdr *h = &e->h;
+    const uint8_t *meta = over->meta ? over->meta : e->meta;
+    uint32_t meta_len = over->meta ? over->meta_len : h->meta_len;
+    const uint8_t *attrs = over->attrs ? over->attrs : e->attrs;
+    uint32_t attr_len = over->attrs ? over->attr_len : h->attr_len;
+    bool inl = (h->flags & OL_ENTRY_INLINE) != 0;
+    size_t tail = inl ? (size_t)h->size
+                      : (size_t)h->nextents * OL_EXTENT_BYTES + (size_t)h->ncrc * 4;
+    size_t len = sizeof(*h) + meta_len + attr_len + tail;
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        return -ENOMEM;
+    struct ol_entry_hdr nh = *h;
+    nh.version = attr_len ? OL_ENTRY_VERSION_ATTRS : OL_ENTRY_VERSION;
+    nh.meta_len = meta_len;
+    nh.attr_len = attr_len;
+    memset(nh.reserved, 0, sizeof(nh.reserved));
+    if (over->mtime_ns)
+        nh.mtime_ns = over->mtime_ns;
+    nh.crc = 0;
+    size_t pos = sizeof(nh);
+    if (meta_len)
+        memcpy(buf + pos, meta, meta_len);
+    pos += meta_len;
+    if (attr_len)
+        memcpy(buf + pos, attrs, attr_len);
+    pos += attr_len;
+    size_t meta_end = pos;
+    /* The tail (inline bytes, or extent table then CRCs) is contiguous in
+     * the decoded buffer. */
+    const uint8_t *src_tail = inl ? e->data : e->ext;
+    if (tail)
+        memcpy(buf + pos, src_tail, tail);
+    memcpy(buf, &nh, sizeof(nh));
+    nh.crc = entry_crc(buf, meta_end, buf + meta_end, inl ? 0 : tail);
+    memcpy(buf, &nh, sizeof(nh));
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+/* ---- object attributes ---- */
+
+#define OL_ATTR_REC_HDR 8u
+
+static int attr_rec(const uint8_t **p, const uint8_t *end, const uint8_t **name, size_t *nl,
+                    const uint8_t **val, size_t *vl)
+{
+    if ((size_t)(end - *p) < OL_ATTR_REC_HDR)
+        return -OL_ECORRUPT;
+    uint16_t n16;
+    uint32_t v32;
+    memcpy(&n16, *p, 2);
+    memcpy(&v32, *p + 4, 4);
+    const uint8_t *q = *p + OL_ATTR_REC_HDR;
+    if ((size_t)(end - q) < (size_t)n16 + v32 || n16 == 0)
+        return -OL_ECORRUPT;
+    *name = q;
+    *nl = n16;
+    *val = q + n16;
+    *vl = v32;
+    *p = q + n16 + v32;
+    return 0;
+}
+
+int ol_attrs_find(const uint8_t *attrs, size_t len, const char *name, const uint8_t **val,
+                  size_t *val_len)
+{
+    const uint8_t *p = attrs, *end = attrs + len;
+    size_t want = strlen(name);
+    for (uint32_t guard = 0; p && p < end && guard < OL_ATTRS_MAX; guard++) {
+        const uint8_t *n, *v;
+        size_t nl, vl;
+        int rc = attr_rec(&p, end, &n, &nl, &v, &vl);
+        if (rc)
+            return rc;
+        if (nl == want && memcmp(n, name, nl) == 0) {
+            *val = v;
+            *val_len = vl;
+            return 0;
+        }
+    }
+    return -OL_ENOCONFIG;
+}
+
+static void attr_put_rec(uint8_t *dst, const void *name, size_t nl, const void *val, size_t vl)
+{
+    uint16_t n16 = (uint16_t)nl, zero = 0;
+    uint32_t v32 = (uint32_t)vl;
+    memcpy(dst, &n16, 2);
+    memcpy(dst + 2, &zero, 2);
+    memcpy(dst + 4, &v32, 4);
+    memcpy(dst + OL_ATTR_REC_HDR, name, nl);
+    if (vl)
+        memcpy(dst + OL_ATTR_REC_HDR + nl, val, vl);
+}
+
+int ol_attrs_set(const uint8_t *attrs, size_t len, const char *name, const void *val,
+                 size_t val_len, uint8_t **out, size_t *out_len)
+{
+    size_t want = strlen(name);
+    if (want == 0 || want > OL_ATTR_NAME_MAX || val_len > OL_ATTR_VAL_MAX)
+        return -EINVAL;
+    size_t cap = len + (val ? OL_ATTR_REC_HDR + want + val_len : 0);
+    if (cap > OL_ATTRS_MAX)
+        return -OL_ETOOLARGE;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf)
+        return -ENOMEM;
+    size_t pos = 0;
+    bool placed = false;
+    const uint8_t *p = attrs, *end = attrs ? attrs + len : NULL;
+    int rc = 0;
+    /* Copies the records in name order, dropping name's old record and
+     * placing its new one before the first name that sorts after it. */
+    for (uint32_t guard = 0; guard <= OL_ATTRS_MAX; guard++) {
+        const uint8_t *n = NULL, *v = NULL;
+        size_t nl = 0, vl = 0;
+        bool more = p && p < end;
+        int c = 1;
+        if (more) {
+            rc = attr_rec(&p, end, &n, &nl, &v, &vl);
+            if (rc)
+                break;
+            c = memcmp(n, name, nl < want ? nl : want);
+            if (c == 0)
+                c = nl < want ? -1 : nl > want ? 1 : 0;
+        }
+        if (c >= 0 && val && !placed) {
+            attr_put_rec(buf + pos, name, want, val, val_len);
+            pos += OL_ATTR_REC_HDR + want + val_len;
+            placed = true;
+        }
+        if (!more)
+            break;
+        if (c == 0)
+            continue;
+        attr_put_rec(buf + pos, n, nl, v, vl);
+        pos += OL_ATTR_REC_HDR + nl + vl;
+    }
+    if (rc || pos == 0) {
+        free(buf);
+        buf = NULL;
+        pos = 0;
+    }
+    *out = buf;
+    *out_len = pos;
+    return rc;
+}
+
+/* ---- bucket settings ---- */
+
+int ol_bconf_key(uint8_t out[OL_BUCKET_MAX + 1 + OL_BCONF_NAME_MAX], const char *bucket,
+                 const char *name)
+{
+    size_t bl = strlen(bucket), nl = strlen(name);
+    if (bl == 0 || bl > OL_BUCKET_MAX || nl == 0 || nl > OL_BCONF_NAME_MAX)
+        return -EINVAL;
+    memcpy(out, bucket, bl);
+    out[bl] = 0;
+    memcpy(out + bl + 1, name, nl);
+    return (int)(bl + 1 + nl);
+}
+
+int ol_bconf_build(const void *val, size_t len, uint8_t **out, size_t *out_len)
+{
+    if (len > OL_BCONF_VAL_MAX)
+        return -OL_ETOOLARGE;
+    uint8_t *buf = malloc(sizeof(struct ol_bconf_hdr) + len);
+    if (!buf)
+        return -ENOMEM;
+    struct ol_bconf_hdr h;
+    memset(&h, 0, sizeof(h));
+    h.magic = OL_BCONF_MAGIC;
+    h.version = 1;
+    h.len = (uint32_t)len;
+    memcpy(buf, &h, sizeof(h));
+    if (len)
+        memcpy(buf + sizeof(h), val, len);
+    h.crc = ol_crc32c(buf, sizeof(h) + len);
+    memcpy(buf, &h, sizeof(h));
+    *out = buf;
+    *out_len = sizeof(h) + len;
+    return 0;
+}
+
+int ol_bconf_decode(const void *vbuf, size_t len, const uint8_t **val, size_t *val_len)
+{
+    const uint8_t *buf = vbuf;
+    struct ol_bconf_hdr h;
+    if (len < sizeof(h))
+        return -OL_ECORRUPT;
+    memcpy(&h, buf, sizeof(h));
+    uint32_t crc = h.crc;
+    h.crc = 0;
+    uint32_t c = ol_crc32c(&h, sizeof(h));
+    c = ol_crc32c_extend(c, buf + sizeof(h), len - sizeof(h));
+    if (h.magic != OL_BCONF_MAGIC || h.version != 1 || h.len != len - sizeof(h) || c != crc)
+        return -OL_ECORRUPT;
+    *val = buf + sizeof(h);
+    *val_len = h.len;
+    return 0;
 }
 
 /* ---- buckets ---- */

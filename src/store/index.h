@@ -33,8 +33,16 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "on-disk structs are l
 /* ---- object and part entries ---- */
 
 #define OL_ENTRY_MAGIC 0x314e454fu /* "OEN1" */
+/* Version 1: no attributes.  Version 2: an attribute section (attr_len bytes)
+ * follows the meta blob.  Entries without attributes are still written as
+ * version 1, so a drive that never used attributes stays readable by older
+ * builds. */
 #define OL_ENTRY_VERSION 1u
+#define OL_ENTRY_VERSION_ATTRS 2u
 #define OL_ENTRY_INLINE 0x1u
+#define OL_ATTR_NAME_MAX 128u
+#define OL_ATTR_VAL_MAX (64u << 10)
+#define OL_ATTRS_MAX (256u << 10)
 #define OL_EXTENT_BYTES 24u
 
 struct ol_entry_hdr {
@@ -50,8 +58,9 @@ struct ol_entry_hdr {
     uint32_t ncrc;
     uint32_t block_bytes;
     uint32_t inline_crc; /* CRC32C of the inline data (inline entries) */
-    uint8_t reserved[12];
-    uint32_t crc; /* CRC32C of header (this field 0), meta, extents, crcs */
+    uint32_t attr_len;   /* bytes of the attribute section (version 2; 0 in version 1) */
+    uint8_t reserved[8];
+    uint32_t crc; /* CRC32C of header (this field 0), meta, attrs, extents, crcs */
 };
 _Static_assert(sizeof(struct ol_entry_hdr) == 128, "entry header is 128 bytes");
 
@@ -66,6 +75,7 @@ struct ol_extent {
 struct ol_entry {
     struct ol_entry_hdr h;
     const uint8_t *meta;
+    const uint8_t *attrs; /* h.attr_len bytes */
     const uint8_t *data; /* inline data (h.size bytes) or NULL */
     const uint8_t *ext;  /* h.nextents raw extents */
     const uint8_t *crcs; /* h.ncrc raw CRC32Cs */
@@ -80,6 +90,8 @@ struct ol_entry_src {
     uint32_t nparts;
     const uint8_t *meta;
     uint32_t meta_len;
+    const uint8_t *attrs; /* attribute section (ol_attrs_set builds it), or NULL */
+    uint32_t attr_len;
     uint32_t block_bytes;
     bool is_inline;
     const uint8_t *inline_data;
@@ -92,6 +104,18 @@ struct ol_entry_src {
 int ol_entry_decode(const void *buf, size_t len, struct ol_entry *e);
 /* Mallocs and encodes an entry; *out is freed by the caller. */
 int ol_entry_build(const struct ol_entry_src *s, uint8_t **out, size_t *out_len);
+/* Re-encodes a decoded entry with other metadata: fields of `over` that are
+ * set (meta != NULL, attrs != NULL, mtime_ns != 0) replace the entry's; the
+ * data (inline bytes or extents and CRCs) is kept. */
+struct ol_entry_over {
+    const uint8_t *meta;
+    uint32_t meta_len;
+    const uint8_t *attrs;
+    uint32_t attr_len;
+    int64_t mtime_ns;
+};
+int ol_entry_rewrite(const struct ol_entry *e, const struct ol_entry_over *over, uint8_t **out,
+                     size_t *out_len);
 void ol_entry_get_ext(const struct ol_entry *e, uint32_t i, struct ol_extent *x);
 uint32_t ol_entry_get_crc(const struct ol_entry *e, uint32_t i);
 /* Rewrites extent i of an encoded entry in place and refreshes its CRC. */
@@ -100,6 +124,37 @@ static inline uint32_t ol_blocks(uint64_t len, uint32_t block_bytes)
 {
     return (uint32_t)((len + block_bytes - 1) / block_bytes);
 }
+
+/* ---- object attributes: records sorted by name ----
+ * u16 name_len, u16 reserved (0), u32 val_len, name[name_len], val[val_len] */
+
+/* Finds name in an attribute section: 0 with *val and *len, -OL_ENOCONFIG if
+ * absent, -OL_ECORRUPT if the section is damaged. */
+int ol_attrs_find(const uint8_t *attrs, size_t len, const char *name, const uint8_t **val,
+                  size_t *val_len);
+/* Builds a new section (malloc'ed, *out may be NULL for an empty one) from
+ * `attrs` with name set to val (or removed when val == NULL). */
+int ol_attrs_set(const uint8_t *attrs, size_t len, const char *name, const void *val,
+                 size_t val_len, uint8_t **out, size_t *out_len);
+
+/* ---- bucket settings (bconf DB: bucket '\0' name -> record) ---- */
+
+#define OL_BCONF_MAGIC 0x31464342u /* "BCF1" */
+#define OL_BCONF_NAME_MAX 64u
+#define OL_BCONF_VAL_MAX (1u << 20)
+struct ol_bconf_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t flags;
+    uint32_t len;
+    uint32_t crc; /* over this header (crc 0) and the value */
+};
+_Static_assert(sizeof(struct ol_bconf_hdr) == 16, "bucket setting header is 16 bytes");
+/* Builds the bconf key; returns its length or -EINVAL. */
+int ol_bconf_key(uint8_t out[OL_BUCKET_MAX + 1 + OL_BCONF_NAME_MAX], const char *bucket,
+                 const char *name);
+int ol_bconf_build(const void *val, size_t len, uint8_t **out, size_t *out_len);
+int ol_bconf_decode(const void *buf, size_t len, const uint8_t **val, size_t *val_len);
 
 /* ---- buckets, uploads ---- */
 

@@ -70,7 +70,8 @@ static int open_index(struct ol_store *st)
         MDB_dbi *dbi;
     } dbs[] = {{"buckets", &st->db_buckets}, {"objects", &st->db_objects},
                {"uploads", &st->db_uploads}, {"parts", &st->db_parts},
-               {"segs", &st->db_segs},       {"meta", &st->db_meta}};
+               {"segs", &st->db_segs},       {"meta", &st->db_meta},
+               {"bconf", &st->db_bconf}};
     for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]) && rc == 0; i++)
         rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
     if (rc) {
@@ -158,6 +159,16 @@ int ol_store_open(struct ol_store **out, const char *dir, const struct ol_store_
     rc = open_index(st);
     if (rc)
         goto out;
+    if (st->fmt.version < OL_FORMAT_VERSION) {
+        /* open_index created the databases that the newer layout adds; only
+         * then does FORMAT claim the new version. */
+        ol_info("store %s: upgrading drive format %u -> %u", dir, (unsigned)st->fmt.version,
+                (unsigned)OL_FORMAT_VERSION);
+        st->fmt.version = OL_FORMAT_VERSION;
+        rc = ol_format_write(st->dir_fd, &st->fmt);
+        if (rc)
+            goto out;
+    }
     rc = ol_seg_open_all(st);
     if (rc)
         goto out;
@@ -196,7 +207,7 @@ void ol_store_close(struct ol_store *st)
     free(st);
 }
 
-static int rd_begin(struct ol_store *st, MDB_txn **txn)
+int ol_rd_begin(struct ol_store *st, MDB_txn **txn)
 {
     return ol_mdb_err(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
 }
@@ -238,7 +249,7 @@ int ol_store_bucket_get(struct ol_store *st, const char *name, struct ol_bucket_
     if (check_bucket(name))
         return -OL_ENOBUCKET;
     MDB_txn *txn = NULL;
-    int rc = rd_begin(st, &txn);
+    int rc = ol_rd_begin(st, &txn);
     if (rc)
         return rc;
     MDB_val k = {strlen(name), (void *)name}, v;
@@ -260,7 +271,7 @@ int ol_store_bucket_list(struct ol_store *st,
 {
     MDB_txn *txn = NULL;
     MDB_cursor *c = NULL;
-    int rc = rd_begin(st, &txn);
+    int rc = ol_rd_begin(st, &txn);
     if (rc)
         return rc;
     rc = ol_mdb_err(mdb_cursor_open(txn, st->db_buckets, &c));
@@ -292,28 +303,6 @@ out:
 
 /* ---- reading ---- */
 
-struct ol_store_reader {
-    struct ol_store *st;
-    struct ol_obj_info info;
-    uint8_t *meta;
-    bool is_inline;
-    bool inline_ok;
-    uint8_t *data; /* inline bytes */
-    uint32_t inline_crc;
-    uint32_t block_bytes;
-    uint32_t next;
-    struct ol_extent *ext;
-    uint64_t *ext_start; /* object offset of each extent */
-    uint32_t *crc_start; /* first CRC of each extent */
-    uint32_t *crcs;
-    struct ol_seg **segs; /* one reference per extent */
-    uint8_t *buf;
-    size_t buf_cap;
-    bool c_valid; /* buf holds verified bytes of extent c_ext at [c_off, c_off+c_len) */
-    uint32_t c_ext;
-    uint64_t c_off;
-    size_t c_len;
-};
 
 static void reader_release(struct ol_store_reader *r)
 {
@@ -327,6 +316,7 @@ static void reader_release(struct ol_store_reader *r)
     free(r->crcs);
     free(r->data);
     free(r->meta);
+    free(r->attrs);
     ol_buf_free(r->buf, r->buf_cap);
     struct ol_store *st = r->st;
     memset(r, 0, sizeof(*r));
@@ -347,6 +337,13 @@ static int reader_fill(struct ol_store_reader *r, const struct ol_entry *e)
         return -ENOMEM;
     memcpy(r->meta, e->meta, h->meta_len);
     r->info.meta = r->meta;
+    r->attr_len = h->attr_len;
+    if (h->attr_len) {
+        r->attrs = malloc(h->attr_len);
+        if (!r->attrs)
+            return -ENOMEM;
+        memcpy(r->attrs, e->attrs, h->attr_len);
+    }
     r->block_bytes = h->block_bytes;
     if (h->flags & OL_ENTRY_INLINE) {
         r->is_inline = true;
@@ -414,7 +411,7 @@ int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
     for (int attempt = 0; attempt < 8 && rc == -EAGAIN; attempt++) {
         reader_release(r);
         MDB_txn *txn = NULL;
-        rc = rd_begin(st, &txn);
+        rc = ol_rd_begin(st, &txn);
         if (rc)
             break;
         MDB_val v;
@@ -454,6 +451,12 @@ int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
 const struct ol_obj_info *ol_store_read_info(const struct ol_store_reader *r)
 {
     return &r->info;
+}
+
+int ol_store_read_attr(const struct ol_store_reader *r, const char *name, const uint8_t **val,
+                       size_t *len)
+{
+    return ol_attrs_find(r->attrs, r->attr_len, name, val, len);
 }
 
 static int corrupt(struct ol_store_reader *r, uint64_t seg, uint64_t off)
@@ -585,7 +588,7 @@ int ol_store_iter_open(struct ol_store *st, const char *bucket, const char *from
     memcpy(it->pfx, bucket, bl);
     it->pfx[bl] = 0;
     it->pfx_len = bl + 1;
-    int rc = rd_begin(st, &it->txn);
+    int rc = ol_rd_begin(st, &it->txn);
     if (rc)
         goto out;
     MDB_val bk = {bl, (void *)bucket}, bv;
@@ -723,7 +726,7 @@ int ol_store_upload_get(struct ol_store *st, const char *upload_id,
     if (rc)
         return rc;
     MDB_txn *txn = NULL;
-    rc = rd_begin(st, &txn);
+    rc = ol_rd_begin(st, &txn);
     if (rc)
         return rc;
     MDB_val k = {OL_UPLOAD_ID_LEN, (void *)upload_id}, v;
@@ -754,7 +757,7 @@ int ol_store_part_list(struct ol_store *st, const char *upload_id, uint32_t afte
         return rc;
     MDB_txn *txn = NULL;
     MDB_cursor *c = NULL;
-    rc = rd_begin(st, &txn);
+    rc = ol_rd_begin(st, &txn);
     if (rc)
         return rc;
     MDB_val uk = {OL_UPLOAD_ID_LEN, (void *)upload_id}, uv;
@@ -819,7 +822,7 @@ int ol_store_upload_list(struct ol_store *st, const char *bucket,
     MDB_cursor *c = NULL;
     struct upload_ent *ents = NULL;
     uint32_t n = 0, cap = 0;
-    int rc = rd_begin(st, &txn);
+    int rc = ol_rd_begin(st, &txn);
     if (rc)
         return rc;
     MDB_val k = {bl, (void *)bucket}, v;
@@ -879,6 +882,14 @@ int ol_store_upload_complete(struct ol_store *st, const char *upload_id,
                              const struct ol_complete_part *parts, uint32_t nparts,
                              uint64_t min_part_bytes, struct ol_obj_info *info)
 {
+    return ol_store_upload_complete_if(st, upload_id, parts, nparts, min_part_bytes, info, NULL);
+}
+
+int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
+                                const struct ol_complete_part *parts, uint32_t nparts,
+                                uint64_t min_part_bytes, struct ol_obj_info *info,
+                                const struct ol_store_cond *cond)
+{
     uint8_t pk[40];
     size_t pkl;
     int rc = ol_part_key(pk, upload_id, 0, &pkl);
@@ -897,6 +908,7 @@ int ol_store_upload_complete(struct ol_store *st, const char *upload_id,
     op.nparts = nparts;
     op.min_part_bytes = min_part_bytes;
     op.info = info;
+    op.cond = cond;
     return ol_commit_run(st, &op);
 }
 
@@ -925,7 +937,7 @@ void ol_store_stats(struct ol_store *st, struct ol_store_stats *out)
         out->segment_bytes += atomic_load(&st->segs[i]->size);
     pthread_mutex_unlock(&st->reg_mu);
     MDB_txn *txn = NULL;
-    if (rd_begin(st, &txn) == 0) {
+    if (ol_rd_begin(st, &txn) == 0) {
         MDB_cursor *c = NULL;
         if (mdb_cursor_open(txn, st->db_segs, &c) == 0) {
             MDB_val k, v;

@@ -122,6 +122,10 @@ void ol_store_write_abort(struct ol_store_writer *w);
 int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
                        size_t key_len, struct ol_store_reader **out);
 const struct ol_obj_info *ol_store_read_info(const struct ol_store_reader *r);
+/* An object attribute from the reader's snapshot: 0 with *val (valid while
+ * the reader lives) and *len, or -OL_ENOCONFIG when it is not set. */
+int ol_store_read_attr(const struct ol_store_reader *r, const char *name, const uint8_t **val,
+                       size_t *len);
 /* Reads verified bytes at `off`: on success *data points at up to `max`
  * bytes inside the reader's own buffer (valid until the next call) and the
  * count is returned; 0 at end of object; -OL_ECORRUPT on a checksum failure. */
@@ -201,10 +205,12 @@ int ol_store_upload_abort(struct ol_store *st, const char *upload_id);
  *
  * Checked inside the writer's transaction, so two racing writers cannot both
  * pass: exactly one create-only PUT of a key wins.  Failure: -OL_EPRECONDITION
- * (the write's data is dropped). */
+ * (the write's data is dropped), or -OL_ENOKEY when if_match is set and the
+ * key has no current object (S3 answers that with 404 NoSuchKey). */
 struct ol_store_cond {
     bool if_none_match;   /* commit only if the key has no current object */
-    const char *if_match; /* commit only if the current object's etag equals this (no quotes) */
+    const char *if_match; /* commit only if the current object's etag equals this (no quotes;
+                           * "*" matches any existing object) */
 };
 /* ol_store_write_commit_object with a precondition (cond may be NULL). */
 int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucket,
@@ -231,8 +237,12 @@ struct ol_store_copy_opts {
     const struct ol_store_cond *dst_cond; /* precondition on the destination, or NULL */
 };
 /* Copies src to dst (same or another bucket; src == dst rewrites the
- * metadata only).  On success *out gets the new object's size and etag (the
- * source's etag).  -OL_ENOKEY / -OL_ENOBUCKET / -OL_EPRECONDITION. */
+ * metadata only).  On success *out gets the new object's size, etag (the
+ * source's), nparts and mtime (out->meta is NULL).  The copy keeps the
+ * source's object attributes (S3 copies tags by default).  Source and
+ * destination are read and written in one writer transaction, so the copy is
+ * atomic.  -OL_ENOKEY / -OL_ENOBUCKET / -OL_EPRECONDITION (src_etag or
+ * dst_cond). */
 int ol_store_copy_object(struct ol_store *st, const char *src_bucket, const char *src_key,
                          size_t src_len, const char *dst_bucket, const char *dst_key,
                          size_t dst_len, const struct ol_store_copy_opts *o,
@@ -240,7 +250,10 @@ int ol_store_copy_object(struct ol_store *st, const char *src_bucket, const char
 /* UploadPartCopy: makes bytes [off, off+len) of the source part part_no of
  * an upload.  Whole checksum blocks are shared by reference; partial blocks
  * at the edges are copied.  The part's etag (MD5 of the range) is returned
- * in etag (computing it reads the range once, verified). */
+ * in etag (computing it reads the range once, verified; a copy of a whole
+ * single-PUT source takes the source's ETag, which is that MD5, without
+ * reading).  -ERANGE when the range is empty or not within the source;
+ * -OL_ENOKEY / -OL_ENOBUCKET / -OL_ENOUPLOAD / -OL_EPRECONDITION. */
 int ol_store_copy_part(struct ol_store *st, const char *src_bucket, const char *src_key,
                        size_t src_len, uint64_t off, uint64_t len, const char *src_etag,
                        const char *upload_id, uint32_t part_no, char etag[64]);
@@ -249,7 +262,8 @@ int ol_store_copy_part(struct ol_store *st, const char *src_bucket, const char *
  *
  * Opaque named values per bucket (versioning state, CORS, lifecycle, tags):
  * the S3 layer owns their format.  Removed with the bucket. */
-/* Sets (or, with val == NULL, removes) a setting.  -OL_ENOBUCKET. */
+/* Sets (or, with val == NULL, removes) a setting.  Names are 1..64 bytes,
+ * values at most 1 MiB (-OL_ETOOLARGE).  -OL_ENOBUCKET. */
 int ol_store_bucket_config_put(struct ol_store *st, const char *bucket, const char *name,
                                const void *val, size_t len);
 /* Copies a setting into buf; returns its length, -OL_ENOCONFIG when unset,
@@ -262,6 +276,11 @@ ssize_t ol_store_bucket_config_get(struct ol_store *st, const char *bucket, cons
  * Small named values kept in an object's index entry beside its metadata
  * (object tags), changed without touching its data, ETag or Last-Modified.
  * Removed with the object; replaced when the object is overwritten. */
+/* Sets (val == NULL: removes) attribute `name` (1..128 bytes, no NUL; value
+ * at most 64 KiB, all of an object's attributes at most 256 KiB).
+ * -OL_ENOKEY, -OL_ENOBUCKET, -OL_ETOOLARGE.  The get copies the value into
+ * buf and returns its length; -OL_ENOCONFIG when unset, -ENOBUFS when cap is
+ * too small. */
 int ol_store_object_attr_put(struct ol_store *st, const char *bucket, const char *key,
                              size_t key_len, const char *name, const void *val, size_t len);
 ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const char *key,

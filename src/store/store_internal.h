@@ -42,7 +42,7 @@ struct ol_store {
     atomic_bool direct_logged;
 
     MDB_env *env;
-    MDB_dbi db_buckets, db_objects, db_uploads, db_parts, db_segs, db_meta;
+    MDB_dbi db_buckets, db_objects, db_uploads, db_parts, db_segs, db_meta, db_bconf;
 
     /* Segment registry: every segment file that exists, sorted by id. */
     pthread_mutex_t reg_mu;
@@ -71,6 +71,50 @@ struct ol_store {
 
     _Atomic uint64_t commits, commit_ops, compacted_bytes, corrupt_blocks;
 };
+
+/* ---- readers (store.c) ---- */
+
+struct ol_store_reader {
+    struct ol_store *st;
+    struct ol_obj_info info;
+    uint8_t *meta;
+    uint8_t *attrs; /* attribute section (attr_len bytes) */
+    uint32_t attr_len;
+    bool is_inline;
+    bool inline_ok;
+    uint8_t *data; /* inline bytes */
+    uint32_t inline_crc;
+    uint32_t block_bytes;
+    uint32_t next;
+    struct ol_extent *ext;
+    uint64_t *ext_start; /* object offset of each extent */
+    uint32_t *crc_start; /* first CRC of each extent */
+    uint32_t *crcs;
+    struct ol_seg **segs; /* one reference per extent */
+    uint8_t *buf;
+    size_t buf_cap;
+    bool c_valid; /* buf holds verified bytes of extent c_ext at [c_off, c_off+c_len) */
+    uint32_t c_ext;
+    uint64_t c_off;
+    size_t c_len;
+};
+
+/* Begins an LMDB read transaction. */
+int ol_rd_begin(struct ol_store *st, MDB_txn **txn);
+
+/* ---- writer thread helpers (writer.c) ---- */
+
+/* Checks a precondition against the current entry of an objects-DB key, in
+ * the writer's transaction.  0, -OL_EPRECONDITION, or -OL_ENOKEY (If-Match on
+ * a missing key). */
+int ol_cond_check(struct ol_store *st, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                  const struct ol_store_cond *cond);
+
+/* Flushes a streamed writer and makes its data durable, without committing:
+ * the extents and CRCs stay owned by w (valid until ol_store_write_abort,
+ * which also drops its segment references). */
+int ol_writer_seal(struct ol_store_writer *w, const struct ol_extent **ext, uint32_t *next,
+                   const uint32_t **crcs, uint32_t *ncrc);
 
 /* ---- compactor (compact.c) ---- */
 

@@ -207,6 +207,14 @@ int ol_store_write_commit_object(struct ol_store_writer *w, const char *bucket,
                                  const char *key, size_t key_len,
                                  const struct ol_obj_info *info)
 {
+    return ol_store_write_commit_object_if(w, bucket, key, key_len, info, NULL);
+}
+
+int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucket,
+                                    const char *key, size_t key_len,
+                                    const struct ol_obj_info *info,
+                                    const struct ol_store_cond *cond)
+{
     struct ol_store *st = w->st;
     uint8_t *entry = NULL;
     size_t entry_len = 0;
@@ -248,6 +256,7 @@ int ol_store_write_commit_object(struct ol_store_writer *w, const char *bucket,
     op.ikey_len = (size_t)kl;
     op.val = entry;
     op.val_len = entry_len;
+    op.cond = cond;
     rc = ol_commit_run(st, &op);
 out:
     free(entry);
@@ -329,6 +338,21 @@ out:
     return rc;
 }
 
+int ol_writer_seal(struct ol_store_writer *w, const struct ol_extent **ext, uint32_t *next,
+                   const uint32_t **crcs, uint32_t *ncrc)
+{
+    int rc = w->err;
+    if (rc == 0)
+        rc = finish_data(w);
+    if (rc)
+        return rc;
+    *ext = w->ext;
+    *next = w->next;
+    *crcs = w->crcs;
+    *ncrc = w->ncrc;
+    return 0;
+}
+
 void ol_store_write_abort(struct ol_store_writer *w)
 {
     writer_free(w);
@@ -388,6 +412,33 @@ static int bucket_exists(struct ol_store *st, MDB_txn *txn, const char *bucket)
     MDB_val k = {bl, (void *)bucket}, v;
     int rc = mdb_get(txn, st->db_buckets, &k, &v);
     return rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
+}
+
+/* Checks a commit precondition against the key's current entry, inside the
+ * writer's transaction: nothing can change the key between this check and
+ * the commit, so two racing conditional writers cannot both pass. */
+int ol_cond_check(struct ol_store *st, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                  const struct ol_store_cond *cond)
+{
+    if (!cond || (!cond->if_none_match && !cond->if_match))
+        return 0;
+    MDB_val cur;
+    int rc = ol_idx_get(txn, st->db_objects, ik, ikl, &cur);
+    if (rc == -OL_ENOKEY) {
+        /* S3 answers If-Match on a missing key with 404 NoSuchKey. */
+        return cond->if_match ? -OL_ENOKEY : 0;
+    }
+    if (rc)
+        return rc;
+    if (cond->if_none_match)
+        return -OL_EPRECONDITION;
+    if (strcmp(cond->if_match, "*") == 0)
+        return 0;
+    struct ol_entry e;
+    rc = ol_entry_decode(cur.mv_data, cur.mv_size, &e);
+    if (rc)
+        return rc;
+    return strncmp(e.h.etag, cond->if_match, sizeof(e.h.etag)) == 0 ? 0 : -OL_EPRECONDITION;
 }
 
 /* Replaces (or deletes, when v is NULL) an objects-DB entry, keeping space
@@ -489,8 +540,74 @@ static int op_bucket_delete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op
     mdb_cursor_close(c);
     if (rc)
         return rc;
+    /* The bucket's settings go with it. */
+    rc = ol_mdb_err(mdb_cursor_open(txn, st->db_bconf, &c));
+    if (rc)
+        return rc;
+    mr = 0;
+    for (uint32_t guard = 0; mr == 0 && guard < 100000; guard++) {
+        /* Re-seeks after each delete rather than rely on where LMDB leaves
+         * a cursor after mdb_cursor_del. */
+        k = (MDB_val){bl + 1, pfx};
+        mr = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+        if (mr || k.mv_size < bl + 1 || memcmp(k.mv_data, pfx, bl + 1) != 0)
+            break;
+        mr = mdb_cursor_del(c, 0);
+    }
+    if (mr && mr != MDB_NOTFOUND)
+        rc = ol_mdb_err(mr);
+    mdb_cursor_close(c);
+    if (rc)
+        return rc;
     MDB_val bk = {bl, (void *)op->bucket};
     return ol_mdb_err(mdb_del(txn, st->db_buckets, &bk, NULL));
+}
+
+static int op_bconf_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = bc->st;
+    int rc = bucket_exists(st, txn, op->bucket);
+    if (rc)
+        return rc;
+    MDB_val k = {op->ikey_len, (void *)op->ikey};
+    if (!op->val) {
+        rc = mdb_del(txn, st->db_bconf, &k, NULL);
+        return rc == MDB_NOTFOUND ? 0 : ol_mdb_err(rc);
+    }
+    MDB_val v = {op->val_len, (void *)op->val};
+    return ol_mdb_err(mdb_put(txn, st->db_bconf, &k, &v, 0));
+}
+
+/* Sets or removes one attribute of an object: the entry is re-encoded with
+ * the same data, ETag and Last-Modified, so space accounting is unchanged. */
+static int op_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = bc->st;
+    uint8_t *attrs = NULL, *entry = NULL;
+    size_t attr_len = 0, entry_len = 0;
+    int rc = bucket_exists(st, txn, op->bucket);
+    if (rc)
+        return rc;
+    MDB_val cur;
+    rc = ol_idx_get(txn, st->db_objects, op->ikey, op->ikey_len, &cur);
+    if (rc)
+        return rc;
+    struct ol_entry e;
+    rc = ol_entry_decode(cur.mv_data, cur.mv_size, &e);
+    if (rc)
+        return rc;
+    rc = ol_attrs_set(e.attrs, e.h.attr_len, op->name, op->val, op->val_len, &attrs, &attr_len);
+    if (rc)
+        goto out;
+    static const uint8_t none[1];
+    struct ol_entry_over ov = {.attrs = attrs ? attrs : none, .attr_len = (uint32_t)attr_len};
+    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
+    if (rc == 0)
+        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
+out:
+    free(attrs);
+    free(entry);
+    return rc;
 }
 
 /* Collects the part keys of an upload (at most 10000). */
@@ -691,6 +808,9 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         rc = ikl;
         goto out;
     }
+    rc = ol_cond_check(st, txn, ik, (size_t)ikl, op->cond);
+    if (rc)
+        goto out;
     /* The listed parts' space moves to the object: free the old object, then
      * count the new entry and uncount the parts, which nets to zero for them. */
     rc = obj_replace(bc, txn, ik, (size_t)ikl, entry, entry_len);
@@ -768,6 +888,106 @@ out:
     return rc;
 }
 
+/* CopyObject: the destination entry is the source's with new metadata; its
+ * extents are shared, so each reference adds its bytes to the segments'
+ * live counts (docs/FORMAT.md, "Shared extents"). */
+static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = bc->st;
+    const struct ol_store_copy_opts *o = op->copy;
+    uint8_t *src = NULL, *entry = NULL;
+    size_t entry_len = 0;
+    int rc = bucket_exists(st, txn, op->src_bucket);
+    if (rc == 0)
+        rc = bucket_exists(st, txn, op->bucket);
+    if (rc)
+        return rc;
+    MDB_val sv;
+    rc = ol_idx_get(txn, st->db_objects, op->src_ikey, op->src_ikey_len, &sv);
+    if (rc)
+        return rc;
+    /* The source's bytes live in LMDB's map, which the destination's update
+     * may move: work on a copy. */
+    src = dup_val(&sv);
+    if (!src)
+        return -ENOMEM;
+    struct ol_entry e;
+    rc = ol_entry_decode(src, sv.mv_size, &e);
+    if (rc)
+        goto out;
+    if (o->src_etag && strncmp(e.h.etag, o->src_etag, sizeof(e.h.etag)) != 0) {
+        rc = -OL_EPRECONDITION;
+        goto out;
+    }
+    rc = ol_cond_check(st, txn, op->ikey, op->ikey_len, o->dst_cond);
+    if (rc)
+        goto out;
+    static const uint8_t none[1];
+    struct ol_entry_over ov = {.mtime_ns = o->mtime_ns};
+    if (o->replace_meta) {
+        ov.meta = o->meta ? o->meta : none;
+        ov.meta_len = o->meta ? o->meta_len : 0;
+    }
+    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
+    if (rc)
+        goto out;
+    bool same = op->ikey_len == op->src_ikey_len &&
+                memcmp(op->ikey, op->src_ikey, op->ikey_len) == 0;
+    if (same)
+        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
+    else
+        rc = obj_replace(bc, txn, op->ikey, op->ikey_len, entry, entry_len);
+    if (rc == 0) {
+        struct ol_obj_info *info = op->info;
+        memset(info, 0, sizeof(*info));
+        info->size = e.h.size;
+        info->mtime_ns = o->mtime_ns ? o->mtime_ns : e.h.mtime_ns;
+        memcpy(info->etag, e.h.etag, sizeof(info->etag));
+        info->nparts = e.h.nparts;
+    }
+out:
+    free(src);
+    free(entry);
+    return rc;
+}
+
+/* Whether entry e references range x on the same block grid. */
+static bool entry_covers(const struct ol_entry *e, const struct ol_extent *x)
+{
+    for (uint32_t i = 0; i < e->h.nextents; i++) {
+        struct ol_extent y;
+        ol_entry_get_ext(e, i, &y);
+        if (y.seg == x->seg && y.off <= x->off && x->off + x->len <= y.off + y.len &&
+            (x->off - y.off) % e->h.block_bytes == 0)
+            return true;
+    }
+    return false;
+}
+
+static int op_copy_part(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = bc->st;
+    const struct ol_copy_part_req *cp = op->cpart;
+    int rc = bucket_exists(st, txn, op->src_bucket);
+    if (rc)
+        return rc;
+    MDB_val sv;
+    rc = ol_idx_get(txn, st->db_objects, op->src_ikey, op->src_ikey_len, &sv);
+    if (rc)
+        return rc == -OL_ENOKEY ? -EAGAIN : rc;
+    struct ol_entry e;
+    rc = ol_entry_decode(sv.mv_data, sv.mv_size, &e);
+    if (rc)
+        return rc;
+    if (strncmp(e.h.etag, cp->etag, sizeof(e.h.etag)) != 0)
+        return -EAGAIN;
+    for (uint32_t i = 0; i < cp->nshared; i++)
+        if ((e.h.flags & OL_ENTRY_INLINE) || e.h.block_bytes != st->o.block_bytes ||
+            !entry_covers(&e, &cp->shared[i]))
+            return -EAGAIN;
+    return op_put_part(bc, txn, op);
+}
+
 static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
 {
     struct ol_store *st = bc->st;
@@ -785,6 +1005,8 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         return op_bucket_delete(bc, txn, op);
     case OL_OP_PUT_OBJECT:
         rc = bucket_exists(st, txn, op->bucket);
+        if (rc == 0)
+            rc = ol_cond_check(st, txn, op->ikey, op->ikey_len, op->cond);
         return rc ? rc : obj_replace(bc, txn, op->ikey, op->ikey_len, op->val, op->val_len);
     case OL_OP_PUT_PART:
         return op_put_part(bc, txn, op);
@@ -810,6 +1032,14 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     }
     case OL_OP_RELOCATE:
         return op_relocate(bc, txn, op);
+    case OL_OP_BCONF_PUT:
+        return op_bconf_put(bc, txn, op);
+    case OL_OP_ATTR_PUT:
+        return op_attr_put(bc, txn, op);
+    case OL_OP_COPY_OBJECT:
+        return op_copy_object(bc, txn, op);
+    case OL_OP_COPY_PART:
+        return op_copy_part(bc, txn, op);
     }
     return -EINVAL;
 }

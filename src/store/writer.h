@@ -26,6 +26,10 @@ enum ol_op_type {
     OL_OP_UPLOAD_COMPLETE,
     OL_OP_UPLOAD_ABORT,
     OL_OP_RELOCATE,
+    OL_OP_BCONF_PUT,
+    OL_OP_ATTR_PUT,
+    OL_OP_COPY_OBJECT,
+    OL_OP_COPY_PART,
 };
 
 enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS };
@@ -52,6 +56,27 @@ struct ol_op {
     struct ol_extent old;
     uint64_t new_seg, new_off;
     bool reloc_stale;
+    /* precondition on the objects-DB key (put, complete, copy), or NULL */
+    const struct ol_store_cond *cond;
+    /* attributes: name, and val/val_len the raw value (NULL removes) */
+    const char *name;
+    /* copies: the source's objects-DB key and the options */
+    const uint8_t *src_ikey;
+    size_t src_ikey_len;
+    const char *src_bucket;
+    const struct ol_store_copy_opts *copy;
+    const struct ol_copy_part_req *cpart;
+};
+
+/* UploadPartCopy: the source ranges that the new part shares by reference.
+ * The writer thread checks, in its transaction, that the source still has
+ * etag `etag` and still references every shared range (on the same block
+ * grid), so the shared bytes are the ones that were verified and cannot have
+ * been freed; otherwise the op fails with -EAGAIN and the caller retries. */
+struct ol_copy_part_req {
+    const char *etag;
+    const struct ol_extent *shared;
+    uint32_t nshared;
 };
 
 int ol_commit_start(struct ol_store *st);

@@ -7,11 +7,13 @@ usage: sdk_new_check.py ENDPOINT_URL [ACCESS_KEY SECRET_KEY]
 Exits 0 when every step passes, 1 otherwise.  Standalone: no pytest needed.
 """
 
+import base64
 import hashlib
 import os
 import sys
 import tempfile
 import traceback
+import zlib
 
 import boto3
 import botocore
@@ -70,6 +72,31 @@ def run(endpoint, access, secret):
     check("aws-chunked" not in (got.get("ContentEncoding") or ""),
           "aws-chunked leaked into Content-Encoding")
 
+    step("checksum mode ENABLED returns the CRC32 the SDK sent")
+    want = base64.b64encode(zlib.crc32(small).to_bytes(4, "big")).decode()
+    head = s3.head_object(Bucket=bucket, Key="small", ChecksumMode="ENABLED")
+    check(head.get("ChecksumCRC32") == want, f"CRC32 {head.get('ChecksumCRC32')} != {want}")
+    got = s3.get_object(Bucket=bucket, Key="small", ChecksumMode="ENABLED")
+    check(got.get("ChecksumCRC32") == want, f"GET CRC32 {got.get('ChecksumCRC32')}")
+    check(got["Body"].read() == small, "small object content differs (checksum mode)")
+    head = s3.head_object(Bucket=bucket, Key="small")
+    check("ChecksumCRC32" not in head, "checksum returned without checksum mode")
+    try:
+        s3.put_object(Bucket=bucket, Key="bad-crc", Body=b"data", ChecksumCRC32="AAAAAA==")
+        raise AssertionError("a wrong CRC32 was accepted")
+    except ClientError as e:
+        check(e.response["Error"]["Code"] == "BadDigest", str(e))
+
+    step("conditional put (IfNoneMatch) and delete_objects")
+    s3.put_object(Bucket=bucket, Key="once", Body=b"1", IfNoneMatch="*")
+    try:
+        s3.put_object(Bucket=bucket, Key="once", Body=b"2", IfNoneMatch="*")
+        raise AssertionError("second create-only put succeeded")
+    except ClientError as e:
+        check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 412, str(e))
+    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "once"}, {"Key": "nope"}]})
+    check(sorted(d["Key"] for d in r.get("Deleted", [])) == ["nope", "once"], f"deleted {r}")
+
     step("get_object range")
     got = s3.get_object(Bucket=bucket, Key="small", Range="bytes=10-19")
     check(got["Body"].read() == small[10:20], "range content differs")
@@ -94,6 +121,20 @@ def run(endpoint, access, secret):
                                              multipart_chunksize=5 * MIB))
         s3.download_file(bucket, "big/parts.bin", dst)
         check(file_sha256(dst) == file_sha256(src), "downloaded file (5 MiB parts) differs")
+        step("multipart object checksum and ?partNumber=")
+        head = s3.head_object(Bucket=bucket, Key="big/parts.bin", ChecksumMode="ENABLED")
+        crc = head.get("ChecksumCRC32")
+        if head.get("ChecksumType") == "FULL_OBJECT":
+            with open(src, "rb") as f:
+                whole = zlib.crc32(f.read()).to_bytes(4, "big")
+            check(crc == base64.b64encode(whole).decode(), f"full-object CRC32 {crc}")
+        else:
+            check(crc is None or crc.endswith("-4"), f"composite CRC32 {crc}")
+        part = s3.get_object(Bucket=bucket, Key="big/parts.bin", PartNumber=2)
+        check(part["PartsCount"] == 4, f"parts count {part.get('PartsCount')}")
+        with open(src, "rb") as f:
+            f.seek(5 * MIB)
+            check(part["Body"].read() == f.read(5 * MIB), "part 2 content differs")
 
     step("list_objects_v2")
     r = s3.list_objects_v2(Bucket=bucket)

@@ -1,0 +1,1212 @@
+/* The erasure set: see eset.h for the contract and docs/EC.md for the design. */
+#include "ec/eset.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "ec/codec.h"
+#include "ec/placement.h"
+#include "ec/stripe.h"
+
+enum {
+    /* Versions asked of each drive per key.  A drive keeps at most a few
+     * incomplete versions beside the complete one (memdrive: 6), so 16 sees
+     * them all. */
+    ESET_MAX_VERSIONS = 16,
+    ESET_LIST_PAGE = 32,             /* keys per list_keys call */
+    ESET_HEAL_CHUNK = 256 * 1024,    /* shard bytes per heal step */
+    ESET_READ_RETRIES = 3,           /* re-resolutions when a version vanishes mid-read */
+    ESET_MAX_BUCKETS = 100000,       /* heal_all's bound on buckets */
+};
+
+struct ol_eset {
+    unsigned k, m, n;
+    unsigned quorum;                 /* shards that must commit for a PUT */
+    uint32_t unit;
+    struct ol_drive drive[OL_EC_MAX_UNITS];
+    struct ol_hlc *hlc;
+    struct ol_ec_placement place;
+    struct ol_ec_codec *codec;
+    pthread_mutex_t codec_mu;        /* ol_ec_reconstruct is single-threaded per codec */
+    _Atomic bool heal_on_read;
+    uint64_t grace_ms;
+    struct {
+        _Atomic uint64_t reads, degraded_reads, heals_on_read, shards_healed_on_read;
+        _Atomic uint64_t puts, puts_failed, list_slow_keys, list_skipped;
+    } st;
+};
+
+/* What the drives say about one key: every drive's versions, and the winner. */
+struct eset_res {
+    struct ol_shard_meta vers[OL_EC_MAX_UNITS][ESET_MAX_VERSIONS];
+    int nv[OL_EC_MAX_UNITS];          /* count, or the drive's error */
+    uint32_t answered;                /* slots whose versions call succeeded */
+    bool found;
+    struct ol_shard_meta win;         /* the winner's metadata (shard, flags of one drive) */
+    uint32_t have;                    /* slots holding a consistent shard of the winner */
+    uint32_t complete;                /* ... marked COMPLETE */
+};
+
+static unsigned popcount(uint32_t x)
+{
+    return (unsigned)__builtin_popcount(x);
+}
+
+static unsigned slot_of(const struct ol_eset *es, unsigned rotation, unsigned shard)
+{
+    return (shard + rotation) % es->n;
+}
+
+void ol_eset_cfg_default(struct ol_eset_cfg *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->unit_bytes = OL_EC_DEFAULT_UNIT_BYTES;
+    cfg->heal_on_read = true;
+    cfg->incomplete_grace_ms = 3600 * 1000;
+}
+
+int ol_eset_create(const struct ol_eset_cfg *cfg, struct ol_eset **out)
+{
+    struct ol_eset *es = NULL;
+    int rc = ol_ec_check_geometry(cfg->k, cfg->m);
+    if (rc < 0 || !cfg->drives || !cfg->hlc || cfg->unit_bytes < 1 ||
+        cfg->unit_bytes > OL_EC_MAX_UNIT_BYTES)
+        return -EINVAL;
+    es = calloc(1, sizeof(*es));
+    if (!es)
+        return -ENOMEM;
+    es->k = cfg->k;
+    es->m = cfg->m;
+    es->n = cfg->k + cfg->m;
+    /* k+1 lets the set lose one more drive after the acknowledgement without
+     * losing the object; with m = 0 there is no spare drive to ask for. */
+    es->quorum = cfg->m > 0 ? cfg->k + 1 : cfg->k;
+    es->unit = cfg->unit_bytes;
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!cfg->drives[i].ops) {
+            rc = -EINVAL;
+            goto out;
+        }
+        es->drive[i] = cfg->drives[i];
+    }
+    es->hlc = cfg->hlc;
+    es->heal_on_read = cfg->heal_on_read;
+    es->grace_ms = cfg->incomplete_grace_ms;
+    rc = ol_ec_placement_init(&es->place, es->n, es->k, es->m, cfg->deployment_id);
+    if (rc < 0)
+        goto out;
+    rc = ol_ec_codec_create(es->k, es->m, &es->codec);
+    if (rc < 0)
+        goto out;
+    pthread_mutex_init(&es->codec_mu, NULL);
+    *out = es;
+    es = NULL;
+out:
+    free(es);
+    return rc;
+}
+
+void ol_eset_destroy(struct ol_eset *es)
+{
+    if (!es)
+        return;
+    ol_ec_codec_destroy(es->codec);
+    pthread_mutex_destroy(&es->codec_mu);
+    free(es);
+}
+
+void ol_eset_set_heal_on_read(struct ol_eset *es, bool on)
+{
+    es->heal_on_read = on;
+}
+
+void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
+{
+    out->reads = es->st.reads;
+    out->degraded_reads = es->st.degraded_reads;
+    out->heals_on_read = es->st.heals_on_read;
+    out->shards_healed_on_read = es->st.shards_healed_on_read;
+    out->puts = es->st.puts;
+    out->puts_failed = es->st.puts_failed;
+    out->list_slow_keys = es->st.list_slow_keys;
+    out->list_skipped = es->st.list_skipped;
+}
+
+static bool valid_name(const char *bucket, size_t klen)
+{
+    size_t bl = bucket ? strlen(bucket) : 0;
+    return bl >= 1 && bl <= OL_DRIVE_MAX_BUCKET && klen >= 1 && klen <= OL_DRIVE_MAX_KEY;
+}
+
+static unsigned rotation_of(const struct ol_eset *es, const char *bucket, const char *key,
+                            size_t klen)
+{
+    struct ol_ec_target t;
+    ol_ec_place(&es->place, bucket, key, klen, &t);
+    return t.rotation;
+}
+
+static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struct ol_eset_obj *o)
+{
+    if (!o)
+        return;
+    o->vid = sm->vid;
+    o->size = sm->size;
+    o->mtime_ns = sm->mtime_ns;
+    memcpy(o->etag, sm->etag, sizeof(o->etag));
+    o->etag[sizeof(o->etag) - 1] = '\0';
+    o->shards = shards;
+}
+
+/* ---- resolving a key: the read rule ---- */
+
+/* Whether drive slot `slot`'s entry e is a shard of the version described by
+ * ref: the same version and object, and the shard that belongs on that slot. */
+static bool consistent(const struct ol_eset *es, const struct ol_shard_meta *ref, unsigned slot,
+                       const struct ol_shard_meta *e)
+{
+    return ol_version_id_cmp(&e->vid, &ref->vid) == 0 && e->k == ref->k && e->m == ref->m &&
+           e->rotation == ref->rotation && e->unit_bytes == ref->unit_bytes &&
+           e->size == ref->size && e->mtime_ns == ref->mtime_ns &&
+           strncmp(e->etag, ref->etag, sizeof(e->etag)) == 0 &&
+           (e->flags & OL_SHARD_DELETE_MARKER) == (ref->flags & OL_SHARD_DELETE_MARKER) &&
+           e->shard == (slot + es->n - e->rotation % es->n) % es->n;
+}
+
+static const struct ol_shard_meta *entry_of(const struct eset_res *r, unsigned slot,
+                                            const struct ol_version_id *vid)
+{
+    for (int i = 0; i < r->nv[slot]; i++)
+        if (ol_version_id_cmp(&r->vers[slot][i].vid, vid) == 0)
+            return &r->vers[slot][i];
+    return NULL;
+}
+
+/* Counts the slots agreeing with ref; fills the masks. */
+static unsigned votes(const struct ol_eset *es, const struct eset_res *r,
+                      const struct ol_shard_meta *ref, uint32_t *have, uint32_t *complete)
+{
+    *have = *complete = 0;
+    for (unsigned s = 0; s < es->n; s++) {
+        const struct ol_shard_meta *e = entry_of(r, s, &ref->vid);
+        if (e && consistent(es, ref, s, e)) {
+            *have |= 1u << s;
+            if (e->flags & OL_SHARD_COMPLETE)
+                *complete |= 1u << s;
+        }
+    }
+    return popcount(*have);
+}
+
+static int vid_desc(const void *a, const void *b)
+{
+    return -ol_version_id_cmp(a, b);
+}
+
+/* Asks every drive for its versions of the key and picks the newest readable
+ * version (or `want`).  0 with r->found, -OL_ENOKEY, -OL_EQUORUM. */
+static int resolve(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                   const struct ol_version_id *want, struct eset_res *r)
+{
+    struct ol_version_id vids[OL_EC_MAX_UNITS * ESET_MAX_VERSIONS];
+    unsigned nvids = 0;
+    r->answered = 0;
+    r->found = false;
+    for (unsigned s = 0; s < es->n; s++) {
+        const struct ol_drive *d = &es->drive[s];
+        r->nv[s] = d->ops->versions(d->d, bucket, key, klen, r->vers[s], ESET_MAX_VERSIONS);
+        if (r->nv[s] < 0)
+            continue;
+        r->answered |= 1u << s;
+        for (int i = 0; i < r->nv[s]; i++)
+            vids[nvids++] = r->vers[s][i].vid;
+    }
+    qsort(vids, nvids, sizeof(vids[0]), vid_desc);
+    bool any_complete = false;
+    unsigned best_votes = 0;
+    for (unsigned i = 0; i < nvids; i++) {
+        if (i > 0 && ol_version_id_cmp(&vids[i], &vids[i - 1]) == 0)
+            continue;
+        if (want && ol_version_id_cmp(&vids[i], want) != 0)
+            continue;
+        /* Vote: each drive's entry for this vid proposes its metadata; the
+         * proposal most drives agree with wins, and drives that disagree
+         * count as not holding the version. */
+        unsigned top = 0;
+        uint32_t top_have = 0, top_complete = 0;
+        const struct ol_shard_meta *top_ref = NULL;
+        for (unsigned s = 0; s < es->n; s++) {
+            const struct ol_shard_meta *e = entry_of(r, s, &vids[i]);
+            if (!e || e->k != es->k || e->m != es->m || e->rotation >= es->n ||
+                e->unit_bytes == 0)
+                continue;
+            uint32_t h, c;
+            unsigned v = votes(es, r, e, &h, &c);
+            if (v > top) {
+                top = v;
+                top_have = h;
+                top_complete = c;
+                top_ref = e;
+            }
+        }
+        any_complete |= top_complete != 0;
+        if (top > best_votes)
+            best_votes = top;
+        if (top >= es->k) {
+            r->found = true;
+            r->win = *top_ref;
+            r->have = top_have;
+            r->complete = top_complete;
+            break;
+        }
+    }
+    if (r->found)
+        return (r->win.flags & OL_SHARD_DELETE_MARKER) ? -OL_ENOKEY : 0;
+    /* Nothing readable.  "Not there" only when the drives that did not answer
+     * could not make any version readable and no drive shows a version that
+     * was ever completed (an acknowledged object must not read as absent
+     * because too many of its drives are unreachable or lost). */
+    unsigned silent = es->n - popcount(r->answered);
+    if (silent >= es->k || best_votes + silent >= es->k || any_complete)
+        return -OL_EQUORUM;
+    return -OL_ENOKEY;
+}
+
+static struct eset_res *res_alloc(void)
+{
+    return malloc(sizeof(struct eset_res));
+}
+
+/* ---- PUT ---- */
+
+struct ol_eset_put {
+    struct ol_eset *es;
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    char key[OL_DRIVE_MAX_KEY];
+    uint32_t klen;
+    unsigned rotation;
+    uint8_t flags;                    /* OL_SHARD_DELETE_MARKER for a DELETE */
+    struct ol_version_id vid;
+    void *w[OL_EC_MAX_UNITS];         /* by shard index; NULL: dropped */
+    unsigned live;
+    uint8_t *stripe;                  /* k units */
+    uint8_t *parity;                  /* m units */
+    size_t fill;
+    uint64_t size;
+    int sticky;                       /* the first error; the PUT stays failed */
+};
+
+static void put_drop(struct ol_eset_put *p, unsigned shard)
+{
+    struct ol_eset *es = p->es;
+    if (!p->w[shard])
+        return;
+    es->drive[slot_of(es, p->rotation, shard)].ops->shard_abort(p->w[shard]);
+    p->w[shard] = NULL;
+    p->live--;
+    if (p->live < es->quorum && p->sticky == 0)
+        p->sticky = -OL_EQUORUM;
+}
+
+static void put_free(struct ol_eset_put *p)
+{
+    for (unsigned i = 0; i < p->es->n; i++)
+        if (p->w[i]) {
+            struct ol_eset *es = p->es;
+            es->drive[slot_of(es, p->rotation, i)].ops->shard_abort(p->w[i]);
+        }
+    free(p->stripe);
+    free(p->parity);
+    free(p);
+}
+
+static int put_begin(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                     uint8_t flags, struct ol_eset_put **out)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    int rc = 0;
+    struct ol_eset_put *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->es = es;
+    strcpy(p->bucket, bucket);
+    memcpy(p->key, key, klen);
+    p->klen = (uint32_t)klen;
+    p->flags = flags;
+    p->rotation = rotation_of(es, bucket, key, klen);
+    ol_hlc_version_id(es->hlc, &p->vid);
+    if (!(flags & OL_SHARD_DELETE_MARKER)) {
+        p->stripe = malloc((size_t)es->k * es->unit);
+        p->parity = malloc((size_t)(es->m ? es->m : 1) * es->unit);
+        if (!p->stripe || !p->parity) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    int again = 0;
+    for (unsigned i = 0; i < es->n; i++) {
+        const struct ol_drive *d = &es->drive[slot_of(es, p->rotation, i)];
+        int r = d->ops->shard_begin(d->d, bucket, key, klen, &p->vid, &p->w[i]);
+        if (r == 0)
+            p->live++;
+        else
+            p->w[i] = NULL;
+        again += r == -EAGAIN;
+    }
+    if (p->live < es->quorum) {
+        rc = again > 0 ? -EAGAIN : -OL_EQUORUM;
+        goto out;
+    }
+    *out = p;
+    p = NULL;
+out:
+    if (p)
+        put_free(p);
+    return rc;
+}
+
+int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      struct ol_eset_put **out)
+{
+    return put_begin(es, bucket, key, klen, 0, out);
+}
+
+/* Encodes the buffered stripe with units of u bytes and writes unit i to
+ * shard i's drive.  The bytes past p->fill up to k * u are zeros (the
+ * shortened last stripe's padding, stripe.h). */
+static void put_flush(struct ol_eset_put *p, size_t u)
+{
+    struct ol_eset *es = p->es;
+    const uint8_t *data[OL_EC_MAX_K];
+    uint8_t *par[OL_EC_MAX_M];
+    OL_ASSERT(p->fill <= (size_t)es->k * u);
+    memset(p->stripe + p->fill, 0, (size_t)es->k * u - p->fill);
+    for (unsigned j = 0; j < es->k; j++)
+        data[j] = p->stripe + (size_t)j * u;
+    for (unsigned j = 0; j < es->m; j++)
+        par[j] = p->parity + (size_t)j * u;
+    int rc = ol_ec_encode(es->codec, u, data, par);
+    OL_ASSERT(rc == 0);
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!p->w[i])
+            continue;
+        const uint8_t *src = i < es->k ? data[i] : par[i - es->k];
+        const struct ol_drive *d = &es->drive[slot_of(es, p->rotation, i)];
+        if (d->ops->shard_write(p->w[i], src, u) < 0)
+            put_drop(p, i);
+    }
+    p->fill = 0;
+}
+
+int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len)
+{
+    const uint8_t *src = buf;
+    size_t stripe_bytes = (size_t)p->es->k * p->es->unit;
+    if (p->flags & OL_SHARD_DELETE_MARKER)
+        return -EINVAL;
+    while (len > 0 && p->sticky == 0) {
+        size_t n = stripe_bytes - p->fill;
+        if (n > len)
+            n = len;
+        memcpy(p->stripe + p->fill, src, n);
+        p->fill += n;
+        p->size += n;
+        src += n;
+        len -= n;
+        /* A full stripe encodes the same whether or not it is the last one
+         * (last_unit = unit then), so it can go now. */
+        if (p->fill == stripe_bytes)
+            put_flush(p, p->es->unit);
+    }
+    return p->sticky;
+}
+
+/* Deletes the version from the drives in `slots` (best effort). */
+static void rollback(struct ol_eset_put *p, uint32_t slots)
+{
+    struct ol_eset *es = p->es;
+    for (unsigned s = 0; s < es->n; s++)
+        if (slots & (1u << s))
+            (void)es->drive[s].ops->delete_version(es->drive[s].d, p->bucket, p->key, p->klen,
+                                                   &p->vid);
+}
+
+int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
+                       struct ol_eset_obj *out)
+{
+    struct ol_eset *es = p->es;
+    int rc = p->sticky;
+    uint32_t committed = 0;
+    unsigned durable = 0;
+    if (rc < 0)
+        goto out;
+    if (p->fill > 0)
+        put_flush(p, (p->fill + es->k - 1) / es->k);
+    if (p->sticky < 0) {
+        rc = p->sticky;
+        goto out;
+    }
+    struct ol_shard_meta sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.vid = p->vid;
+    sm.k = (uint8_t)es->k;
+    sm.m = (uint8_t)es->m;
+    sm.rotation = (uint8_t)p->rotation;
+    sm.flags = p->flags;
+    sm.unit_bytes = es->unit;
+    sm.size = p->size;
+    sm.mtime_ns = mtime_ns;
+    if (etag)
+        strncpy(sm.etag, etag, sizeof(sm.etag) - 1);
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!p->w[i])
+            continue;
+        unsigned s = slot_of(es, p->rotation, i);
+        sm.shard = (uint8_t)i;
+        int r = es->drive[s].ops->shard_commit(p->w[i], &sm);
+        p->w[i] = NULL;
+        if (r == 0)
+            committed |= 1u << s;
+        durable += r == 0 || r == OL_DRIVE_SUPERSEDED;
+    }
+    if (durable < es->quorum) {
+        rollback(p, committed);
+        rc = -OL_EQUORUM;
+        goto out;
+    }
+    /* Phase 2.  A drive that misses it keeps the older versions until a heal
+     * or a later read marks it; reading does not depend on the flag. */
+    for (unsigned s = 0; s < es->n; s++)
+        if (committed & (1u << s))
+            (void)es->drive[s].ops->mark_complete(es->drive[s].d, p->bucket, p->key, p->klen,
+                                                  &p->vid);
+    sm.shard = 0;
+    obj_from_meta(&sm, durable, out);
+out:
+    atomic_fetch_add(&es->st.puts, 1);
+    if (rc < 0)
+        atomic_fetch_add(&es->st.puts_failed, 1);
+    put_free(p);
+    return rc;
+}
+
+void ol_eset_put_abort(struct ol_eset_put *p)
+{
+    /* Nothing was committed: dropping the writers drops every byte sent. */
+    put_free(p);
+}
+
+int ol_eset_put(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                const void *buf, size_t len, const char *etag, struct ol_eset_obj *out)
+{
+    struct ol_eset_put *p;
+    int rc = ol_eset_put_begin(es, bucket, key, klen, &p);
+    if (rc < 0)
+        return rc;
+    rc = ol_eset_put_write(p, buf, len);
+    if (rc < 0) {
+        ol_eset_put_abort(p);
+        atomic_fetch_add(&es->st.puts, 1);
+        atomic_fetch_add(&es->st.puts_failed, 1);
+        return rc;
+    }
+    return ol_eset_put_commit(p, etag, 0, out);
+}
+
+int ol_eset_delete(struct ol_eset *es, const char *bucket, const char *key, size_t klen)
+{
+    struct ol_eset_obj o;
+    int rc = ol_eset_stat(es, bucket, key, klen, NULL, &o);
+    if (rc == -OL_ENOKEY)
+        return 0;
+    struct ol_eset_put *p;
+    rc = put_begin(es, bucket, key, klen, OL_SHARD_DELETE_MARKER, &p);
+    if (rc < 0)
+        return rc;
+    return ol_eset_put_commit(p, "", 0, NULL);
+}
+
+/* ---- healing ---- */
+
+static int heal_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct eset_res *r, struct ol_eset_heal_stats *st);
+
+/* ---- GET ---- */
+
+int ol_eset_stat(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                 const struct ol_version_id *vid, struct ol_eset_obj *out)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct eset_res *r = res_alloc();
+    if (!r)
+        return -ENOMEM;
+    int rc = resolve(es, bucket, key, klen, vid, r);
+    if (rc == 0)
+        obj_from_meta(&r->win, popcount(r->have), out);
+    free(r);
+    return rc;
+}
+
+/* Whether a failed shard read is worth healing: the shard is absent or bad on
+ * a drive that answers (a drive that fails is left to the drive's state
+ * machine and the scrubber). */
+static bool healable(int err)
+{
+    return err == -OL_ENOKEY || err == -OL_ECORRUPT;
+}
+
+/* Reads [off, off+len) of the resolved version.  0, -OL_EQUORUM, or
+ * -OL_ENOKEY when too many shards vanished (a newer version completed and
+ * the drives freed this one): the caller resolves again.  *heal is set when
+ * a shard was found missing or corrupt. */
+static int read_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    const struct eset_res *r, uint64_t off, size_t len, uint8_t *dst,
+                    bool *heal)
+{
+    const struct ol_shard_meta *w = &r->win;
+    struct ol_ec_layout l;
+    uint8_t *ubuf[OL_EC_MAX_UNITS] = {0};
+    uint64_t so[OL_EC_MAX_K], sl[OL_EC_MAX_K];
+    uint64_t base[OL_EC_MAX_UNITS];
+    uint32_t failed = 0;   /* shards (not slots) */
+    unsigned vanished = 0;
+    int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
+    if (rc < 0)
+        return rc;
+    /* The healthy path: one span of each data shard the range touches. */
+    for (unsigned j = 0; j < es->k; j++) {
+        rc = ol_ec_layout_shard_span(&l, off, len, j, &so[j], &sl[j]);
+        OL_ASSERT(rc == 0);
+        if (sl[j] == 0)
+            continue;
+        unsigned s = slot_of(es, w->rotation, j);
+        if (!(r->have & (1u << s))) {
+            failed |= 1u << j;
+            *heal |= (r->answered & (1u << s)) != 0;
+            continue;
+        }
+        ubuf[j] = malloc(sl[j]);
+        if (!ubuf[j]) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        base[j] = so[j];
+        int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, so[j],
+                                             sl[j], ubuf[j]);
+        if (e < 0) {
+            failed |= 1u << j;
+            *heal |= healable(e);
+            vanished += e == -OL_ENOKEY;
+        }
+    }
+    if (failed) {
+        /* Degraded: rebuild the lost data shards over the union U of the
+         * spans, from the same span of k other shards (the code is byte-wise
+         * along the shard, stripe.h). */
+        uint64_t ua = UINT64_MAX, ub = 0;
+        for (unsigned j = 0; j < es->k; j++) {
+            if (sl[j] == 0)
+                continue;
+            ua = so[j] < ua ? so[j] : ua;
+            ub = so[j] + sl[j] > ub ? so[j] + sl[j] : ub;
+        }
+        size_t ulen = (size_t)(ub - ua);
+        uint32_t present = 0;
+        /* Data shards already read over exactly U are used as they are. */
+        for (unsigned j = 0; j < es->k; j++)
+            if (ubuf[j] && !(failed & (1u << j)) && so[j] == ua && sl[j] == ulen)
+                present |= 1u << j;
+        for (unsigned i = 0; i < es->n && popcount(present) < es->k; i++) {
+            if ((present | failed) & (1u << i))
+                continue;
+            unsigned s = slot_of(es, w->rotation, i);
+            if (!(r->have & (1u << s))) {
+                failed |= 1u << i;
+                *heal |= (r->answered & (1u << s)) != 0;
+                continue;
+            }
+            free(ubuf[i]);
+            ubuf[i] = malloc(ulen);
+            if (!ubuf[i]) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            base[i] = ua;
+            int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid,
+                                                 ua, ulen, ubuf[i]);
+            if (e < 0) {
+                failed |= 1u << i;
+                *heal |= healable(e);
+                vanished += e == -OL_ENOKEY;
+                continue;
+            }
+            present |= 1u << i;
+        }
+        if (popcount(present) < es->k) {
+            rc = vanished > es->n - es->k ? -OL_ENOKEY : -OL_EQUORUM;
+            goto out;
+        }
+        uint32_t want = 0;
+        for (unsigned j = 0; j < es->k; j++) {
+            if (sl[j] == 0 || (present & (1u << j)))
+                continue;
+            /* Unit j is rebuilt over U into a fresh buffer. */
+            free(ubuf[j]);
+            ubuf[j] = malloc(ulen);
+            if (!ubuf[j]) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            base[j] = ua;
+            want |= 1u << j;
+        }
+        pthread_mutex_lock(&es->codec_mu);
+        rc = ol_ec_reconstruct(es->codec, ulen, ubuf, present, want);
+        pthread_mutex_unlock(&es->codec_mu);
+        if (rc < 0)
+            goto out;
+        atomic_fetch_add(&es->st.degraded_reads, 1);
+    }
+    struct ol_ec_piece pc;
+    uint64_t end = off + len;
+    for (uint64_t o = off; o < end; o += pc.len) {
+        rc = ol_ec_layout_piece(&l, o, end, &pc);
+        OL_ASSERT(rc == 0 && ubuf[pc.shard] && pc.shard_off >= base[pc.shard]);
+        memcpy(dst + (o - off), ubuf[pc.shard] + (pc.shard_off - base[pc.shard]), pc.len);
+    }
+    rc = 0;
+out:
+    for (unsigned i = 0; i < es->n; i++)
+        free(ubuf[i]);
+    return rc;
+}
+
+int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                 const struct ol_version_id *vid, uint64_t off, size_t len, void *buf,
+                 struct ol_eset_obj *out)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct eset_res *r = res_alloc();
+    if (!r)
+        return -ENOMEM;
+    int rc = 0;
+    bool heal = false;
+    for (unsigned attempt = 0; attempt < ESET_READ_RETRIES; attempt++) {
+        heal = false;
+        rc = resolve(es, bucket, key, klen, vid, r);
+        if (rc < 0)
+            goto out;
+        if (off > r->win.size || len > r->win.size - off) {
+            rc = -EINVAL;
+            goto out;
+        }
+        rc = len ? read_res(es, bucket, key, klen, r, off, len, buf, &heal) : 0;
+        /* A pinned version that vanished is gone: no other version may be
+         * substituted. */
+        if (rc != -OL_ENOKEY || vid)
+            break;
+    }
+    if (rc < 0)
+        goto out;
+    obj_from_meta(&r->win, popcount(r->have), out);
+    atomic_fetch_add(&es->st.reads, 1);
+    /* Drives that answered without the version, or without its COMPLETE flag
+     * (phase 2 missed), are healed too: the metadata showed it for free. */
+    heal |= (r->answered & ~r->have) != 0 || (r->have & ~r->complete) != 0;
+    if (heal && es->heal_on_read) {
+        struct ol_eset_heal_stats hs;
+        memset(&hs, 0, sizeof(hs));
+        if (heal_res(es, bucket, key, klen, r, &hs) == 0 && hs.shards_rebuilt > 0) {
+            atomic_fetch_add(&es->st.heals_on_read, 1);
+            atomic_fetch_add(&es->st.shards_healed_on_read, hs.shards_rebuilt);
+        }
+    }
+out:
+    free(r);
+    return rc;
+}
+
+/* ---- healing ---- */
+
+static uint64_t age_ms(struct ol_eset *es, const struct ol_version_id *vid)
+{
+    uint64_t now = ol_hlc_stamp_ms(ol_hlc_now(es->hlc));
+    uint64_t then = ol_hlc_stamp_ms(ol_version_id_stamp(vid));
+    return now > then ? now - then : 0;
+}
+
+/* Rebuilds the shards in `bad` (shard indexes) of the winner from the shards
+ * in `src`, chunk by chunk, and commits them.  Returns the mask of shards
+ * rewritten, or an error. */
+static int rebuild(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                   const struct ol_shard_meta *w, uint32_t bad, uint32_t src, uint32_t *done)
+{
+    struct ol_ec_layout l;
+    uint8_t *buf[OL_EC_MAX_UNITS] = {0};
+    void *wr[OL_EC_MAX_UNITS] = {0};
+    int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
+    if (rc < 0)
+        return rc;
+    *done = 0;
+    uint64_t total = (w->flags & OL_SHARD_DELETE_MARKER) ? 0 : l.shard_bytes;
+    size_t chunk = total < ESET_HEAL_CHUNK ? (size_t)total : ESET_HEAL_CHUNK;
+    for (unsigned i = 0; i < es->n && chunk > 0; i++) {
+        if (!((bad | src) & (1u << i)))
+            continue;
+        buf[i] = malloc(chunk);
+        if (!buf[i]) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!(bad & (1u << i)))
+            continue;
+        const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
+        if (d->ops->shard_begin(d->d, bucket, key, klen, &w->vid, &wr[i]) < 0) {
+            wr[i] = NULL;
+            bad &= ~(1u << i);
+        }
+    }
+    uint64_t nchunks = chunk ? (total + chunk - 1) / chunk : 0;
+    for (uint64_t c = 0; c < nchunks && bad; c++) {
+        uint64_t x = c * chunk;
+        size_t n = total - x < chunk ? (size_t)(total - x) : chunk;
+        uint32_t present = 0;
+        for (unsigned i = 0; i < es->n && popcount(present) < es->k; i++) {
+            if (!(src & (1u << i)))
+                continue;
+            const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
+            if (d->ops->read_shard(d->d, bucket, key, klen, &w->vid, x, n, buf[i]) < 0) {
+                src &= ~(1u << i);
+                continue;
+            }
+            present |= 1u << i;
+        }
+        if (popcount(present) < es->k) {
+            rc = -OL_EQUORUM;
+            goto out;
+        }
+        pthread_mutex_lock(&es->codec_mu);
+        rc = ol_ec_reconstruct(es->codec, n, buf, present, bad);
+        pthread_mutex_unlock(&es->codec_mu);
+        if (rc < 0)
+            goto out;
+        for (unsigned i = 0; i < es->n; i++) {
+            if (!(bad & (1u << i)))
+                continue;
+            const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
+            if (d->ops->shard_write(wr[i], buf[i], n) < 0) {
+                d->ops->shard_abort(wr[i]);
+                wr[i] = NULL;
+                bad &= ~(1u << i);
+            }
+        }
+    }
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!(bad & (1u << i)))
+            continue;
+        struct ol_shard_meta sm = *w;
+        sm.shard = (uint8_t)i;
+        sm.flags &= OL_SHARD_DELETE_MARKER;
+        const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
+        int e = d->ops->shard_commit(wr[i], &sm);
+        wr[i] = NULL;
+        if (e == 0)
+            *done |= 1u << i;
+    }
+    rc = 0;
+out:
+    for (unsigned i = 0; i < es->n; i++) {
+        if (wr[i])
+            es->drive[slot_of(es, w->rotation, i)].ops->shard_abort(wr[i]);
+        free(buf[i]);
+    }
+    return rc;
+}
+
+/* Finds the shards of the winner that are missing or corrupt on drives that
+ * answer (every byte of every held shard is read: the drives verify their
+ * checksums), and the shards usable as sources. */
+static int verify(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                  const struct eset_res *r, uint32_t *bad, uint32_t *src, uint64_t *corrupt)
+{
+    const struct ol_shard_meta *w = &r->win;
+    struct ol_ec_layout l;
+    int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
+    if (rc < 0)
+        return rc;
+    uint64_t total = (w->flags & OL_SHARD_DELETE_MARKER) ? 0 : l.shard_bytes;
+    size_t chunk = total < ESET_HEAL_CHUNK ? (size_t)total : ESET_HEAL_CHUNK;
+    uint8_t *buf = chunk ? malloc(chunk) : NULL;
+    if (chunk && !buf)
+        return -ENOMEM;
+    *bad = *src = 0;
+    for (unsigned i = 0; i < es->n; i++) {
+        unsigned s = slot_of(es, w->rotation, i);
+        if (!(r->answered & (1u << s)))
+            continue;
+        if (!(r->have & (1u << s))) {
+            *bad |= 1u << i;
+            continue;
+        }
+        int e = 0;
+        for (uint64_t x = 0; x < total && e == 0; x += chunk) {
+            size_t n = total - x < chunk ? (size_t)(total - x) : chunk;
+            e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, x, n,
+                                             buf);
+        }
+        if (e == 0)
+            *src |= 1u << i;
+        else if (healable(e)) {
+            *bad |= 1u << i;
+            *corrupt += e == -OL_ECORRUPT;
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+/* Removes, on the drives that answered, the versions of the key older than
+ * `keep` (NULL: all versions count as newer) except on the slots in `marked`,
+ * where mark_complete(keep) freed them already, and the versions newer than
+ * `keep` once they are older than the grace (abandoned PUTs).  Returns the
+ * number of versions left besides `keep`. */
+static unsigned prune(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      const struct eset_res *r, const struct ol_version_id *keep, uint32_t marked,
+                      struct ol_eset_heal_stats *st)
+{
+    unsigned left = 0;
+    for (unsigned s = 0; s < es->n; s++) {
+        for (int i = 0; i < r->nv[s]; i++) {
+            const struct ol_version_id *v = &r->vers[s][i].vid;
+            int c = keep ? ol_version_id_cmp(v, keep) : 1;
+            if (c == 0 || (c < 0 && (marked & (1u << s))))
+                continue;
+            if (c > 0 && age_ms(es, v) < es->grace_ms) {
+                left++;
+                continue;
+            }
+            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, v) == 0)
+                st->versions_removed++;
+            else
+                left++;
+        }
+    }
+    return left;
+}
+
+static int heal_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct eset_res *r, struct ol_eset_heal_stats *st)
+{
+    const struct ol_shard_meta *w = &r->win;
+    uint32_t bad, src, done = 0;
+    OL_ASSERT(r->found);
+    int rc = verify(es, bucket, key, klen, r, &bad, &src, &st->corrupt);
+    if (rc < 0)
+        return rc;
+    if (bad) {
+        if (popcount(src) < es->k) {
+            st->unrecoverable++;
+            return -OL_EQUORUM;
+        }
+        rc = rebuild(es, bucket, key, klen, w, bad, src, &done);
+        if (rc < 0)
+            return rc;
+        st->shards_rebuilt += popcount(done);
+    }
+    /* Phase 2 wherever the version now is and is not marked; it also frees
+     * the older versions on those drives. */
+    uint32_t holders = 0, marked = 0;   /* slots */
+    for (unsigned i = 0; i < es->n; i++) {
+        unsigned s = slot_of(es, w->rotation, i);
+        if (!((src | done) & (1u << i)))
+            continue;
+        holders |= 1u << s;
+        if ((r->complete & (1u << s)) && !(done & (1u << i))) {
+            marked |= 1u << s;
+            continue;
+        }
+        if (es->drive[s].ops->mark_complete(es->drive[s].d, bucket, key, klen, &w->vid) == 0) {
+            st->marked_complete++;
+            marked |= 1u << s;
+        }
+    }
+    /* Versions the marks did not free: older ones on drives that hold no
+     * good shard of the winner, newer abandoned ones. */
+    unsigned left = prune(es, bucket, key, klen, r, &w->vid, marked, st);
+    /* A delete marker has done its work once every drive holds it and
+     * nothing else: then the key can go entirely. */
+    if ((w->flags & OL_SHARD_DELETE_MARKER) && holders == (1u << es->n) - 1 && left == 0) {
+        for (unsigned s = 0; s < es->n; s++)
+            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, &w->vid) ==
+                0)
+                st->versions_removed++;
+    }
+    return 0;
+}
+
+int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        struct ol_eset_heal_stats *st)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct eset_res *r = res_alloc();
+    if (!r)
+        return -ENOMEM;
+    st->objects++;
+    int rc = resolve(es, bucket, key, klen, NULL, r);
+    if (r->found) {
+        rc = heal_res(es, bucket, key, klen, r, st);
+    } else if (rc == -OL_ENOKEY && r->answered == (1u << es->n) - 1) {
+        /* Leftovers of PUTs that never reached k drives. */
+        (void)prune(es, bucket, key, klen, r, NULL, 0, st);
+    } else if (rc == -OL_EQUORUM && r->answered == (1u << es->n) - 1) {
+        st->unrecoverable++;
+    }
+    free(r);
+    return rc;
+}
+
+/* ---- the merged key space of the drives ---- */
+
+struct merge_src {
+    struct ol_drive_entry *page;
+    int n, pos;
+    bool end, failed;
+};
+
+struct merge {
+    struct ol_eset *es;
+    const char *bucket;
+    struct merge_src src[OL_EC_MAX_UNITS];
+    unsigned nfailed;
+    char key[OL_DRIVE_MAX_KEY];
+    size_t klen;
+};
+
+static void merge_close(struct merge *mg)
+{
+    for (unsigned s = 0; s < mg->es->n; s++)
+        free(mg->src[s].page);
+}
+
+static int merge_open(struct merge *mg, struct ol_eset *es, const char *bucket, const char *after,
+                      size_t alen)
+{
+    memset(mg, 0, sizeof(*mg));
+    mg->es = es;
+    mg->bucket = bucket;
+    memcpy(mg->key, after, alen);
+    mg->klen = alen;
+    for (unsigned s = 0; s < es->n; s++) {
+        mg->src[s].page = malloc(ESET_LIST_PAGE * sizeof(struct ol_drive_entry));
+        if (!mg->src[s].page) {
+            merge_close(mg);
+            return -ENOMEM;
+        }
+        mg->src[s].pos = mg->src[s].n = 0;
+    }
+    return 0;
+}
+
+/* The next key of the union of the drives' listings: *slots gets the drives
+ * listing it and ent[s] their entries.  1 with a key, 0 at the end, or
+ * -OL_EQUORUM when too few drives answer for the listing to be complete. */
+static int merge_next(struct merge *mg, uint32_t *slots, const struct ol_drive_entry **ent)
+{
+    struct ol_eset *es = mg->es;
+    unsigned need = es->k > es->m + 1 ? es->k : es->m + 1;
+    const struct ol_drive_entry *min = NULL;
+    for (unsigned s = 0; s < es->n; s++) {
+        struct merge_src *ms = &mg->src[s];
+        if (ms->failed || (ms->pos == ms->n && ms->end))
+            continue;
+        if (ms->pos == ms->n) {
+            /* A page continues after the last key this drive gave, which is
+             * the last key returned by the merge or one before it. */
+            const char *after = ms->n ? ms->page[ms->n - 1].key : mg->key;
+            size_t alen = ms->n ? ms->page[ms->n - 1].key_len : mg->klen;
+            char tmp[OL_DRIVE_MAX_KEY];
+            memcpy(tmp, after, alen);
+            int n = es->drive[s].ops->list_keys(es->drive[s].d, mg->bucket, tmp, alen, ms->page,
+                                                ESET_LIST_PAGE);
+            if (n < 0) {
+                ms->failed = true;
+                mg->nfailed++;
+                continue;
+            }
+            ms->n = n;
+            ms->pos = 0;
+            ms->end = n < ESET_LIST_PAGE;
+            if (n == 0)
+                continue;
+        }
+        const struct ol_drive_entry *e = &ms->page[ms->pos];
+        if (!min) {
+            min = e;
+            continue;
+        }
+        size_t l = e->key_len < min->key_len ? e->key_len : min->key_len;
+        int c = memcmp(e->key, min->key, l);
+        if (c < 0 || (c == 0 && e->key_len < min->key_len))
+            min = e;
+    }
+    if (es->n - mg->nfailed < need)
+        return -OL_EQUORUM;
+    if (!min)
+        return 0;
+    memcpy(mg->key, min->key, min->key_len);
+    mg->klen = min->key_len;
+    *slots = 0;
+    for (unsigned s = 0; s < es->n; s++) {
+        struct merge_src *ms = &mg->src[s];
+        ent[s] = NULL;
+        if (ms->failed || ms->pos == ms->n)
+            continue;
+        const struct ol_drive_entry *e = &ms->page[ms->pos];
+        if (e->key_len == mg->klen && memcmp(e->key, mg->key, mg->klen) == 0) {
+            ent[s] = e;
+            *slots |= 1u << s;
+            ms->pos++;
+        }
+    }
+    return 1;
+}
+
+int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                 unsigned max,
+                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
+                 void *ctx)
+{
+    if (!valid_name(bucket, 1) || alen > OL_DRIVE_MAX_KEY)
+        return -EINVAL;
+    struct merge mg;
+    int rc = merge_open(&mg, es, bucket, after, alen);
+    if (rc < 0)
+        return rc;
+    unsigned count = 0;
+    const struct ol_drive_entry *ent[OL_EC_MAX_UNITS];
+    uint32_t slots;
+    /* Each step consumes at least one entry of one drive; the count bounds
+     * the walk by the keys listed. */
+    while (count < max && (rc = merge_next(&mg, &slots, ent)) == 1) {
+        /* The fast rule (eset.h): every drive listing the key shows the same
+         * newest version, on at least k drives, and fewer than k drives are
+         * silent. */
+        const struct ol_shard_meta *ref = NULL;
+        unsigned agree = 0;
+        bool same = true;
+        for (unsigned s = 0; s < es->n; s++) {
+            if (!ent[s])
+                continue;
+            if (!ref)
+                ref = &ent[s]->newest;
+            if (consistent(es, ref, s, &ent[s]->newest))
+                agree++;
+            else
+                same = false;
+        }
+        struct ol_eset_obj obj;
+        bool listed;
+        if (same && agree >= es->k && mg.nfailed < es->k && ref->k == es->k &&
+            ref->m == es->m) {
+            listed = !(ref->flags & OL_SHARD_DELETE_MARKER);
+            obj_from_meta(ref, agree, &obj);
+        } else {
+            atomic_fetch_add(&es->st.list_slow_keys, 1);
+            int e = ol_eset_stat(es, bucket, mg.key, mg.klen, NULL, &obj);
+            listed = e == 0;
+            if (e == -OL_EQUORUM)
+                atomic_fetch_add(&es->st.list_skipped, 1);
+            else if (e < 0 && e != -OL_ENOKEY) {
+                rc = e;
+                break;
+            }
+        }
+        if (!listed)
+            continue;
+        count++;
+        if (fn(ctx, mg.key, mg.klen, &obj))
+            break;
+    }
+    merge_close(&mg);
+    return rc < 0 ? rc : (int)count;
+}
+
+struct bucket_names {
+    char (*name)[OL_DRIVE_MAX_BUCKET + 1];
+    size_t n, cap;
+    int err;
+};
+
+static int add_bucket(void *ctx, const char *bucket)
+{
+    struct bucket_names *b = ctx;
+    for (size_t i = 0; i < b->n; i++)
+        if (strcmp(b->name[i], bucket) == 0)
+            return 0;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        if (cap > ESET_MAX_BUCKETS) {
+            b->err = -E2BIG;
+            return 1;
+        }
+        void *nb = realloc(b->name, cap * sizeof(*b->name));
+        if (!nb) {
+            b->err = -ENOMEM;
+            return 1;
+        }
+        b->name = nb;
+        b->cap = cap;
+    }
+    strncpy(b->name[b->n], bucket, OL_DRIVE_MAX_BUCKET);
+    b->name[b->n][OL_DRIVE_MAX_BUCKET] = '\0';
+    b->n++;
+    return 0;
+}
+
+int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st)
+{
+    struct bucket_names b = {0};
+    int rc = 0;
+    for (unsigned s = 0; s < es->n && b.err == 0; s++)
+        (void)es->drive[s].ops->list_buckets(es->drive[s].d, add_bucket, &b);
+    if (b.err < 0) {
+        rc = b.err;
+        goto out;
+    }
+    for (size_t i = 0; i < b.n && rc == 0; i++) {
+        struct merge mg;
+        rc = merge_open(&mg, es, b.name[i], "", 0);
+        if (rc < 0)
+            break;
+        const struct ol_drive_entry *ent[OL_EC_MAX_UNITS];
+        uint32_t slots;
+        /* Every key of any drive, readable or not: leftovers need healing
+         * too.  Healing changes the drives behind the merge, which is fine:
+         * each drive's listing resumes after the last key it gave. */
+        int n;
+        while ((n = merge_next(&mg, &slots, ent)) == 1) {
+            int e = ol_eset_heal_object(es, b.name[i], mg.key, mg.klen, st);
+            if (e < 0 && e != -OL_ENOKEY && e != -OL_EQUORUM) {
+                rc = e;
+                break;
+            }
+        }
+        if (n < 0 && rc == 0)
+            rc = n;
+        merge_close(&mg);
+    }
+out:
+    free(b.name);
+    return rc;
+}

@@ -1,0 +1,200 @@
+/* The erasure set: objects striped with Reed-Solomon over k+m drives.
+ *
+ * An erasure set stores each object version as k+m shards (ec/stripe.h), one
+ * per drive of the set, through the drive interface (ec/drive.h).  Shard i of
+ * an object goes to drive slot (i + r) % (k+m), r being the object's rotation
+ * from ec/placement.h (deployment id, "bucket/key").  docs/EC.md, section 5,
+ * is the design; this header is the contract.
+ *
+ * Versions.  Every PUT and DELETE writes a new version with a fresh version id
+ * from the node's hybrid logical clock (core/hlc.h); version ids order
+ * versions.  A version is *readable* when at least k drives hold a committed
+ * shard of it whose metadata agree (the same vid, geometry, rotation, size,
+ * etag, and the shard index that the drive's slot implies).  Reads take the
+ * newest readable version: a newer version that reached fewer than k drives
+ * (a failed PUT, or one still in flight) never hides an older readable one,
+ * and every byte of one read comes from one version.  The drives' COMPLETE
+ * flag (phase 2) is not needed for a version to be read: a PUT acknowledged
+ * with k+1 shards must stay readable even if the drives that would have marked
+ * it complete fail right after.  COMPLETE only lets drives free older
+ * versions.
+ *
+ * PUT.  put_begin / put_write / put_commit stream an object of any size: the
+ * set buffers one stripe (k units) at a time, encodes its m parity units and
+ * writes unit i to shard i's drive.  put_commit commits the shard on every
+ * drive still writing; the PUT succeeds when k+1 drives committed (all k when
+ * m = 0), and the shards are then marked COMPLETE, which frees older
+ * versions.  With fewer, the written shards are deleted (best effort) and
+ * -OL_EQUORUM is returned: the previous version stays readable.  (As in every
+ * quorum store, a failed PUT whose rollback also failed on a drive that held
+ * one of exactly k shards may still become readable; S3 leaves the outcome
+ * of a failed request undefined.)  A drive that fails during a PUT is dropped
+ * from that PUT only.  Concurrent PUTs of one key need no lock: the newest
+ * version id that reaches k drives wins.
+ *
+ * DELETE writes a delete marker version (no bytes) with the PUT quorum; a
+ * marker that wins hides the key.  Healing removes a marker once all k+m
+ * drives hold it and nothing else of the key.
+ *
+ * GET.  ol_eset_stat resolves the version (one metadata call per drive, no
+ * data I/O); ol_eset_read reads a byte range of it.  A healthy read reads only
+ * the data shards the range touches, each one contiguous span.  A data shard
+ * that is missing, corrupt (-OL_ECORRUPT) or failing is rebuilt: the same
+ * span is read from other shards (data first, then parity) until k are at
+ * hand and only the lost data units are reconstructed.  Pass the vid that
+ * ol_eset_stat returned to read one version in several calls: the reads then
+ * fail rather than switch to another version.
+ *
+ * Healing.  ol_eset_heal_object checks every shard of the newest readable
+ * version of a key (every byte read: the drives verify their checksums),
+ * rebuilds the missing and corrupt shards on the drives that answer, marks
+ * the version COMPLETE everywhere, removes older versions and newer versions
+ * that stayed below k drives for longer than `incomplete_grace_ms`.
+ * ol_eset_heal_all does so for every key of every bucket found on any drive.
+ * With heal_on_read, a read that met a missing or corrupt shard (or learned
+ * from the metadata that a drive lacks the version) heals the object before
+ * returning; drives that did not answer at all are left alone.
+ *
+ * LIST.  ol_eset_list merges the drives' sorted listings and lists a key iff a
+ * read would find it now (its newest readable version is not a delete marker).
+ * When all drives that list a key report the same newest version, on at least
+ * k of them, and fewer than k drives failed to answer, that version is the
+ * read's answer without further calls (no newer version can be readable: it
+ * would need k drives, and every drive that answered shows nothing newer).
+ * Otherwise (a wiped, stale or offline drive, a PUT in flight, a failed one)
+ * the key is resolved as ol_eset_stat does.  A key that exists is missing
+ * from at most m drives' listings, so the listing needs at least max(k, m+1)
+ * drives answering, else -OL_EQUORUM.  Keys whose newest version is not
+ * readable now (fewer than k drives) are skipped, as a read would fail.
+ *
+ * Calls and threads.  The drives are called one after another from the
+ * calling thread (the server's version will fan out from a fiber and gather);
+ * every call may be made from any number of threads at once.  The codec's
+ * decode cache is shared behind a mutex (thread-per-core will give each core
+ * its own codec).  Memory per call: one stripe (k+m units) per PUT, the
+ * requested spans per read, k+m chunks of up to 256 KiB per heal.
+ *
+ * Errors: 0 or a negative errno / -OL_E*: -OL_ENOKEY (no such key, or a
+ * delete marker), -OL_EQUORUM (fewer than the needed drives answered or hold
+ * the data: retry later), -EINVAL, -ENOMEM, -EAGAIN (drives hold too many
+ * incomplete versions of the key).
+ */
+#ifndef OL_EC_ESET_H
+#define OL_EC_ESET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/hlc.h"
+#include "ec/drive.h"
+
+struct ol_eset;
+struct ol_eset_put;
+
+struct ol_eset_cfg {
+    unsigned k, m;                   /* ol_ec_check_geometry */
+    uint32_t unit_bytes;             /* stripe unit (default 1 MiB) */
+    const struct ol_drive *drives;   /* k+m drives in slot order; copied */
+    struct ol_hlc *hlc;              /* borrowed: must outlive the set */
+    uint8_t deployment_id[16];       /* the placement key */
+    bool heal_on_read;               /* default true */
+    uint64_t incomplete_grace_ms;    /* default 3600000 (one hour) */
+};
+/* Fills the defaults; the caller sets k, m, drives, hlc, deployment_id. */
+void ol_eset_cfg_default(struct ol_eset_cfg *cfg);
+
+int ol_eset_create(const struct ol_eset_cfg *cfg, struct ol_eset **out);
+void ol_eset_destroy(struct ol_eset *es);
+void ol_eset_set_heal_on_read(struct ol_eset *es, bool on);
+
+/* What a read or a listing learns about a version. */
+struct ol_eset_obj {
+    struct ol_version_id vid;
+    uint64_t size;
+    int64_t mtime_ns;
+    char etag[64];
+    unsigned shards;   /* drives holding a shard of it by their metadata (>= k) */
+};
+
+/* ---- PUT ---- */
+
+/* Begins a PUT of bucket/key (bucket: 1..63 bytes; key 1..OL_DRIVE_MAX_KEY
+ * bytes).  -OL_EQUORUM when fewer than the write quorum of drives accept the
+ * shard writers. */
+int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      struct ol_eset_put **out);
+/* Appends object bytes; encodes and writes each stripe as it fills.
+ * -OL_EQUORUM once too many drives failed (the PUT is then doomed; commit or
+ * abort it). */
+int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len);
+/* Writes the last stripe, commits (quorum), marks complete.  etag is stored
+ * as given (the S3 layer computes it).  out (may be NULL) gets the version.
+ * Consumes p, whatever the result. */
+int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
+                       struct ol_eset_obj *out);
+/* Drops a PUT and deletes what it wrote (best effort).  Consumes p. */
+void ol_eset_put_abort(struct ol_eset_put *p);
+/* begin + write + commit in one call. */
+int ol_eset_put(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                const void *buf, size_t len, const char *etag, struct ol_eset_obj *out);
+
+/* ---- GET / HEAD ---- */
+
+/* Resolves the newest readable version (vid == NULL) or the given one. */
+int ol_eset_stat(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                 const struct ol_version_id *vid, struct ol_eset_obj *out);
+/* Reads object bytes [off, off + len) of the newest readable version (vid ==
+ * NULL) or of the given one into buf.  -EINVAL when the range exceeds the
+ * version's size.  out (may be NULL) gets the version read. */
+int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                 const struct ol_version_id *vid, uint64_t off, size_t len, void *buf,
+                 struct ol_eset_obj *out);
+
+/* ---- DELETE ---- */
+
+/* Deletes bucket/key: 0 also when it did not exist. */
+int ol_eset_delete(struct ol_eset *es, const char *bucket, const char *key, size_t klen);
+
+/* ---- LIST ---- */
+
+/* Calls fn for up to max keys of the bucket after (after, alen) (alen = 0:
+ * from the first key), in byte order; fn returns non-zero to stop.  The key
+ * and obj are valid during the call.  Returns the number of keys passed to fn. */
+int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                 unsigned max,
+                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
+                 void *ctx);
+
+/* ---- healing ---- */
+
+struct ol_eset_heal_stats {
+    uint64_t objects;            /* keys examined */
+    uint64_t shards_rebuilt;     /* shards written back (missing or corrupt) */
+    uint64_t corrupt;            /* shards found corrupt among them */
+    uint64_t marked_complete;    /* mark_complete calls that finished phase 2 */
+    uint64_t versions_removed;   /* stale shard versions deleted, markers included */
+    uint64_t unrecoverable;      /* keys with a version on drives but none readable */
+};
+/* Heals one key; adds to *st (which the caller zeroes).  0, -OL_ENOKEY (no
+ * readable version: leftovers older than the grace were removed when every
+ * drive answered), -OL_EQUORUM. */
+int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        struct ol_eset_heal_stats *st);
+/* Heals every key of every bucket any drive knows; adds to *st.  0, or the
+ * first error other than -OL_ENOKEY / -OL_EQUORUM of one key (those are
+ * counted and the walk goes on). */
+int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st);
+
+struct ol_eset_stats {
+    uint64_t reads;              /* ol_eset_read calls that returned bytes */
+    uint64_t degraded_reads;     /* ... that had to reconstruct */
+    uint64_t heals_on_read;      /* objects healed by reads */
+    uint64_t shards_healed_on_read;
+    uint64_t puts, puts_failed;
+    uint64_t list_slow_keys;     /* keys a listing had to resolve with version calls */
+    uint64_t list_skipped;       /* keys a listing skipped as unreadable now */
+};
+void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out);
+
+#endif

@@ -1,0 +1,570 @@
+/* The in-memory drive: see memdrive.h. */
+#include "ec/memdrive.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/crc.h"
+#include "core/err.h"
+#include "core/log.h"
+
+struct md_version {
+    struct ol_shard_meta sm;
+    uint8_t *data;
+    uint64_t len;
+    uint32_t *crc;      /* one per OL_MEMDRIVE_BLOCK_BYTES block */
+};
+
+struct md_obj {
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    uint32_t klen;
+    char key[OL_DRIVE_MAX_KEY];
+    unsigned nver;
+    struct md_version ver[OL_MEMDRIVE_MAX_VERSIONS];   /* newest first */
+};
+
+struct ol_memdrive {
+    pthread_mutex_t mu;
+    struct md_obj **objs;   /* sorted by (bucket, key) */
+    size_t nobjs, cap;
+    bool offline;
+    uint64_t fail_in;       /* mutating calls until the injected failure; 0: none */
+    unsigned latency_us;
+    struct ol_memdrive_stats st;
+};
+
+struct md_writer {
+    struct ol_memdrive *md;
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    uint32_t klen;
+    char key[OL_DRIVE_MAX_KEY];
+    struct ol_version_id vid;
+    uint8_t *buf;
+    size_t len, cap;
+};
+
+static int key_cmp(const char *b1, const char *k1, size_t l1, const char *b2, const char *k2,
+                   size_t l2)
+{
+    int c = strcmp(b1, b2);
+    if (c)
+        return c;
+    c = memcmp(k1, k2, l1 < l2 ? l1 : l2);
+    if (c)
+        return c;
+    return l1 < l2 ? -1 : l1 > l2;
+}
+
+/* Index of the first object >= (bucket, key). */
+static size_t lower_bound(struct ol_memdrive *md, const char *bucket, const char *key,
+                          size_t klen)
+{
+    size_t lo = 0, hi = md->nobjs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        struct md_obj *o = md->objs[mid];
+        if (key_cmp(o->bucket, o->key, o->klen, bucket, key, klen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static struct md_obj *find_obj(struct ol_memdrive *md, const char *bucket, const char *key,
+                               size_t klen, size_t *pos)
+{
+    size_t i = lower_bound(md, bucket, key, klen);
+    if (pos)
+        *pos = i;
+    if (i < md->nobjs &&
+        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, key,
+                klen) == 0)
+        return md->objs[i];
+    return NULL;
+}
+
+static int find_ver(const struct md_obj *o, const struct ol_version_id *vid)
+{
+    for (unsigned i = 0; i < o->nver; i++)
+        if (ol_version_id_cmp(&o->ver[i].sm.vid, vid) == 0)
+            return (int)i;
+    return -1;
+}
+
+static void free_ver(struct md_version *v)
+{
+    free(v->data);
+    free(v->crc);
+    memset(v, 0, sizeof(*v));
+}
+
+/* Removes version i of o (freeing it) and o itself when it held no other. */
+static void remove_ver(struct ol_memdrive *md, struct md_obj *o, unsigned i)
+{
+    OL_ASSERT(i < o->nver);
+    free_ver(&o->ver[i]);
+    memmove(&o->ver[i], &o->ver[i + 1], (o->nver - i - 1) * sizeof(o->ver[0]));
+    o->nver--;
+    if (o->nver > 0)
+        return;
+    size_t pos;
+    struct md_obj *found = find_obj(md, o->bucket, o->key, o->klen, &pos);
+    OL_ASSERT(found == o);
+    memmove(&md->objs[pos], &md->objs[pos + 1], (md->nobjs - pos - 1) * sizeof(md->objs[0]));
+    md->nobjs--;
+    free(o);
+}
+
+static bool valid_name(const char *bucket, size_t klen)
+{
+    return bucket && strlen(bucket) <= OL_DRIVE_MAX_BUCKET && klen >= 1 &&
+           klen <= OL_DRIVE_MAX_KEY;
+}
+
+/* Common entry of every call: the latency knob and the offline knob.  Takes
+ * the lock on success. */
+static int enter(struct ol_memdrive *md, bool mutating)
+{
+    pthread_mutex_lock(&md->mu);
+    unsigned us = md->latency_us;
+    pthread_mutex_unlock(&md->mu);
+    if (us) {
+        struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&md->mu);
+    bool fail = md->offline;
+    if (mutating && md->fail_in > 0 && --md->fail_in == 0)
+        fail = true;
+    if (fail) {
+        md->st.failed++;
+        pthread_mutex_unlock(&md->mu);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int md_shard_begin(void *d, const char *bucket, const char *key, size_t klen,
+                          const struct ol_version_id *vid, void **w)
+{
+    struct ol_memdrive *md = d;
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    int rc = enter(md, true);
+    if (rc < 0)
+        return rc;
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    unsigned incomplete = 0;
+    for (unsigned i = 0; o && i < o->nver; i++)
+        incomplete += !(o->ver[i].sm.flags & OL_SHARD_COMPLETE);
+    pthread_mutex_unlock(&md->mu);
+    if (incomplete >= OL_MEMDRIVE_MAX_INCOMPLETE)
+        return -EAGAIN;
+    struct md_writer *wr = calloc(1, sizeof(*wr));
+    if (!wr)
+        return -ENOMEM;
+    wr->md = md;
+    strcpy(wr->bucket, bucket);
+    memcpy(wr->key, key, klen);
+    wr->klen = (uint32_t)klen;
+    wr->vid = *vid;
+    *w = wr;
+    return 0;
+}
+
+static int md_shard_write(void *w, const void *buf, size_t len)
+{
+    struct md_writer *wr = w;
+    int rc = enter(wr->md, true);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&wr->md->mu);
+    if (wr->len + len > wr->cap) {
+        size_t cap = wr->cap ? wr->cap : 4096;
+        while (cap < wr->len + len)
+            cap *= 2;
+        uint8_t *nb = realloc(wr->buf, cap);
+        if (!nb)
+            return -ENOMEM;
+        wr->buf = nb;
+        wr->cap = cap;
+    }
+    if (len)
+        memcpy(wr->buf + wr->len, buf, len);
+    wr->len += len;
+    return 0;
+}
+
+static void md_shard_abort(void *w)
+{
+    struct md_writer *wr = w;
+    free(wr->buf);
+    free(wr);
+}
+
+static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
+{
+    struct md_writer *wr = w;
+    struct ol_memdrive *md = wr->md;
+    uint32_t *crc = NULL;
+    int rc = 0;
+    if (ol_version_id_cmp(&sm->vid, &wr->vid) != 0) {
+        rc = -EINVAL;
+        goto out;
+    }
+    /* The block CRCs are computed before taking the lock; the store computes
+     * them as the bytes arrive. */
+    size_t nblocks = (wr->len + OL_MEMDRIVE_BLOCK_BYTES - 1) / OL_MEMDRIVE_BLOCK_BYTES;
+    crc = malloc((nblocks ? nblocks : 1) * sizeof(*crc));
+    if (!crc) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t b = 0; b < nblocks; b++) {
+        size_t off = b * OL_MEMDRIVE_BLOCK_BYTES;
+        size_t n = wr->len - off < OL_MEMDRIVE_BLOCK_BYTES ? wr->len - off
+                                                             : OL_MEMDRIVE_BLOCK_BYTES;
+        crc[b] = ol_crc32c(wr->buf + off, n);
+    }
+    rc = enter(md, true);
+    if (rc < 0)
+        goto out;
+    size_t pos;
+    struct md_obj *o = find_obj(md, wr->bucket, wr->key, wr->klen, &pos);
+    for (unsigned i = 0; o && i < o->nver; i++) {
+        if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
+            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0) {
+            rc = OL_DRIVE_SUPERSEDED;
+            goto unlock;
+        }
+    }
+    if (!o) {
+        if (md->nobjs == md->cap) {
+            size_t ncap = md->cap ? md->cap * 2 : 64;
+            struct md_obj **no = realloc(md->objs, ncap * sizeof(*no));
+            if (!no) {
+                rc = -ENOMEM;
+                goto unlock;
+            }
+            md->objs = no;
+            md->cap = ncap;
+        }
+        o = calloc(1, sizeof(*o));
+        if (!o) {
+            rc = -ENOMEM;
+            goto unlock;
+        }
+        strcpy(o->bucket, wr->bucket);
+        memcpy(o->key, wr->key, wr->klen);
+        o->klen = wr->klen;
+        memmove(&md->objs[pos + 1], &md->objs[pos], (md->nobjs - pos) * sizeof(md->objs[0]));
+        md->objs[pos] = o;
+        md->nobjs++;
+    }
+    struct md_version *v;
+    int at = find_ver(o, &sm->vid);
+    uint8_t keep_flags = 0;
+    if (at >= 0) {
+        /* A rewrite of the same version (heal): same object, new bytes. */
+        v = &o->ver[at];
+        keep_flags = v->sm.flags & OL_SHARD_COMPLETE;
+        free_ver(v);
+    } else {
+        if (o->nver == OL_MEMDRIVE_MAX_VERSIONS) {
+            rc = -EAGAIN;
+            goto unlock;
+        }
+        unsigned i = 0;
+        while (i < o->nver && ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0)
+            i++;
+        memmove(&o->ver[i + 1], &o->ver[i], (o->nver - i) * sizeof(o->ver[0]));
+        o->nver++;
+        v = &o->ver[i];
+        memset(v, 0, sizeof(*v));
+    }
+    v->sm = *sm;
+    v->sm.flags = (uint8_t)((sm->flags & ~OL_SHARD_COMPLETE) | keep_flags);
+    v->data = wr->buf;
+    v->len = wr->len;
+    v->crc = crc;
+    wr->buf = NULL;
+    crc = NULL;
+    md->st.commits++;
+unlock:
+    pthread_mutex_unlock(&md->mu);
+out:
+    free(crc);
+    md_shard_abort(wr);
+    return rc;
+}
+
+static int md_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
+                            const struct ol_version_id *vid)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, true);
+    if (rc < 0)
+        return rc;
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? find_ver(o, vid) : -1;
+    if (at < 0) {
+        rc = -OL_ENOKEY;
+        for (unsigned i = 0; o && i < o->nver; i++)
+            if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
+                ol_version_id_cmp(&o->ver[i].sm.vid, vid) > 0)
+                rc = 0;
+        goto out;
+    }
+    o->ver[at].sm.flags |= OL_SHARD_COMPLETE;
+    /* Free the older versions, oldest first: o stays alive since version
+     * `at` remains. */
+    for (unsigned n = 0; n < OL_MEMDRIVE_MAX_VERSIONS && o->nver > (unsigned)at + 1; n++)
+        remove_ver(md, o, o->nver - 1);
+out:
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+static int md_versions(void *d, const char *bucket, const char *key, size_t klen,
+                       struct ol_shard_meta *out, unsigned cap)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    unsigned n = 0;
+    for (; o && n < o->nver && n < cap; n++)
+        out[n] = o->ver[n].sm;
+    pthread_mutex_unlock(&md->mu);
+    return (int)n;
+}
+
+static int md_read_shard(void *d, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, uint64_t off, size_t len, void *buf)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    md->st.reads++;
+    md->st.read_bytes += len;
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? find_ver(o, vid) : -1;
+    if (at < 0) {
+        rc = -OL_ENOKEY;
+        goto out;
+    }
+    const struct md_version *v = &o->ver[at];
+    if (off > v->len || len > v->len - off) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (len == 0)
+        goto out;
+    /* Verify every block the read touches, as the store does. */
+    for (uint64_t b = off / OL_MEMDRIVE_BLOCK_BYTES; b <= (off + len - 1) / OL_MEMDRIVE_BLOCK_BYTES;
+         b++) {
+        uint64_t boff = b * OL_MEMDRIVE_BLOCK_BYTES;
+        uint64_t n = v->len - boff < OL_MEMDRIVE_BLOCK_BYTES ? v->len - boff
+                                                               : OL_MEMDRIVE_BLOCK_BYTES;
+        if (ol_crc32c(v->data + boff, n) != v->crc[b]) {
+            rc = -OL_ECORRUPT;
+            goto out;
+        }
+    }
+    memcpy(buf, v->data + off, len);
+out:
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+static int md_delete_version(void *d, const char *bucket, const char *key, size_t klen,
+                             const struct ol_version_id *vid)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, true);
+    if (rc < 0)
+        return rc;
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? find_ver(o, vid) : -1;
+    if (at >= 0)
+        remove_ver(md, o, (unsigned)at);
+    pthread_mutex_unlock(&md->mu);
+    return 0;
+}
+
+static int md_list_keys(void *d, const char *bucket, const char *after, size_t alen,
+                        struct ol_drive_entry *out, unsigned cap)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    size_t i = lower_bound(md, bucket, after, alen);
+    if (alen > 0 && i < md->nobjs &&
+        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, after,
+                alen) == 0)
+        i++;
+    unsigned n = 0;
+    for (; i < md->nobjs && n < cap && strcmp(md->objs[i]->bucket, bucket) == 0; i++, n++) {
+        const struct md_obj *o = md->objs[i];
+        out[n].key_len = o->klen;
+        memcpy(out[n].key, o->key, o->klen);
+        out[n].newest = o->ver[0].sm;
+    }
+    pthread_mutex_unlock(&md->mu);
+    return (int)n;
+}
+
+static int md_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct ol_memdrive *md = d;
+    char(*names)[OL_DRIVE_MAX_BUCKET + 1] = NULL;
+    size_t n = 0;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    /* Copy the names out so that fn runs without the drive's lock. */
+    names = malloc((md->nobjs ? md->nobjs : 1) * sizeof(*names));
+    if (!names) {
+        pthread_mutex_unlock(&md->mu);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < md->nobjs; i++)
+        if (n == 0 || strcmp(names[n - 1], md->objs[i]->bucket) != 0)
+            strcpy(names[n++], md->objs[i]->bucket);
+    pthread_mutex_unlock(&md->mu);
+    for (size_t i = 0; i < n; i++)
+        if (fn(ctx, names[i]))
+            break;
+    free(names);
+    return 0;
+}
+
+const struct ol_drive_ops ol_memdrive_ops = {
+    .shard_begin = md_shard_begin,
+    .shard_write = md_shard_write,
+    .shard_commit = md_shard_commit,
+    .shard_abort = md_shard_abort,
+    .mark_complete = md_mark_complete,
+    .versions = md_versions,
+    .read_shard = md_read_shard,
+    .delete_version = md_delete_version,
+    .list_keys = md_list_keys,
+    .list_buckets = md_list_buckets,
+};
+
+int ol_memdrive_create(struct ol_memdrive **out)
+{
+    struct ol_memdrive *md = calloc(1, sizeof(*md));
+    if (!md)
+        return -ENOMEM;
+    pthread_mutex_init(&md->mu, NULL);
+    *out = md;
+    return 0;
+}
+
+static void wipe_locked(struct ol_memdrive *md)
+{
+    for (size_t i = 0; i < md->nobjs; i++) {
+        for (unsigned v = 0; v < md->objs[i]->nver; v++)
+            free_ver(&md->objs[i]->ver[v]);
+        free(md->objs[i]);
+    }
+    free(md->objs);
+    md->objs = NULL;
+    md->nobjs = md->cap = 0;
+}
+
+void ol_memdrive_destroy(struct ol_memdrive *md)
+{
+    if (!md)
+        return;
+    wipe_locked(md);
+    pthread_mutex_destroy(&md->mu);
+    free(md);
+}
+
+struct ol_drive ol_memdrive_drive(struct ol_memdrive *md)
+{
+    return (struct ol_drive){.ops = &ol_memdrive_ops, .d = md};
+}
+
+void ol_memdrive_set_offline(struct ol_memdrive *md, bool offline)
+{
+    pthread_mutex_lock(&md->mu);
+    md->offline = offline;
+    pthread_mutex_unlock(&md->mu);
+}
+
+void ol_memdrive_fail_nth(struct ol_memdrive *md, uint64_t n)
+{
+    pthread_mutex_lock(&md->mu);
+    md->fail_in = n;
+    pthread_mutex_unlock(&md->mu);
+}
+
+void ol_memdrive_set_latency_us(struct ol_memdrive *md, unsigned us)
+{
+    pthread_mutex_lock(&md->mu);
+    md->latency_us = us;
+    pthread_mutex_unlock(&md->mu);
+}
+
+void ol_memdrive_wipe(struct ol_memdrive *md)
+{
+    pthread_mutex_lock(&md->mu);
+    wipe_locked(md);
+    pthread_mutex_unlock(&md->mu);
+}
+
+int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key,
+                        size_t klen, const struct ol_version_id *vid, uint64_t off)
+{
+    int rc = 0;
+    pthread_mutex_lock(&md->mu);
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? (vid ? find_ver(o, vid) : 0) : -1;
+    if (at < 0) {
+        rc = -OL_ENOKEY;
+        goto out;
+    }
+    if (off >= o->ver[at].len) {
+        rc = -EINVAL;
+        goto out;
+    }
+    o->ver[at].data[off] ^= 0x5a;
+out:
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+void ol_memdrive_stats(struct ol_memdrive *md, struct ol_memdrive_stats *out)
+{
+    pthread_mutex_lock(&md->mu);
+    *out = md->st;
+    pthread_mutex_unlock(&md->mu);
+}
+
+void ol_memdrive_stats_reset(struct ol_memdrive *md)
+{
+    pthread_mutex_lock(&md->mu);
+    memset(&md->st, 0, sizeof(md->st));
+    pthread_mutex_unlock(&md->mu);
+}
+
+void ol_memdrive_count(struct ol_memdrive *md, uint64_t *keys, uint64_t *versions)
+{
+    pthread_mutex_lock(&md->mu);
+    uint64_t nv = 0;
+    for (size_t i = 0; i < md->nobjs; i++)
+        nv += md->objs[i]->nver;
+    *keys = md->nobjs;
+    *versions = nv;
+    pthread_mutex_unlock(&md->mu);
+}

@@ -1,0 +1,53 @@
+/* Object-level helpers shared by the object and multipart handlers
+ * (object.c): receiving a body with its checksums, and write preconditions.
+ */
+#ifndef OL_S3_OBJECT_H
+#define OL_S3_OBJECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "s3/checksum.h"
+#include "s3/s3.h"
+
+struct ol_store_cond;
+
+/* The additional checksum of one request body (PutObject, UploadPart). */
+struct ol_s3_body_ck {
+    enum ol_ck_algo algo;       /* computed while streaming; OL_CK_NONE: none */
+    bool from_trailer;          /* the expected value arrives in the aws-chunked trailer */
+    bool have_expected;         /* a header gave the expected value */
+    uint8_t expected[OL_CK_MAX_BYTES];
+    uint8_t got[OL_CK_MAX_BYTES];  /* the computed digest, after a successful receive */
+    char b64[OL_CK_B64_MAX];       /* the same, base64 */
+    /* Why a parse or a receive failed (static strings), for ol_s3_receive_fail. */
+    enum ol_s3_code err_code;
+    const char *err_msg;
+};
+
+/* Reads the checksum headers (x-amz-checksum-*, x-amz-sdk-checksum-algorithm,
+ * x-amz-trailer, Content-MD5's form).  `required` is the upload's algorithm
+ * for UploadPart (OL_CK_NONE otherwise): it is computed even when the request
+ * names none.  0, or -OL_EBADREQUEST with ck->err_code/err_msg set. */
+int ol_s3_body_ck_parse(struct ol_s3_req *r, enum ol_ck_algo required, struct ol_s3_body_ck *ck);
+
+/* ol_s3_receive_body, also computing and checking ck's checksum (ck from
+ * ol_s3_body_ck_parse; NULL for none). */
+int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
+                          struct ol_s3_body_ck *ck);
+
+/* Sends the error for a failed ol_s3_body_ck_parse or ol_s3_receive_body_ck
+ * (closing the connection when the body was left unread). */
+int ol_s3_receive_fail(struct ol_s3_req *r, int rc, const struct ol_s3_body_ck *ck);
+
+/* Reads If-Match / If-None-Match of a write (PutObject,
+ * CompleteMultipartUpload) into cond; etag_buf holds the If-Match value.
+ * Returns 1 when there is a precondition, 0 when none, or sends the error
+ * (NotImplemented for forms S3 does not support on writes) and returns -1. */
+int ol_s3_write_cond(struct ol_s3_req *r, struct ol_store_cond *cond, char etag_buf[64]);
+
+/* Sends the error for a write whose precondition failed: 412, or 404 when
+ * If-Match named an object that does not exist (as S3 answers). */
+int ol_s3_write_cond_fail(struct ol_s3_req *r, const struct ol_store_cond *cond);
+
+#endif

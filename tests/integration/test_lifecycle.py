@@ -1,0 +1,207 @@
+"""Bucket lifecycle: Put/Get/DeleteBucketLifecycleConfiguration, validation,
+and the worker that expires objects and aborts multipart uploads.
+
+The module's server uses 1-second lifecycle "days" and a 300 ms pass
+interval, so expiry shows within a few seconds."""
+
+import datetime
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+import helpers as h
+
+SERVER_CONFIG = {"lifecycle_day_sec": "1", "lifecycle_interval_ms": "300"}
+
+
+def wait_for(cond, timeout=15.0, step=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return cond()
+
+
+def keys(s3, bucket):
+    return sorted(o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+
+def test_put_get_delete(s3, bucket):
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=bucket)
+    assert h.error_code(e.value) == "NoSuchLifecycleConfiguration"
+    assert h.http_status(e.value) == 404
+
+    rules = [
+        {"ID": "logs", "Filter": {"Prefix": "logs/"}, "Status": "Enabled",
+         "Expiration": {"Days": 30}},
+        {"ID": "mpu", "Filter": {"Prefix": ""}, "Status": "Enabled",
+         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+        {"ID": "dated", "Filter": {"And": {"Prefix": "tmp/"}}, "Status": "Disabled",
+         "Expiration": {"Date": datetime.datetime(2031, 1, 1, tzinfo=datetime.timezone.utc)},
+         "NoncurrentVersionExpiration": {"NoncurrentDays": 3}},
+    ]
+    r = s3.put_bucket_lifecycle_configuration(Bucket=bucket,
+                                              LifecycleConfiguration={"Rules": rules})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [g["ID"] for g in got] == ["logs", "mpu", "dated"]
+    assert got[0]["Filter"] == {"Prefix": "logs/"}
+    assert got[0]["Expiration"] == {"Days": 30}
+    assert got[0]["Status"] == "Enabled"
+    assert got[1]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    assert got[2]["Status"] == "Disabled"
+    assert got[2]["Filter"]["And"]["Prefix"] == "tmp/"
+    assert got[2]["Expiration"]["Date"] == datetime.datetime(2031, 1, 1,
+                                                             tzinfo=datetime.timezone.utc)
+    assert got[2]["NoncurrentVersionExpiration"]["NoncurrentDays"] == 3
+
+    d = s3.delete_bucket_lifecycle(Bucket=bucket)
+    assert d["ResponseMetadata"]["HTTPStatusCode"] == 204
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=bucket)
+    assert h.error_code(e.value) == "NoSuchLifecycleConfiguration"
+
+
+def rule(**kw):
+    r = {"ID": "r", "Filter": {"Prefix": ""}, "Status": "Enabled"}
+    r.update(kw)
+    return r
+
+
+@pytest.mark.parametrize("rules, code", [
+    ([rule(Expiration={"Days": 0})], "InvalidArgument"),
+    ([rule(Expiration={"Date": datetime.datetime(2031, 1, 1, 12, 0,
+                                                 tzinfo=datetime.timezone.utc)})],
+     "InvalidArgument"),
+    ([rule()], "InvalidArgument"),  # no action
+    ([rule(Expiration={"Days": 1}), rule(Expiration={"Days": 2})], "InvalidArgument"),  # same ID
+    ([rule(ID="x" * 256, Expiration={"Days": 1})], "InvalidArgument"),
+    ([rule(AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})], "InvalidArgument"),
+    ([rule(Expiration={"Days": 1}, Filter={"Tag": {"Key": "a", "Value": "b"}})],
+     "NotImplemented"),
+    ([rule(Transitions=[{"Days": 1, "StorageClass": "GLACIER"}])], "NotImplemented"),
+])
+def test_invalid(s3, bucket, rules, code):
+    with pytest.raises(ClientError) as e:
+        s3.put_bucket_lifecycle_configuration(Bucket=bucket,
+                                              LifecycleConfiguration={"Rules": rules})
+    assert h.error_code(e.value) == code
+
+
+@pytest.mark.parametrize("doc", [
+    b"<LifecycleConfiguration><Rule><Expiration><Days>1</Days></Expiration></Rule>"
+    b"</LifecycleConfiguration>",  # no Status
+    b"<LifecycleConfiguration><Rule><Status>On</Status><Expiration><Days>1</Days>"
+    b"</Expiration></Rule></LifecycleConfiguration>",
+    b"<LifecycleConfiguration><Rule><Status>Enabled</Status><Expiration><Days>1</Days>"
+    b"<Date>2031-01-01T00:00:00Z</Date></Expiration></Rule></LifecycleConfiguration>",
+    b"<LifecycleConfiguration><Rule><Status>Enabled</Status><Unknown/><Expiration>"
+    b"<Days>1</Days></Expiration></Rule></LifecycleConfiguration>",
+    b"<LifecycleConfiguration/>",
+    b"<LifecycleConfiguration><Rule>",
+])
+def test_malformed(server, bucket, doc):
+    r = h.signed_request(server, "PUT", f"/{bucket}?lifecycle", body=doc)
+    assert r.status == 400, r
+    assert h.parse_error(r.body)["Code"] == "MalformedXML"
+
+
+def test_legacy_prefix_roundtrip(server, s3, bucket):
+    doc = (b"<LifecycleConfiguration><Rule><ID>old</ID><Prefix>a/</Prefix>"
+           b"<Status>Enabled</Status><Expiration><Days>100</Days></Expiration></Rule>"
+           b"</LifecycleConfiguration>")
+    r = h.signed_request(server, "PUT", f"/{bucket}?lifecycle", body=doc)
+    assert r.status == 200, r
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert got[0]["Prefix"] == "a/"
+
+
+def test_expiration_deletes_old_objects_under_prefix(s3, bucket):
+    for k in ("tmp/a", "tmp/b", "tmp/sub/c", "keep/a", "tmpfile"):
+        s3.put_object(Bucket=bucket, Key=k, Body=b"x")
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(ID="tmp", Filter={"Prefix": "tmp/"}, Expiration={"Days": 2}),
+        rule(ID="off", Filter={"Prefix": "keep/"}, Status="Disabled", Expiration={"Days": 1}),
+    ]})
+    # Objects younger than two "days" stay.
+    time.sleep(0.8)
+    assert keys(s3, bucket) == ["keep/a", "tmp/a", "tmp/b", "tmp/sub/c", "tmpfile"]
+    assert wait_for(lambda: keys(s3, bucket) == ["keep/a", "tmpfile"]), keys(s3, bucket)
+    # A new object under the prefix lives its two days again.
+    s3.put_object(Bucket=bucket, Key="tmp/new", Body=b"y")
+    time.sleep(0.5)
+    assert "tmp/new" in keys(s3, bucket)
+    assert wait_for(lambda: "tmp/new" not in keys(s3, bucket))
+    assert keys(s3, bucket) == ["keep/a", "tmpfile"]
+
+
+def test_expiration_by_past_date(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="old/x", Body=b"x")
+    s3.put_object(Bucket=bucket, Key="new/x", Body=b"x")
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"Prefix": "old/"},
+             Expiration={"Date": datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc)}),
+    ]})
+    assert wait_for(lambda: keys(s3, bucket) == ["new/x"]), keys(s3, bucket)
+
+
+def test_many_objects_expire_over_batches(s3, bucket):
+    """More keys than one scan batch: all of them go, over one or more passes."""
+    import concurrent.futures
+    names = [f"bulk/{i:05d}" for i in range(1200)]
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(lambda k: s3.put_object(Bucket=bucket, Key=k, Body=b""), names))
+    s3.put_object(Bucket=bucket, Key="zz-stay", Body=b"")
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"Prefix": "bulk/"}, Expiration={"Days": 1})]})
+    assert wait_for(lambda: keys(s3, bucket) == ["zz-stay"], timeout=30), len(keys(s3, bucket))
+
+
+def test_abort_incomplete_multipart(s3, bucket):
+    old = s3.create_multipart_upload(Bucket=bucket, Key="up/a")["UploadId"]
+    s3.upload_part(Bucket=bucket, Key="up/a", UploadId=old, PartNumber=1, Body=b"p" * 100)
+    other = s3.create_multipart_upload(Bucket=bucket, Key="other/b")["UploadId"]
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"Prefix": "up/"}, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 2})
+    ]})
+
+    def uploads():
+        return sorted(u["UploadId"] for u in s3.list_multipart_uploads(Bucket=bucket)
+                      .get("Uploads", []))
+
+    assert old in uploads()
+    assert wait_for(lambda: uploads() == [other]), uploads()
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket=bucket, Key="up/a", UploadId=old)
+    assert h.error_code(e.value) == "NoSuchUpload"
+    s3.abort_multipart_upload(Bucket=bucket, Key="other/b", UploadId=other)
+
+
+def test_bucket_delete_removes_config(s3):
+    name = h.unique_bucket("lcdel")
+    s3.create_bucket(Bucket=name)
+    s3.put_bucket_lifecycle_configuration(Bucket=name, LifecycleConfiguration={"Rules": [
+        rule(Expiration={"Days": 1})]})
+    s3.delete_bucket(Bucket=name)
+    s3.create_bucket(Bucket=name)
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_lifecycle_configuration(Bucket=name)
+    assert h.error_code(e.value) == "NoSuchLifecycleConfiguration"
+
+
+def test_huge_days_expire_nothing(server, s3, bucket):
+    s3.put_object(Bucket=bucket, Key="far/x", Body=b"x")
+    doc = (b"<LifecycleConfiguration><Rule><Filter><Prefix>far/</Prefix></Filter>"
+           b"<Status>Enabled</Status><Expiration><Days>999999999</Days></Expiration>"
+           b"<AbortIncompleteMultipartUpload><DaysAfterInitiation>999999999"
+           b"</DaysAfterInitiation></AbortIncompleteMultipartUpload></Rule>"
+           b"</LifecycleConfiguration>")
+    r = h.signed_request(server, "PUT", f"/{bucket}?lifecycle", body=doc)
+    assert r.status == 200, r
+    up = s3.create_multipart_upload(Bucket=bucket, Key="far/u")["UploadId"]
+    time.sleep(1.2)  # several passes
+    assert keys(s3, bucket) == ["far/x"]
+    s3.abort_multipart_upload(Bucket=bucket, Key="far/u", UploadId=up)

@@ -1,0 +1,861 @@
+/* The erasure set against in-memory drives with injected faults: wiped,
+ * offline, failing and corrupt drives; healing (on demand and on read);
+ * quorum failures that must leave the previous version readable; a newer
+ * version on fewer than k drives that must not hide the older one; concurrent
+ * PUTs of one key with a reader that must never see a mixed object; listings
+ * with wiped, stale and offline drives; a delete; a wider 8+4 set.  Every
+ * object's bytes are a function of a seed, so every read is checked byte for
+ * byte without keeping copies. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/hlc.h"
+#include "ec/codec.h"
+#include "ec/eset.h"
+#include "ec/memdrive.h"
+#include "ec/stripe.h"
+
+static int failures;
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__,   \
+                    #a, #b, a_, b_);                                                               \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static uint64_t rnd(void)
+{
+    uint64_t x = rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return rng_state = x;
+}
+
+/* The bytes of an object: a xorshift stream from its seed. */
+static void gen(uint64_t seed, uint8_t *p, size_t n)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+static struct ol_hlc hlc;
+
+struct set {
+    unsigned k, m, n;
+    struct ol_memdrive *md[OL_EC_MAX_UNITS];
+    struct ol_eset *es;
+};
+
+static void set_open(struct set *s, unsigned k, unsigned m, uint32_t unit)
+{
+    struct ol_drive drives[OL_EC_MAX_UNITS];
+    memset(s, 0, sizeof(*s));
+    s->k = k;
+    s->m = m;
+    s->n = k + m;
+    for (unsigned i = 0; i < s->n; i++) {
+        if (ol_memdrive_create(&s->md[i]) < 0)
+            abort();
+        drives[i] = ol_memdrive_drive(s->md[i]);
+    }
+    struct ol_eset_cfg cfg;
+    ol_eset_cfg_default(&cfg);
+    cfg.k = k;
+    cfg.m = m;
+    cfg.unit_bytes = unit;
+    cfg.drives = drives;
+    cfg.hlc = &hlc;
+    memcpy(cfg.deployment_id, "eset-test-deploy", 16);
+    cfg.incomplete_grace_ms = 0;
+    cfg.heal_on_read = false;
+    if (ol_eset_create(&cfg, &s->es) < 0)
+        abort();
+}
+
+static void set_close(struct set *s)
+{
+    ol_eset_destroy(s->es);
+    for (unsigned i = 0; i < s->n; i++)
+        ol_memdrive_destroy(s->md[i]);
+}
+
+struct obj {
+    char key[48];
+    size_t size;
+    uint64_t seed;
+};
+
+static int put_obj(struct set *s, const char *bucket, const struct obj *o, struct ol_eset_obj *out)
+{
+    uint8_t *buf = malloc(o->size ? o->size : 1);
+    gen(o->seed, buf, o->size);
+    /* Stream it in uneven pieces, as a socket would deliver it. */
+    struct ol_eset_put *p;
+    int rc = ol_eset_put_begin(s->es, bucket, o->key, strlen(o->key), &p);
+    if (rc < 0)
+        goto out;
+    for (size_t off = 0; off < o->size && rc == 0;) {
+        size_t n = 1 + rnd() % 200000;
+        if (n > o->size - off)
+            n = o->size - off;
+        rc = ol_eset_put_write(p, buf + off, n);
+        off += n;
+    }
+    if (rc < 0) {
+        ol_eset_put_abort(p);
+        goto out;
+    }
+    char etag[32];
+    snprintf(etag, sizeof(etag), "e%llu", (unsigned long long)o->seed);
+    rc = ol_eset_put_commit(p, etag, 1, out);
+out:
+    free(buf);
+    return rc;
+}
+
+/* 0 when the object reads back byte-identical (whole, and one random range). */
+static int check_obj(struct set *s, const char *bucket, const struct obj *o)
+{
+    struct ol_eset_obj st;
+    size_t klen = strlen(o->key);
+    int rc = ol_eset_stat(s->es, bucket, o->key, klen, NULL, &st);
+    if (rc < 0)
+        return rc;
+    if (st.size != o->size)
+        return -ERANGE;
+    uint8_t *want = malloc(o->size + 1), *got = malloc(o->size + 1);
+    gen(o->seed, want, o->size);
+    rc = ol_eset_read(s->es, bucket, o->key, klen, &st.vid, 0, o->size, got, NULL);
+    if (rc == 0 && memcmp(want, got, o->size) != 0)
+        rc = -EBADMSG;
+    if (rc == 0 && o->size > 0) {
+        uint64_t off = rnd() % o->size, len = 1 + rnd() % (o->size - off);
+        rc = ol_eset_read(s->es, bucket, o->key, klen, &st.vid, off, len, got, NULL);
+        if (rc == 0 && memcmp(want + off, got, len) != 0)
+            rc = -EBADMSG;
+    }
+    free(want);
+    free(got);
+    return rc;
+}
+
+static unsigned check_all(struct set *s, const char *bucket, const struct obj *objs, unsigned n)
+{
+    unsigned bad = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int rc = check_obj(s, bucket, &objs[i]);
+        if (rc < 0) {
+            if (bad < 5)
+                fprintf(stderr, "  %s: %s\n", objs[i].key, ol_strerror(rc));
+            bad++;
+        }
+    }
+    return bad;
+}
+
+static uint64_t shard_bytes(const struct set *s, size_t size, uint32_t unit)
+{
+    struct ol_ec_layout l;
+    ol_ec_layout_init(&l, size, unit, s->k);
+    return l.shard_bytes;
+}
+
+struct list_ctx {
+    char (*keys)[48];
+    unsigned n, cap;
+};
+static int list_cb(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj)
+{
+    struct list_ctx *c = ctx;
+    (void)obj;
+    if (c->n < c->cap && klen < 48) {
+        memcpy(c->keys[c->n], key, klen);
+        c->keys[c->n][klen] = '\0';
+    }
+    c->n++;
+    return 0;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    return strcmp(((const struct obj *)a)->key, ((const struct obj *)b)->key);
+}
+
+/* Lists the bucket in pages of `page` keys and compares with objs (sorted). */
+static void check_list(struct set *s, const char *bucket, const struct obj *objs, unsigned n,
+                       unsigned page)
+{
+    struct list_ctx c = {.keys = calloc(n + 8, 48), .cap = n + 8};
+    char after[48] = "";
+    for (unsigned round = 0; round < n + 2; round++) {
+        unsigned before = c.n;
+        int rc = ol_eset_list(s->es, bucket, after, strlen(after), page, list_cb, &c);
+        CHECK(rc >= 0);
+        if (rc <= 0 || c.n == before)
+            break;
+        strcpy(after, c.keys[c.n - 1]);
+    }
+    CHECK_EQ(c.n, n);
+    for (unsigned i = 0; i < n && i < c.n; i++)
+        if (strcmp(c.keys[i], objs[i].key) != 0) {
+            fprintf(stderr, "  list[%u] = %s, want %s\n", i, c.keys[i], objs[i].key);
+            failures++;
+            break;
+        }
+    free(c.keys);
+}
+
+/* ---- a healthy set reads only what it needs ---- */
+
+static void test_io_accounting(void)
+{
+    struct set s;
+    const uint32_t unit = 4096;
+    set_open(&s, 4, 2, unit);
+    struct obj o = {.key = "acct", .size = 10 * 4 * 4096 + 12345, .seed = 7};
+    struct ol_eset_obj info;
+    CHECK_EQ(put_obj(&s, "b", &o, &info), 0);
+    CHECK_EQ(info.shards, 6);
+    for (unsigned d = 0; d < s.n; d++)
+        ol_memdrive_stats_reset(s.md[d]);
+    CHECK_EQ(check_obj(&s, "b", &o), 0);
+    /* Which slots hold parity follows from the rotation: a shard's metadata
+     * says which unit it is. */
+    unsigned parity_reads = 0, data_reads = 0;
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_shard_meta sm;
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[d], "b", "acct", 4, &sm, 1), 1);
+        struct ol_memdrive_stats st;
+        ol_memdrive_stats(s.md[d], &st);
+        if (sm.shard >= s.k)
+            parity_reads += st.reads;
+        else
+            data_reads += st.reads;
+    }
+    CHECK_EQ(parity_reads, 0);
+    CHECK(data_reads >= 4);
+
+    /* A ranged read inside one unit touches one drive for exactly its bytes. */
+    uint8_t buf[300], want[300];
+    uint8_t *all = malloc(o.size);
+    gen(o.seed, all, o.size);
+    for (unsigned d = 0; d < s.n; d++)
+        ol_memdrive_stats_reset(s.md[d]);
+    uint64_t off = 3 * 4 * 4096 + 4096 + 100;   /* stripe 3, unit 1 */
+    CHECK_EQ(ol_eset_read(s.es, "b", "acct", 4, NULL, off, sizeof(buf), buf, NULL), 0);
+    memcpy(want, all + off, sizeof(want));
+    CHECK(memcmp(buf, want, sizeof(buf)) == 0);
+    uint64_t bytes = 0, reads = 0;
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_memdrive_stats st;
+        ol_memdrive_stats(s.md[d], &st);
+        bytes += st.read_bytes;
+        reads += st.reads;
+    }
+    CHECK_EQ(reads, 1);
+    CHECK_EQ(bytes, sizeof(buf));
+
+    /* The same range with that drive offline: rebuilt from k others, same
+     * span only. */
+    struct ol_eset_stats es0, es1;
+    ol_eset_stats(s.es, &es0);
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_memdrive_stats st;
+        ol_memdrive_stats(s.md[d], &st);
+        if (st.reads)
+            ol_memdrive_set_offline(s.md[d], true);
+        ol_memdrive_stats_reset(s.md[d]);
+    }
+    memset(buf, 0, sizeof(buf));
+    CHECK_EQ(ol_eset_read(s.es, "b", "acct", 4, NULL, off, sizeof(buf), buf, NULL), 0);
+    CHECK(memcmp(buf, want, sizeof(buf)) == 0);
+    bytes = reads = 0;
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_memdrive_stats st;
+        ol_memdrive_stats(s.md[d], &st);
+        bytes += st.read_bytes;
+        reads += st.reads;
+        ol_memdrive_set_offline(s.md[d], false);
+    }
+    CHECK_EQ(reads, 4);
+    CHECK_EQ(bytes, 4 * sizeof(buf));
+    ol_eset_stats(s.es, &es1);
+    CHECK_EQ(es1.degraded_reads - es0.degraded_reads, 1);
+
+    /* Empty and tiny objects, and ranges past the end. */
+    struct obj z = {.key = "zero", .size = 0, .seed = 1}, one = {.key = "one", .size = 1, .seed = 2};
+    CHECK_EQ(put_obj(&s, "b", &z, NULL), 0);
+    CHECK_EQ(put_obj(&s, "b", &one, NULL), 0);
+    CHECK_EQ(check_obj(&s, "b", &z), 0);
+    CHECK_EQ(check_obj(&s, "b", &one), 0);
+    CHECK_EQ(ol_eset_read(s.es, "b", "one", 3, NULL, 1, 1, buf, NULL), -EINVAL);
+    CHECK_EQ(ol_eset_read(s.es, "b", "nope", 4, NULL, 0, 0, buf, NULL), -OL_ENOKEY);
+    free(all);
+    set_close(&s);
+}
+
+/* ---- 300 objects on 4+2: wipes, heals, corruption ---- */
+
+static void test_wipe_heal_corrupt(void)
+{
+    struct set s;
+    const uint32_t unit = 64 * 1024;
+    enum { N = 300 };
+    set_open(&s, 4, 2, unit);
+    static struct obj objs[N];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(objs[i].key, sizeof(objs[i].key), "obj/%05u", (unsigned)(rnd() % 100000));
+        objs[i].seed = rnd();
+        if (i % 25 == 0)
+            objs[i].size = 1 + rnd() % (5u << 20);
+        else
+            objs[i].size = rnd() % (300 * 1024);
+    }
+    /* The edges of the layout. */
+    const size_t edges[] = {0, 1, 2, 3, 4, 5, unit - 1, unit, unit + 1, 4 * unit - 1, 4 * unit,
+                            4 * unit + 1, 5u << 20};
+    for (unsigned i = 0; i < sizeof(edges) / sizeof(edges[0]); i++)
+        objs[i + 1].size = edges[i];
+    /* Unique keys: the generator may repeat. */
+    qsort(objs, N, sizeof(objs[0]), cmp_key);
+    for (unsigned i = 1; i < N; i++)
+        if (strcmp(objs[i].key, objs[i - 1].key) <= 0)
+            snprintf(objs[i].key, sizeof(objs[i].key), "%s+%u", objs[i - 1].key, i);
+    qsort(objs, N, sizeof(objs[0]), cmp_key);
+
+    unsigned put_fail = 0;
+    for (unsigned i = 0; i < N; i++)
+        put_fail += put_obj(&s, "bkt", &objs[i], NULL) != 0;
+    CHECK_EQ(put_fail, 0);
+    CHECK_EQ(check_all(&s, "bkt", objs, N), 0);
+    check_list(&s, "bkt", objs, N, 1000);
+
+    /* Wipe two drives: every object still reads; LIST is complete. */
+    unsigned a = (unsigned)(rnd() % 6), b = (a + 1 + (unsigned)(rnd() % 5)) % 6;
+    ol_memdrive_wipe(s.md[a]);
+    ol_memdrive_wipe(s.md[b]);
+    CHECK_EQ(check_all(&s, "bkt", objs, N), 0);
+    check_list(&s, "bkt", objs, N, 37);
+
+    /* Heal: two shards per object, then nothing left to do. */
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.objects, N);
+    CHECK_EQ(hs.shards_rebuilt, 2 * N);
+    CHECK_EQ(hs.marked_complete, 2 * N);
+    CHECK_EQ(hs.unrecoverable, 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 0);
+    CHECK_EQ(hs.marked_complete, 0);
+
+    /* Wipe the two drives that were not wiped... two of them: the data now
+     * lives partly in healed shards.  Reads heal this time. */
+    unsigned other[4], no = 0;
+    for (unsigned i = 0; i < 6; i++)
+        if (i != a && i != b)
+            other[no++] = i;
+    unsigned c = other[rnd() % 2], d = other[2 + rnd() % 2];
+    CHECK(c != a && c != b && d != a && d != b && c != d);
+    ol_memdrive_wipe(s.md[c]);
+    ol_memdrive_wipe(s.md[d]);
+    ol_eset_set_heal_on_read(s.es, true);
+    struct ol_eset_stats st0, st1;
+    ol_eset_stats(s.es, &st0);
+    CHECK_EQ(check_all(&s, "bkt", objs, N), 0);
+    ol_eset_stats(s.es, &st1);
+    CHECK_EQ(st1.shards_healed_on_read - st0.shards_healed_on_read, 2 * N);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 0);
+
+    /* Corrupt one byte of the shards on two drives for 50 objects. */
+    ol_eset_set_heal_on_read(s.es, false);
+    unsigned x = (unsigned)(rnd() % 6), y = (x + 1 + (unsigned)(rnd() % 5)) % 6;
+    unsigned ncorrupt = 0;
+    for (unsigned i = 0; i < N && ncorrupt < 50; i += 5) {
+        if (objs[i].size == 0)
+            continue;
+        uint64_t sb = shard_bytes(&s, objs[i].size, unit);
+        size_t kl = strlen(objs[i].key);
+        CHECK_EQ(ol_memdrive_corrupt(s.md[x], "bkt", objs[i].key, kl, NULL, sb / 2), 0);
+        CHECK_EQ(ol_memdrive_corrupt(s.md[y], "bkt", objs[i].key, kl, NULL, sb - 1), 0);
+        ncorrupt++;
+    }
+    CHECK_EQ(ncorrupt, 50);
+    ol_eset_stats(s.es, &st0);
+    CHECK_EQ(check_all(&s, "bkt", objs, N), 0);
+    ol_eset_stats(s.es, &st1);
+    CHECK(st1.degraded_reads > st0.degraded_reads);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.corrupt, 100);
+    CHECK_EQ(hs.shards_rebuilt, 100);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.corrupt, 0);
+    CHECK_EQ(hs.shards_rebuilt, 0);
+    printf("  4+2: %u objects; wipe+heal %u shards, corrupt+heal 100 shards\n", N, 2 * N);
+
+    /* Heal on read finds the corrupt data shards it reads, and heals the
+     * parity shards of the same object while at it; heal_all gets the rest. */
+    ol_eset_set_heal_on_read(s.es, true);
+    ol_eset_stats(s.es, &st0);
+    ncorrupt = 0;
+    for (unsigned i = 1; i < N && ncorrupt < 10; i += 7) {
+        if (objs[i].size == 0)
+            continue;
+        uint64_t sb = shard_bytes(&s, objs[i].size, unit);
+        size_t kl = strlen(objs[i].key);
+        CHECK_EQ(ol_memdrive_corrupt(s.md[x], "bkt", objs[i].key, kl, NULL, 0), 0);
+        CHECK_EQ(ol_memdrive_corrupt(s.md[y], "bkt", objs[i].key, kl, NULL, sb - 1), 0);
+        CHECK_EQ(check_obj(&s, "bkt", &objs[i]), 0);
+        ncorrupt++;
+    }
+    ol_eset_stats(s.es, &st1);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK(st1.shards_healed_on_read > st0.shards_healed_on_read);
+    CHECK_EQ(st1.shards_healed_on_read - st0.shards_healed_on_read + hs.shards_rebuilt,
+             2 * ncorrupt);
+
+    /* Delete 20 objects: gone from reads and listings; heal then removes the
+     * markers themselves. */
+    static struct obj kept[N];
+    unsigned nkept = 0;
+    uint64_t keys0, vers0, keys1, vers1;
+    ol_memdrive_count(s.md[0], &keys0, &vers0);
+    for (unsigned i = 0; i < N; i++) {
+        if (i % 15 == 3) {
+            CHECK_EQ(ol_eset_delete(s.es, "bkt", objs[i].key, strlen(objs[i].key)), 0);
+            CHECK_EQ(check_obj(&s, "bkt", &objs[i]), -OL_ENOKEY);
+        } else {
+            kept[nkept++] = objs[i];
+        }
+    }
+    CHECK_EQ(nkept, N - 20);
+    check_list(&s, "bkt", kept, nkept, 50);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.versions_removed, 20 * 6);
+    ol_memdrive_count(s.md[0], &keys1, &vers1);
+    CHECK_EQ(keys1, keys0 - 20);
+    CHECK_EQ(vers1, nkept);
+    CHECK_EQ(ol_eset_delete(s.es, "bkt", "never", 5), 0);
+    check_list(&s, "bkt", kept, nkept, 1000);
+
+    /* LIST with drives offline: m offline still lists everything, m+1 is
+     * refused rather than incomplete. */
+    ol_memdrive_set_offline(s.md[1], true);
+    ol_memdrive_set_offline(s.md[4], true);
+    check_list(&s, "bkt", kept, nkept, 64);
+    ol_memdrive_set_offline(s.md[2], true);
+    struct list_ctx lc = {.keys = NULL, .cap = 0};
+    CHECK_EQ(ol_eset_list(s.es, "bkt", "", 0, 10, list_cb, &lc), -OL_EQUORUM);
+    for (unsigned i = 0; i < 6; i++)
+        ol_memdrive_set_offline(s.md[i], false);
+    set_close(&s);
+}
+
+/* ---- quorum, stale drives, partial versions, injected write faults ---- */
+
+static void test_quorum(void)
+{
+    struct set s;
+    const uint32_t unit = 1024;
+    set_open(&s, 4, 2, unit);
+    struct obj v1 = {.key = "q", .size = 9000, .seed = 11};
+    struct obj v2 = {.key = "q", .size = 5000, .seed = 12};
+    struct ol_eset_obj info1, info;
+    CHECK_EQ(put_obj(&s, "b", &v1, &info1), 0);
+
+    /* m+1 or m drives offline: below the write quorum of k+1; nothing
+     * changes. */
+    for (unsigned off = 3; off >= 2; off--) {
+        for (unsigned i = 0; i < off; i++)
+            ol_memdrive_set_offline(s.md[i * 2], true);
+        CHECK_EQ(put_obj(&s, "b", &v2, NULL), -OL_EQUORUM);
+        /* Readable with m drives gone; with m+1, unavailable (not absent). */
+        CHECK_EQ(check_obj(&s, "b", &v1), off <= 2 ? 0 : -OL_EQUORUM);
+        for (unsigned i = 0; i < 6; i++)
+            ol_memdrive_set_offline(s.md[i], false);
+        CHECK_EQ(check_obj(&s, "b", &v1), 0);
+    }
+    /* Failing in the middle: the drives accept the writers, then two fail
+     * during the stripes, leaving only k. */
+    ol_memdrive_fail_nth(s.md[1], 3);
+    ol_memdrive_fail_nth(s.md[3], 2);
+    CHECK_EQ(put_obj(&s, "b", &v2, NULL), -OL_EQUORUM);
+    ol_memdrive_fail_nth(s.md[1], 0);
+    ol_memdrive_fail_nth(s.md[3], 0);
+    CHECK_EQ(check_obj(&s, "b", &v1), 0);
+
+    /* One drive offline: the PUT succeeds with k+1.  The drive comes back
+     * stale: reads and listings take the new version, heal catches it up. */
+    ol_memdrive_set_offline(s.md[5], true);
+    CHECK_EQ(put_obj(&s, "b", &v2, &info), 0);
+    CHECK_EQ(info.shards, 5);
+    ol_memdrive_set_offline(s.md[5], false);
+    CHECK_EQ(check_obj(&s, "b", &v2), 0);
+    struct ol_eset_stats st0, st1;
+    ol_eset_stats(s.es, &st0);
+    struct obj only[1] = {v2};
+    check_list(&s, "b", only, 1, 10);
+    ol_eset_stats(s.es, &st1);
+    CHECK_EQ(st1.list_slow_keys - st0.list_slow_keys, 1);
+    struct ol_eset_obj lo;
+    CHECK_EQ(ol_eset_stat(s.es, "b", "q", 1, NULL, &lo), 0);
+    CHECK(strcmp(lo.etag, "e12") == 0);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "q", 1, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 1);
+    CHECK_EQ(hs.versions_removed, 0); /* the marks freed v1's shards */
+    for (unsigned i = 0; i < 6; i++) {
+        struct ol_shard_meta sm[4];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 4), 1);
+        CHECK(sm[0].flags & OL_SHARD_COMPLETE);
+    }
+
+    /* A newer version on k-1 drives (a PUT that died) never hides the
+     * readable one; GET, LIST and HEAD agree; heal removes it. */
+    struct ol_version_id fake;
+    ol_hlc_version_id(&hlc, &fake);
+    uint8_t junk[2048];
+    memset(junk, 0xee, sizeof(junk));
+    for (unsigned i = 0; i < 3; i++) {
+        void *w;
+        struct ol_shard_meta sm;
+        memset(&sm, 0, sizeof(sm));
+        sm.vid = fake;
+        sm.k = 4;
+        sm.m = 2;
+        sm.rotation = 0;
+        sm.shard = (uint8_t)i;
+        sm.unit_bytes = unit;
+        sm.size = 8192;
+        strcpy(sm.etag, "partial");
+        CHECK_EQ(ol_memdrive_ops.shard_begin(s.md[i], "b", "q", 1, &fake, &w), 0);
+        CHECK_EQ(ol_memdrive_ops.shard_write(w, junk, 2048), 0);
+        CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm), 0);
+    }
+    CHECK_EQ(check_obj(&s, "b", &v2), 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "q", 1, NULL, &lo), 0);
+    CHECK(strcmp(lo.etag, "e12") == 0);
+    check_list(&s, "b", only, 1, 10);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "q", 1, &fake, &lo), -OL_ENOKEY);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "q", 1, &hs), 0);
+    CHECK_EQ(hs.versions_removed, 3);
+
+    /* Sweep an injected write failure over every call of a PUT on one and
+     * then two drives: whatever fails, the object reads as the new version
+     * (PUT returned 0) or the previous one (it failed), never torn. */
+    struct obj cur = v2;
+    for (unsigned nd = 1; nd <= 2; nd++) {
+        for (uint64_t nth = 1; nth <= 16; nth++) {
+            struct obj next = {.key = "q", .size = 1 + rnd() % 9000, .seed = rnd()};
+            for (unsigned i = 0; i < nd; i++)
+                ol_memdrive_fail_nth(s.md[(nth + i * 3) % 6], nth + i);
+            int rc = put_obj(&s, "b", &next, NULL);
+            for (unsigned i = 0; i < 6; i++)
+                ol_memdrive_fail_nth(s.md[i], 0);
+            if (nd == 1)
+                CHECK_EQ(rc, 0);
+            CHECK(rc == 0 || rc == -OL_EQUORUM);
+            if (rc == 0)
+                cur = next;
+            CHECK_EQ(check_obj(&s, "b", &cur), 0);
+        }
+    }
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(check_obj(&s, "b", &cur), 0);
+    for (unsigned i = 0; i < 6; i++) {
+        struct ol_shard_meta sm[8];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 8), 1);
+    }
+
+    /* Too few drives to read: the answer is "unavailable", not "absent". */
+    for (unsigned i = 0; i < 3; i++)
+        ol_memdrive_set_offline(s.md[i], true);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "q", 1, NULL, &lo), -OL_EQUORUM);
+    for (unsigned i = 0; i < 3; i++)
+        ol_memdrive_set_offline(s.md[i], false);
+    /* And a key that is absent reads as absent with m drives gone. */
+    ol_memdrive_set_offline(s.md[0], true);
+    ol_memdrive_set_offline(s.md[3], true);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "nothing", 7, NULL, &lo), -OL_ENOKEY);
+    CHECK_EQ(check_obj(&s, "b", &cur), 0);
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[3], false);
+    set_close(&s);
+}
+
+/* ---- concurrent PUTs of one key, with a reader ---- */
+
+struct race {
+    struct set *s;
+    unsigned id;
+    _Atomic int stop;
+    _Atomic unsigned ok_reads, torn, errors;
+    pthread_mutex_t mu;
+    struct ol_version_id best;     /* newest vid of a successful PUT */
+    uint64_t best_seed;
+    size_t best_size;
+};
+
+static struct race race;
+
+/* The first 16 bytes of a race object are its seed and size, the rest is
+ * gen(seed): a reader can check any object it gets without knowing which
+ * PUT wrote it. */
+static void race_body(uint64_t seed, size_t size, uint8_t *p)
+{
+    gen(seed, p, size);
+    memcpy(p, &seed, 8);
+    uint64_t sz = size;
+    memcpy(p + 8, &sz, 8);
+}
+
+static void *race_writer(void *arg)
+{
+    unsigned id = (unsigned)(uintptr_t)arg;
+    uint64_t x = 0x1234567ull * (id + 1);
+    uint8_t *buf = malloc(200 * 1024);
+    for (unsigned it = 0; it < 25; it++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t size = 16 + (size_t)((x >> 33) % (180 * 1024));
+        uint64_t seed = x ^ id;
+        race_body(seed, size, buf);
+        struct ol_eset_obj info;
+        int rc = ol_eset_put(race.s->es, "race", "k", 1, buf, size, "r", &info);
+        if (rc < 0) {
+            atomic_fetch_add(&race.errors, 1);
+            continue;
+        }
+        pthread_mutex_lock(&race.mu);
+        if (ol_version_id_cmp(&info.vid, &race.best) > 0) {
+            race.best = info.vid;
+            race.best_seed = seed;
+            race.best_size = size;
+        }
+        pthread_mutex_unlock(&race.mu);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void *race_reader(void *arg)
+{
+    (void)arg;
+    uint8_t *got = malloc(200 * 1024), *want = malloc(200 * 1024);
+    for (unsigned it = 0; it < 100000 && !race.stop; it++) {
+        struct ol_eset_obj st;
+        if (ol_eset_stat(race.s->es, "race", "k", 1, NULL, &st) < 0)
+            continue;
+        int rc = ol_eset_read(race.s->es, "race", "k", 1, &st.vid, 0, st.size, got, NULL);
+        if (rc < 0)
+            continue;   /* the version was freed by a newer one: fine, no bytes given */
+        uint64_t seed, sz;
+        memcpy(&seed, got, 8);
+        memcpy(&sz, got + 8, 8);
+        if (sz != st.size) {
+            atomic_fetch_add(&race.torn, 1);
+            continue;
+        }
+        race_body(seed, st.size, want);
+        if (memcmp(got, want, st.size) != 0)
+            atomic_fetch_add(&race.torn, 1);
+        else
+            atomic_fetch_add(&race.ok_reads, 1);
+    }
+    free(got);
+    free(want);
+    return NULL;
+}
+
+static void test_concurrent_puts(void)
+{
+    struct set s;
+    set_open(&s, 4, 2, 16 * 1024);
+    memset(&race, 0, sizeof(race));
+    race.s = &s;
+    pthread_mutex_init(&race.mu, NULL);
+    /* Slow drives widen the race windows. */
+    for (unsigned i = 0; i < 6; i++)
+        ol_memdrive_set_latency_us(s.md[i], 20 * (i + 1));
+    pthread_t w[4], r;
+    pthread_create(&r, NULL, race_reader, NULL);
+    for (unsigned i = 0; i < 4; i++)
+        pthread_create(&w[i], NULL, race_writer, (void *)(uintptr_t)i);
+    for (unsigned i = 0; i < 4; i++)
+        pthread_join(w[i], NULL);
+    race.stop = 1;
+    pthread_join(r, NULL);
+    for (unsigned i = 0; i < 6; i++)
+        ol_memdrive_set_latency_us(s.md[i], 0);
+    CHECK_EQ(race.errors, 0);
+    CHECK_EQ(race.torn, 0);
+    CHECK(race.ok_reads > 0);
+
+    /* The newest successful PUT won, on every drive, after a heal. */
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    struct ol_eset_obj st;
+    CHECK_EQ(ol_eset_stat(s.es, "race", "k", 1, NULL, &st), 0);
+    CHECK(ol_version_id_cmp(&st.vid, &race.best) == 0);
+    CHECK_EQ(st.shards, 6);
+    for (unsigned i = 0; i < 6; i++) {
+        struct ol_shard_meta sm[8];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "race", "k", 1, sm, 8), 1);
+        CHECK(ol_version_id_cmp(&sm[0].vid, &race.best) == 0);
+        CHECK(sm[0].flags & OL_SHARD_COMPLETE);
+    }
+    struct obj o = {.key = "k", .size = race.best_size, .seed = race.best_seed};
+    uint8_t *got = malloc(o.size), *want = malloc(o.size);
+    race_body(o.seed, o.size, want);
+    CHECK_EQ(ol_eset_read(s.es, "race", "k", 1, NULL, 0, o.size, got, NULL), 0);
+    CHECK(memcmp(got, want, o.size) == 0);
+    printf("  race: %u consistent reads during 100 concurrent PUTs\n", race.ok_reads);
+    free(got);
+    free(want);
+    pthread_mutex_destroy(&race.mu);
+    set_close(&s);
+}
+
+/* ---- 8+4 on 12 drives ---- */
+
+static void test_wide(void)
+{
+    struct set s;
+    const uint32_t unit = 64 * 1024;
+    enum { N = 40 };
+    set_open(&s, 8, 4, unit);
+    static struct obj objs[N];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(objs[i].key, sizeof(objs[i].key), "w%03u", i);
+        objs[i].seed = rnd();
+        objs[i].size = i % 8 == 0 ? rnd() % (3u << 20) : rnd() % (200 * 1024);
+    }
+    objs[1].size = 0;
+    objs[2].size = 7;
+    objs[3].size = 8 * unit;
+    for (unsigned i = 0; i < N; i++)
+        CHECK_EQ(put_obj(&s, "wide", &objs[i], NULL), 0);
+    CHECK_EQ(check_all(&s, "wide", objs, N), 0);
+    unsigned wiped[4] = {1, 4, 6, 11};
+    for (unsigned i = 0; i < 4; i++)
+        ol_memdrive_wipe(s.md[wiped[i]]);
+    CHECK_EQ(check_all(&s, "wide", objs, N), 0);
+    check_list(&s, "wide", objs, N, 9);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 4 * N);
+    /* Another four, and corruption on four drives for some objects. */
+    for (unsigned i = 0; i < 4; i++)
+        ol_memdrive_wipe(s.md[wiped[i] + 1 - (wiped[i] == 11) * 2]);
+    CHECK_EQ(check_all(&s, "wide", objs, N), 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 4 * N);
+    unsigned nc = 0;
+    for (unsigned i = 0; i < N; i += 4) {
+        if (objs[i].size == 0)
+            continue;
+        uint64_t sb = shard_bytes(&s, objs[i].size, unit);
+        for (unsigned d = 0; d < 4; d++)
+            CHECK_EQ(ol_memdrive_corrupt(s.md[d * 3], "wide", objs[i].key, strlen(objs[i].key),
+                                         NULL, (sb * d) / 4),
+                     0);
+        nc++;
+    }
+    CHECK_EQ(check_all(&s, "wide", objs, N), 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.corrupt, 4 * nc);
+    CHECK_EQ(hs.shards_rebuilt, 4 * nc);
+    /* Five drives gone is beyond m: reads refuse, they never invent bytes. */
+    for (unsigned i = 0; i < 5; i++)
+        ol_memdrive_set_offline(s.md[i], true);
+    CHECK_EQ(check_obj(&s, "wide", &objs[0]), -OL_EQUORUM);
+    printf("  8+4: %u objects, 2 x 4 drives wiped and healed, %u x 4 corrupt shards healed\n", N,
+           nc);
+    set_close(&s);
+}
+
+static void test_args(void)
+{
+    struct set s;
+    set_open(&s, 2, 1, 64);
+    struct ol_eset *es;
+    struct ol_eset_cfg cfg;
+    ol_eset_cfg_default(&cfg);
+    cfg.k = 17;
+    cfg.m = 1;
+    CHECK_EQ(ol_eset_create(&cfg, &es), -EINVAL);
+    struct ol_eset_put *p;
+    CHECK_EQ(ol_eset_put_begin(s.es, "", "k", 1, &p), -EINVAL);
+    CHECK_EQ(ol_eset_put_begin(s.es, "b", "k", 0, &p), -EINVAL);
+    /* An aborted PUT leaves nothing behind. */
+    CHECK_EQ(ol_eset_put_begin(s.es, "b", "k", 1, &p), 0);
+    CHECK_EQ(ol_eset_put_write(p, "hello", 5), 0);
+    ol_eset_put_abort(p);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "k", 1, NULL, NULL), -OL_ENOKEY);
+    /* Keys with NUL bytes and the longest key. */
+    char key[OL_DRIVE_MAX_KEY];
+    memset(key, 'x', sizeof(key));
+    key[3] = '\0';
+    CHECK_EQ(ol_eset_put(s.es, "b", key, sizeof(key), "abc", 3, "t", NULL), 0);
+    CHECK_EQ(ol_eset_put(s.es, "b", key, 4, "de", 2, "t", NULL), 0);
+    char out[4];
+    CHECK_EQ(ol_eset_read(s.es, "b", key, sizeof(key), NULL, 0, 3, out, NULL), 0);
+    CHECK(memcmp(out, "abc", 3) == 0);
+    CHECK_EQ(ol_eset_read(s.es, "b", key, 4, NULL, 0, 2, out, NULL), 0);
+    CHECK(memcmp(out, "de", 2) == 0);
+    set_close(&s);
+}
+
+int main(void)
+{
+    ol_hlc_init(&hlc, 7, 0xabcdef, NULL, NULL);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    test_args();
+    test_io_accounting();
+    test_quorum();
+    test_wipe_heal_corrupt();
+    test_concurrent_puts();
+    test_wide();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    printf("%s (%.1f s)\n", failures ? "FAIL" : "PASS", secs);
+    return failures ? 1 : 0;
+}
