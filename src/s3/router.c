@@ -398,14 +398,84 @@ static bool host_bucket(const struct ol_s3_req *r, const char *domain, char out[
     return true;
 }
 
-/* Sub-resources that name S3 features this server does not implement: they
- * get NotImplemented rather than being mistaken for plain GET/PUT. */
-static const char *const unsupported_subresources[] = {
-    "acl", "policy", "policyStatus", "website", "logging", "notification", "replication",
-    "encryption", "object-lock", "retention", "legal-hold", "torrent", "restore", "select",
-    "accelerate", "requestPayment", "analytics", "inventory", "metrics", "intelligent-tiering",
-    "ownershipControls", "publicAccessBlock", "attributes",
+/* Every query parameter this server understands.  Anything else names an S3
+ * feature (a sub-resource such as ?acl or ?metadataTable, or a new argument)
+ * that is not implemented: it gets NotImplemented, never a plain GET, PUT or
+ * DELETE that would do something else (a DELETE ?metadataTable must not
+ * delete the bucket). */
+static const char *const known_params[] = {
+    /* sub-resources */
+    "location", "uploads", "uploadId", "partNumber", "versionId", "delete", "tagging",
+    "versioning", "versions", "cors", "lifecycle",
+    /* listing arguments */
+    "list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
+    "encoding-type", "fetch-owner", "marker", "key-marker", "upload-id-marker", "max-uploads",
+    "version-id-marker", "part-number-marker", "max-parts", "max-buckets", "bucket-region",
+    /* GetObject response overrides */
+    "response-content-type", "response-content-language", "response-expires",
+    "response-cache-control", "response-content-disposition", "response-content-encoding",
+    /* botocore's operation hint (?x-id=PutObject) */
+    "x-id",
 };
+
+/* Request headers that ask for features this server does not have.  Ignoring
+ * them would be a wrong success (an object meant to be encrypted or locked
+ * stored as a plain one). */
+static const char *const unsupported_headers[] = {
+    "x-amz-server-side-encryption",
+    "x-amz-server-side-encryption-customer-algorithm",
+    "x-amz-server-side-encryption-aws-kms-key-id",
+    "x-amz-copy-source-server-side-encryption-customer-algorithm",
+    "x-amz-object-lock-mode",
+    "x-amz-object-lock-retain-until-date",
+    "x-amz-object-lock-legal-hold",
+    "x-amz-write-offset-bytes",
+    "x-amz-website-redirect-location",
+};
+
+static const char *unknown_param(const struct ol_s3_req *r)
+{
+    for (size_t i = 0; i < r->nparams; i++) {
+        const char *n = r->params[i].name;
+        if (strncmp(n, "X-Amz-", 6) == 0) /* presigned-URL authentication */
+            continue;
+        bool known = false;
+        for (size_t k = 0; !known && k < sizeof(known_params) / sizeof(*known_params); k++)
+            known = strcmp(n, known_params[k]) == 0;
+        if (!known)
+            return n;
+    }
+    return NULL;
+}
+
+/* 0 when the request asks for nothing unsupported; else the error was sent. */
+static int refuse_unsupported(struct ol_s3_req *r, bool *refused)
+{
+    static __thread char msg[200];
+    *refused = true;
+    const char *p = unknown_param(r);
+    if (p) {
+        snprintf(msg, sizeof(msg), "The query parameter '%.64s' is not implemented by OpenLake.",
+                 p);
+        return ol_s3_error(r, OL_S3_NotImplemented, msg);
+    }
+    for (size_t i = 0; i < sizeof(unsupported_headers) / sizeof(*unsupported_headers); i++) {
+        if (ol_s3_header(r, unsupported_headers[i])) {
+            snprintf(msg, sizeof(msg), "The header '%s' is not implemented by OpenLake.",
+                     unsupported_headers[i]);
+            return ol_s3_error(r, OL_S3_NotImplemented, msg);
+        }
+    }
+    const struct ol_slice *lock = ol_s3_header(r, "x-amz-bucket-object-lock-enabled");
+    if (lock && !(lock->n == 5 && strncasecmp(lock->p, "false", 5) == 0))
+        return ol_s3_error(r, OL_S3_NotImplemented, "Object lock is not implemented by OpenLake.");
+    const struct ol_slice *sc = ol_s3_header(r, "x-amz-storage-class");
+    if (sc && !(sc->n == 8 && memcmp(sc->p, "STANDARD", 8) == 0))
+        return ol_s3_error(r, OL_S3_NotImplemented,
+                           "Only the STANDARD storage class is implemented by OpenLake.");
+    *refused = false;
+    return 0;
+}
 
 static int not_allowed(struct ol_s3_req *r)
 {
@@ -481,11 +551,10 @@ static int dispatch(struct ol_s3_req *r)
 #define IS(lit) (m.n == sizeof(lit) - 1 && memcmp(m.p, lit, m.n) == 0)
     bool get = IS("GET"), head = IS("HEAD"), put = IS("PUT"), del = IS("DELETE"), post = IS("POST");
 #undef IS
-    for (size_t i = 0; i < sizeof(unsupported_subresources) / sizeof(*unsupported_subresources);
-         i++)
-        if (ol_s3_has_param(r, unsupported_subresources[i]))
-            return ol_s3_error(r, OL_S3_NotImplemented,
-                               "This operation is not implemented by OpenLake yet.");
+    bool refused;
+    int rc = refuse_unsupported(r, &refused);
+    if (refused)
+        return rc;
     if (!r->bucket[0]) {
         if (get || head)
             return ol_s3_list_buckets(r);

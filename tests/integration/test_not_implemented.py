@@ -123,10 +123,9 @@ UNIMPLEMENTED = [
     ("GetObjectAttributes", "GET", "attributes", b"", "object"),
 ]
 
-# Sub-resources the router does not recognise today: they fall through to a
-# plain bucket or object operation.  Each is a known bug, reported to the
-# owner of src/s3/router.c; xfail keeps the suite green and turns into XPASS
-# once the router answers 501 for them.
+# Sub-resources outside the router's list of known query parameters: each once
+# fell through to a plain bucket or object operation (a DELETE ?metadataTable
+# deleted the bucket).  They must answer 501 and change nothing.
 MISROUTED = [
     ("RenameObject", "PUT", "renameObject", b"", "object",
      "PUT ?renameObject is taken for PutObject and empties the object"),
@@ -212,9 +211,8 @@ def test_unimplemented_answers_501(server, op, method, query, body, level):
         _cleanup(server, b)
 
 
-@pytest.mark.parametrize("op,method,query,body,level,why", [
-    pytest.param(*c, marks=pytest.mark.xfail(reason=c[5], strict=False)) for c in MISROUTED
-], ids=[c[0] for c in MISROUTED])
+@pytest.mark.parametrize("op,method,query,body,level,why", MISROUTED,
+                         ids=[c[0] for c in MISROUTED])
 def test_unrecognised_subresource_answers_501(server, op, method, query, body, level, why):
     b, path = _setup(server, level)
     try:
@@ -245,7 +243,6 @@ def test_pending_feature_never_falls_through(server, op, method, query, body, le
 # Request headers that ask for a feature OpenLake lacks.  Accepting them and
 # storing a plain object is a wrong success (the client believes the data is
 # encrypted with its key, or locked); they must be refused (4xx or 501).
-# Today the object handlers ignore them: xfail until they are refused.
 UNSUPPORTED_HEADERS = [
     ("SSE-C", "PUT", "object", {
         "x-amz-server-side-encryption-customer-algorithm": "AES256",
@@ -263,11 +260,8 @@ UNSUPPORTED_HEADERS = [
 ]
 
 
-@pytest.mark.parametrize("name,method,level,headers", [
-    pytest.param(*c, marks=pytest.mark.xfail(
-        reason="the header is ignored and the request succeeds", strict=False))
-    for c in UNSUPPORTED_HEADERS
-], ids=[c[0] for c in UNSUPPORTED_HEADERS])
+@pytest.mark.parametrize("name,method,level,headers", UNSUPPORTED_HEADERS,
+                         ids=[c[0] for c in UNSUPPORTED_HEADERS])
 def test_unsupported_header_is_refused(server, name, method, level, headers):
     b = h.unique_bucket("nih")
     target = f"/{b}"
