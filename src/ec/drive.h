@@ -45,8 +45,8 @@ enum {
     OL_DRIVE_MAX_BUCKET = 63,
 
     /* ol_shard_meta.flags */
-    OL_SHARD_COMPLETE = 1u << 0,       /* phase 2 done on this drive */
-    OL_SHARD_DELETE_MARKER = 1u << 1,  /* a DELETE: no bytes, hides older versions */
+    OL_SHARD_COMPLETE = 1u << 0,      /* phase 2 done on this drive */
+    OL_SHARD_DELETE_MARKER = 1u << 1, /* a DELETE: no bytes, hides older versions */
 
     /* shard_commit's positive answer: a newer version of the key is already
      * COMPLETE on this drive, so this one was dropped.  The outcome equals
@@ -58,15 +58,15 @@ enum {
  * `shard` and `flags`. */
 struct ol_shard_meta {
     struct ol_version_id vid;
-    uint8_t k, m;             /* geometry of the version */
-    uint8_t shard;            /* which unit of each stripe this drive holds, 0..k+m-1 */
-    uint8_t rotation;         /* placement: shard i is on drive slot (i + rotation) % (k+m) */
-    uint8_t flags;            /* OL_SHARD_*; COMPLETE is set by the drive, ignored on commit */
+    uint8_t k, m;     /* geometry of the version */
+    uint8_t shard;    /* which unit of each stripe this drive holds, 0..k+m-1 */
+    uint8_t rotation; /* placement: shard i is on drive slot (i + rotation) % (k+m) */
+    uint8_t flags;    /* OL_SHARD_*; COMPLETE is set by the drive, ignored on commit */
     uint8_t reserved[3];
-    uint32_t unit_bytes;      /* unit of a full stripe */
-    uint64_t size;            /* object bytes; shard length follows from ol_ec_layout */
+    uint32_t unit_bytes; /* unit of a full stripe */
+    uint64_t size;       /* object bytes; shard length follows from ol_ec_layout */
     int64_t mtime_ns;
-    char etag[64];            /* NUL-terminated */
+    char etag[64]; /* NUL-terminated */
 };
 
 /* One key of a drive's listing, with the drive's newest version of it

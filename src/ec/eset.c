@@ -18,21 +18,21 @@ enum {
      * incomplete versions beside the complete one (memdrive: 6), so 16 sees
      * them all. */
     ESET_MAX_VERSIONS = 16,
-    ESET_LIST_PAGE = 32,             /* keys per list_keys call */
-    ESET_HEAL_CHUNK = 256 * 1024,    /* shard bytes per heal step */
-    ESET_READ_RETRIES = 3,           /* re-resolutions when a version vanishes mid-read */
-    ESET_MAX_BUCKETS = 100000,       /* heal_all's bound on buckets */
+    ESET_LIST_PAGE = 32,          /* keys per list_keys call */
+    ESET_HEAL_CHUNK = 256 * 1024, /* shard bytes per heal step */
+    ESET_READ_RETRIES = 3,        /* re-resolutions when a version vanishes mid-read */
+    ESET_MAX_BUCKETS = 100000,    /* heal_all's bound on buckets */
 };
 
 struct ol_eset {
     unsigned k, m, n;
-    unsigned quorum;                 /* shards that must commit for a PUT */
+    unsigned quorum; /* shards that must commit for a PUT */
     uint32_t unit;
     struct ol_drive drive[OL_EC_MAX_UNITS];
     struct ol_hlc *hlc;
     struct ol_ec_placement place;
     struct ol_ec_codec *codec;
-    pthread_mutex_t codec_mu;        /* ol_ec_reconstruct is single-threaded per codec */
+    pthread_mutex_t codec_mu; /* ol_ec_reconstruct is single-threaded per codec */
     _Atomic bool heal_on_read;
     uint64_t grace_ms;
     struct {
@@ -44,12 +44,12 @@ struct ol_eset {
 /* What the drives say about one key: every drive's versions, and the winner. */
 struct eset_res {
     struct ol_shard_meta vers[OL_EC_MAX_UNITS][ESET_MAX_VERSIONS];
-    int nv[OL_EC_MAX_UNITS];          /* count, or the drive's error */
-    uint32_t answered;                /* slots whose versions call succeeded */
+    int nv[OL_EC_MAX_UNITS]; /* count, or the drive's error */
+    uint32_t answered;       /* slots whose versions call succeeded */
     bool found;
-    struct ol_shard_meta win;         /* the winner's metadata (shard, flags of one drive) */
-    uint32_t have;                    /* slots holding a consistent shard of the winner */
-    uint32_t complete;                /* ... marked COMPLETE */
+    struct ol_shard_meta win; /* the winner's metadata (shard, flags of one drive) */
+    uint32_t have;            /* slots holding a consistent shard of the winner */
+    uint32_t complete;        /* ... marked COMPLETE */
 };
 
 static unsigned popcount(uint32_t x)
@@ -242,8 +242,7 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
         const struct ol_shard_meta *top_ref = NULL;
         for (unsigned s = 0; s < es->n; s++) {
             const struct ol_shard_meta *e = entry_of(r, s, &vids[i]);
-            if (!e || e->k != es->k || e->m != es->m || e->rotation >= es->n ||
-                e->unit_bytes == 0)
+            if (!e || e->k != es->k || e->m != es->m || e->rotation >= es->n || e->unit_bytes == 0)
                 continue;
             uint32_t h, c;
             unsigned v = votes(es, r, e, &h, &c);
@@ -290,15 +289,15 @@ struct ol_eset_put {
     char key[OL_DRIVE_MAX_KEY];
     uint32_t klen;
     unsigned rotation;
-    uint8_t flags;                    /* OL_SHARD_DELETE_MARKER for a DELETE */
+    uint8_t flags; /* OL_SHARD_DELETE_MARKER for a DELETE */
     struct ol_version_id vid;
-    void *w[OL_EC_MAX_UNITS];         /* by shard index; NULL: dropped */
+    void *w[OL_EC_MAX_UNITS]; /* by shard index; NULL: dropped */
     unsigned live;
-    uint8_t *stripe;                  /* k units */
-    uint8_t *parity;                  /* m units */
+    uint8_t *stripe; /* k units */
+    uint8_t *parity; /* m units */
     size_t fill;
     uint64_t size;
-    int sticky;                       /* the first error; the PUT stays failed */
+    int sticky; /* the first error; the PUT stays failed */
 };
 
 static void put_drop(struct ol_eset_put *p, unsigned shard)
@@ -567,15 +566,14 @@ static bool healable(int err)
  * the drives freed this one): the caller resolves again.  *heal is set when
  * a shard was found missing or corrupt. */
 static int read_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                    const struct eset_res *r, uint64_t off, size_t len, uint8_t *dst,
-                    bool *heal)
+                    const struct eset_res *r, uint64_t off, size_t len, uint8_t *dst, bool *heal)
 {
     const struct ol_shard_meta *w = &r->win;
     struct ol_ec_layout l;
     uint8_t *ubuf[OL_EC_MAX_UNITS] = {0};
     uint64_t so[OL_EC_MAX_K], sl[OL_EC_MAX_K];
     uint64_t base[OL_EC_MAX_UNITS];
-    uint32_t failed = 0;   /* shards (not slots) */
+    uint32_t failed = 0; /* shards (not slots) */
     unsigned vanished = 0;
     int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
     if (rc < 0)
@@ -639,8 +637,8 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
                 goto out;
             }
             base[i] = ua;
-            int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid,
-                                                 ua, ulen, ubuf[i]);
+            int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, ua,
+                                                 ulen, ubuf[i]);
             if (e < 0) {
                 failed |= 1u << i;
                 *heal |= healable(e);
@@ -718,16 +716,27 @@ int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t
         goto out;
     obj_from_meta(&r->win, popcount(r->have), out);
     atomic_fetch_add(&es->st.reads, 1);
-    /* Drives that answered without the version, or without its COMPLETE flag
-     * (phase 2 missed), are healed too: the metadata showed it for free. */
-    heal |= (r->answered & ~r->have) != 0 || (r->have & ~r->complete) != 0;
-    if (heal && es->heal_on_read) {
+    /* A drive that answered without the version is healed too: the
+     * metadata showed it for free. */
+    heal |= (r->answered & ~r->have) != 0;
+    if (es->heal_on_read && heal) {
         struct ol_eset_heal_stats hs;
         memset(&hs, 0, sizeof(hs));
-        if (heal_res(es, bucket, key, klen, r, &hs) == 0 && hs.shards_rebuilt > 0) {
+        /* Healing prunes around the version it heals, so it must be the
+         * newest readable one: a read pinned to a vid resolves afresh. */
+        int e = vid ? ol_eset_heal_object(es, bucket, key, klen, &hs)
+                    : heal_res(es, bucket, key, klen, r, &hs);
+        if (e == 0 && hs.shards_rebuilt > 0) {
             atomic_fetch_add(&es->st.heals_on_read, 1);
             atomic_fetch_add(&es->st.shards_healed_on_read, hs.shards_rebuilt);
         }
+    } else if (es->heal_on_read && !vid && (r->have & ~r->complete)) {
+        /* Only phase 2 is missing (the PUT's marks failed): finish it, which
+         * needs no data I/O. */
+        for (unsigned s = 0; s < es->n; s++)
+            if (r->have & ~r->complete & (1u << s))
+                (void)es->drive[s].ops->mark_complete(es->drive[s].d, bucket, key, klen,
+                                                      &r->win.vid);
     }
 out:
     free(r);
@@ -861,8 +870,7 @@ static int verify(struct ol_eset *es, const char *bucket, const char *key, size_
         int e = 0;
         for (uint64_t x = 0; x < total && e == 0; x += chunk) {
             size_t n = total - x < chunk ? (size_t)(total - x) : chunk;
-            e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, x, n,
-                                             buf);
+            e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, x, n, buf);
         }
         if (e == 0)
             *src |= 1u << i;
@@ -925,7 +933,7 @@ static int heal_res(struct ol_eset *es, const char *bucket, const char *key, siz
     }
     /* Phase 2 wherever the version now is and is not marked; it also frees
      * the older versions on those drives. */
-    uint32_t holders = 0, marked = 0;   /* slots */
+    uint32_t holders = 0, marked = 0; /* slots */
     for (unsigned i = 0; i < es->n; i++) {
         unsigned s = slot_of(es, w->rotation, i);
         if (!((src | done) & (1u << i)))
@@ -947,8 +955,7 @@ static int heal_res(struct ol_eset *es, const char *bucket, const char *key, siz
      * nothing else: then the key can go entirely. */
     if ((w->flags & OL_SHARD_DELETE_MARKER) && holders == (1u << es->n) - 1 && left == 0) {
         for (unsigned s = 0; s < es->n; s++)
-            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, &w->vid) ==
-                0)
+            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, &w->vid) == 0)
                 st->versions_removed++;
     }
     return 0;
@@ -1117,8 +1124,7 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
         }
         struct ol_eset_obj obj;
         bool listed;
-        if (same && agree >= es->k && mg.nfailed < es->k && ref->k == es->k &&
-            ref->m == es->m) {
+        if (same && agree >= es->k && mg.nfailed < es->k && ref->k == es->k && ref->m == es->m) {
             listed = !(ref->flags & OL_SHARD_DELETE_MARKER);
             obj_from_meta(ref, agree, &obj);
         } else {

@@ -93,13 +93,13 @@ struct ol_eset;
 struct ol_eset_put;
 
 struct ol_eset_cfg {
-    unsigned k, m;                   /* ol_ec_check_geometry */
-    uint32_t unit_bytes;             /* stripe unit (default 1 MiB) */
-    const struct ol_drive *drives;   /* k+m drives in slot order; copied */
-    struct ol_hlc *hlc;              /* borrowed: must outlive the set */
-    uint8_t deployment_id[16];       /* the placement key */
-    bool heal_on_read;               /* default true */
-    uint64_t incomplete_grace_ms;    /* default 3600000 (one hour) */
+    unsigned k, m;                 /* ol_ec_check_geometry */
+    uint32_t unit_bytes;           /* stripe unit (default 1 MiB) */
+    const struct ol_drive *drives; /* k+m drives in slot order; copied */
+    struct ol_hlc *hlc;            /* borrowed: must outlive the set */
+    uint8_t deployment_id[16];     /* the placement key */
+    bool heal_on_read;             /* default true */
+    uint64_t incomplete_grace_ms;  /* default 3600000 (one hour) */
 };
 /* Fills the defaults; the caller sets k, m, drives, hlc, deployment_id. */
 void ol_eset_cfg_default(struct ol_eset_cfg *cfg);
@@ -114,7 +114,7 @@ struct ol_eset_obj {
     uint64_t size;
     int64_t mtime_ns;
     char etag[64];
-    unsigned shards;   /* drives holding a shard of it by their metadata (>= k) */
+    unsigned shards; /* drives holding a shard of it by their metadata (>= k) */
 };
 
 /* ---- PUT ---- */
@@ -169,12 +169,12 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
 /* ---- healing ---- */
 
 struct ol_eset_heal_stats {
-    uint64_t objects;            /* keys examined */
-    uint64_t shards_rebuilt;     /* shards written back (missing or corrupt) */
-    uint64_t corrupt;            /* shards found corrupt among them */
-    uint64_t marked_complete;    /* mark_complete calls that finished phase 2 */
-    uint64_t versions_removed;   /* stale shard versions deleted, markers included */
-    uint64_t unrecoverable;      /* keys with a version on drives but none readable */
+    uint64_t objects;          /* keys examined */
+    uint64_t shards_rebuilt;   /* shards written back (missing or corrupt) */
+    uint64_t corrupt;          /* shards found corrupt among them */
+    uint64_t marked_complete;  /* mark_complete calls that finished phase 2 */
+    uint64_t versions_removed; /* stale shard versions deleted, markers included */
+    uint64_t unrecoverable;    /* keys with a version on drives but none readable */
 };
 /* Heals one key; adds to *st (which the caller zeroes).  0, -OL_ENOKEY (no
  * readable version: leftovers older than the grace were removed when every
@@ -187,13 +187,13 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
 int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st);
 
 struct ol_eset_stats {
-    uint64_t reads;              /* ol_eset_read calls that returned bytes */
-    uint64_t degraded_reads;     /* ... that had to reconstruct */
-    uint64_t heals_on_read;      /* objects healed by reads */
+    uint64_t reads;          /* ol_eset_read calls that returned bytes */
+    uint64_t degraded_reads; /* ... that had to reconstruct */
+    uint64_t heals_on_read;  /* objects healed by reads */
     uint64_t shards_healed_on_read;
     uint64_t puts, puts_failed;
-    uint64_t list_slow_keys;     /* keys a listing had to resolve with version calls */
-    uint64_t list_skipped;       /* keys a listing skipped as unreadable now */
+    uint64_t list_slow_keys; /* keys a listing had to resolve with version calls */
+    uint64_t list_skipped;   /* keys a listing skipped as unreadable now */
 };
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out);
 

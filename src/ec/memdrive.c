@@ -15,7 +15,7 @@ struct md_version {
     struct ol_shard_meta sm;
     uint8_t *data;
     uint64_t len;
-    uint32_t *crc;      /* one per OL_MEMDRIVE_BLOCK_BYTES block */
+    uint32_t *crc; /* one per OL_MEMDRIVE_BLOCK_BYTES block */
 };
 
 struct md_obj {
@@ -23,15 +23,15 @@ struct md_obj {
     uint32_t klen;
     char key[OL_DRIVE_MAX_KEY];
     unsigned nver;
-    struct md_version ver[OL_MEMDRIVE_MAX_VERSIONS];   /* newest first */
+    struct md_version ver[OL_MEMDRIVE_MAX_VERSIONS]; /* newest first */
 };
 
 struct ol_memdrive {
     pthread_mutex_t mu;
-    struct md_obj **objs;   /* sorted by (bucket, key) */
+    struct md_obj **objs; /* sorted by (bucket, key) */
     size_t nobjs, cap;
     bool offline;
-    uint64_t fail_in;       /* mutating calls until the injected failure; 0: none */
+    uint64_t fail_in; /* mutating calls until the injected failure; 0: none */
     unsigned latency_us;
     struct ol_memdrive_stats st;
 };
@@ -59,8 +59,7 @@ static int key_cmp(const char *b1, const char *k1, size_t l1, const char *b2, co
 }
 
 /* Index of the first object >= (bucket, key). */
-static size_t lower_bound(struct ol_memdrive *md, const char *bucket, const char *key,
-                          size_t klen)
+static size_t lower_bound(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen)
 {
     size_t lo = 0, hi = md->nobjs;
     while (lo < hi) {
@@ -81,8 +80,7 @@ static struct md_obj *find_obj(struct ol_memdrive *md, const char *bucket, const
     if (pos)
         *pos = i;
     if (i < md->nobjs &&
-        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, key,
-                klen) == 0)
+        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, key, klen) == 0)
         return md->objs[i];
     return NULL;
 }
@@ -121,8 +119,7 @@ static void remove_ver(struct ol_memdrive *md, struct md_obj *o, unsigned i)
 
 static bool valid_name(const char *bucket, size_t klen)
 {
-    return bucket && strlen(bucket) <= OL_DRIVE_MAX_BUCKET && klen >= 1 &&
-           klen <= OL_DRIVE_MAX_KEY;
+    return bucket && strlen(bucket) <= OL_DRIVE_MAX_BUCKET && klen >= 1 && klen <= OL_DRIVE_MAX_KEY;
 }
 
 /* Common entry of every call: the latency knob and the offline knob.  Takes
@@ -226,8 +223,8 @@ static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
     }
     for (size_t b = 0; b < nblocks; b++) {
         size_t off = b * OL_MEMDRIVE_BLOCK_BYTES;
-        size_t n = wr->len - off < OL_MEMDRIVE_BLOCK_BYTES ? wr->len - off
-                                                             : OL_MEMDRIVE_BLOCK_BYTES;
+        size_t n =
+            wr->len - off < OL_MEMDRIVE_BLOCK_BYTES ? wr->len - off : OL_MEMDRIVE_BLOCK_BYTES;
         crc[b] = ol_crc32c(wr->buf + off, n);
     }
     rc = enter(md, true);
@@ -370,8 +367,8 @@ static int md_read_shard(void *d, const char *bucket, const char *key, size_t kl
     for (uint64_t b = off / OL_MEMDRIVE_BLOCK_BYTES; b <= (off + len - 1) / OL_MEMDRIVE_BLOCK_BYTES;
          b++) {
         uint64_t boff = b * OL_MEMDRIVE_BLOCK_BYTES;
-        uint64_t n = v->len - boff < OL_MEMDRIVE_BLOCK_BYTES ? v->len - boff
-                                                               : OL_MEMDRIVE_BLOCK_BYTES;
+        uint64_t n =
+            v->len - boff < OL_MEMDRIVE_BLOCK_BYTES ? v->len - boff : OL_MEMDRIVE_BLOCK_BYTES;
         if (ol_crc32c(v->data + boff, n) != v->crc[b]) {
             rc = -OL_ECORRUPT;
             goto out;
@@ -407,8 +404,7 @@ static int md_list_keys(void *d, const char *bucket, const char *after, size_t a
         return rc;
     size_t i = lower_bound(md, bucket, after, alen);
     if (alen > 0 && i < md->nobjs &&
-        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, after,
-                alen) == 0)
+        key_cmp(md->objs[i]->bucket, md->objs[i]->key, md->objs[i]->klen, bucket, after, alen) == 0)
         i++;
     unsigned n = 0;
     for (; i < md->nobjs && n < cap && strcmp(md->objs[i]->bucket, bucket) == 0; i++, n++) {
@@ -523,8 +519,8 @@ void ol_memdrive_wipe(struct ol_memdrive *md)
     pthread_mutex_unlock(&md->mu);
 }
 
-int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key,
-                        size_t klen, const struct ol_version_id *vid, uint64_t off)
+int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, uint64_t off)
 {
     int rc = 0;
     pthread_mutex_lock(&md->mu);

@@ -51,14 +51,14 @@ void ol_memdrive_set_latency_us(struct ol_memdrive *md, unsigned us);
 void ol_memdrive_wipe(struct ol_memdrive *md);
 /* Flips byte `off` of the shard of vid (NULL: the newest version) of
  * bucket/key.  0, -OL_ENOKEY, -EINVAL (off past the shard's end). */
-int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key,
-                        size_t klen, const struct ol_version_id *vid, uint64_t off);
+int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, uint64_t off);
 
 struct ol_memdrive_stats {
-    uint64_t reads;        /* read_shard calls */
-    uint64_t read_bytes;   /* bytes they asked for */
-    uint64_t commits;      /* shard_commit calls that stored a shard */
-    uint64_t failed;       /* calls that failed because of an injected fault */
+    uint64_t reads;      /* read_shard calls */
+    uint64_t read_bytes; /* bytes they asked for */
+    uint64_t commits;    /* shard_commit calls that stored a shard */
+    uint64_t failed;     /* calls that failed because of an injected fault */
 };
 void ol_memdrive_stats(struct ol_memdrive *md, struct ol_memdrive_stats *out);
 void ol_memdrive_stats_reset(struct ol_memdrive *md);
