@@ -23,6 +23,8 @@ static const char *const ol_err_names[] = {
     [OL_EPRECONDITION - OL_ERR_BASE] = "precondition failed",
     [OL_ENOCONFIG - OL_ERR_BASE] = "setting not configured",
     [OL_EQUORUM - OL_ERR_BASE] = "erasure set quorum not reached",
+    [OL_ENOVERSION - OL_ERR_BASE] = "object version does not exist",
+    [OL_EMARKER - OL_ERR_BASE] = "version is a delete marker",
 };
 
 const char *ol_strerror(int err)

@@ -30,6 +30,8 @@ enum ol_err {
     OL_EPRECONDITION,  /* a commit precondition (If-Match / If-None-Match) failed */
     OL_ENOCONFIG,      /* a bucket setting (CORS, lifecycle, tagging...) is not set */
     OL_EQUORUM,        /* too few drives of an erasure set answered or hold the data */
+    OL_ENOVERSION,     /* the object version does not exist */
+    OL_EMARKER,        /* the version asked for is a delete marker */
     OL_ERR_END,
 };
 

@@ -170,11 +170,10 @@ static int precondition_failed(struct ol_s3_req *r)
 static int open_source(struct ol_s3_req *r, const struct copy_src *s, struct ol_store_reader **rd)
 {
     *rd = NULL;
-    if (s->has_version && strcmp(s->version, "null") != 0)
-        /* Versioning is not implemented: only the "null" version (the
-         * current object of an unversioned bucket) exists. */
+    int rc = ol_store_read_open_v(r->ctx->store, s->bucket, s->key, s->key_len,
+                                  s->has_version ? s->version : NULL, rd);
+    if (rc == -OL_ENOVERSION || rc == -OL_EMARKER)
         return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
-    int rc = ol_store_read_open(r->ctx->store, s->bucket, s->key, s->key_len, rd);
     if (rc < 0)
         return ol_s3_error_from(r, rc), -1;
     if (!source_conditions_hold(r, ol_store_read_info(*rd))) {
@@ -198,7 +197,8 @@ static void keep_internal(const struct ol_obj_info *src, uint8_t *meta, size_t c
     }
 }
 
-static int send_result(struct ol_s3_req *r, const char *root, const char *etag, int64_t mtime_ns)
+static int send_result(struct ol_s3_req *r, const char *root, const char *etag, int64_t mtime_ns,
+                       const struct ol_http_hdr *extra, size_t nextra)
 {
     char qetag[72], date[32];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
@@ -209,7 +209,7 @@ static int send_result(struct ol_s3_req *r, const char *root, const char *etag, 
     ol_xml_str(&x, "LastModified", date);
     ol_xml_str(&x, "ETag", qetag);
     ol_xml_end_doc(&x);
-    int rc = ol_s3_send_xml(r, 200, &x);
+    int rc = ol_s3_send_xml_hdrs(r, 200, &x, extra, nextra);
     ol_xml_free(&x);
     return rc;
 }
@@ -283,8 +283,11 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     };
     struct ol_obj_info out;
     /* src_etag binds the copy to the snapshot that the conditions saw. */
-    int rc = ol_store_copy_object(r->ctx->store, s.bucket, s.key, s.key_len, r->bucket, r->key,
-                                  r->key_len, &o, &out);
+    char vid[OL_STORE_VID_MAX], src_vid[OL_STORE_VID_MAX];
+    bool src_tagged = ol_store_read_vid(rd, src_vid) == 0 || s.has_version;
+    int rc = ol_store_copy_object_v(r->ctx->store, s.bucket, s.key, s.key_len,
+                                    s.has_version ? s.version : NULL, r->bucket, r->key,
+                                    r->key_len, &o, &out, vid);
     ol_store_read_close(rd);
     free(meta);
     if (rc == -OL_EPRECONDITION && has_cond)
@@ -299,7 +302,13 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     }
     if (rc < 0)
         return ol_s3_error_from(r, rc);
-    return send_result(r, "CopyObjectResult", out.etag, out.mtime_ns);
+    struct ol_http_hdr vh[2];
+    size_t nvh = 0;
+    if (src_tagged)
+        vh[nvh++] = (struct ol_http_hdr){"x-amz-copy-source-version-id", src_vid};
+    if (vid[0])
+        vh[nvh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
+    return send_result(r, "CopyObjectResult", out.etag, out.mtime_ns, vh, nvh);
 }
 
 struct upload_match {
@@ -398,5 +407,5 @@ int ol_s3_upload_part_copy(struct ol_s3_req *r)
         return precondition_failed(r);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
-    return send_result(r, "CopyPartResult", etag, r->now_ns);
+    return send_result(r, "CopyPartResult", etag, r->now_ns, NULL, 0);
 }

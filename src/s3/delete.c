@@ -150,16 +150,23 @@ static void delete_one(struct ol_s3_req *r, struct ol_xml *x, const struct del_d
     const char *key = d->names + o->key_off;
     const char *ver = d->names + o->ver_off;
     const char *code = NULL, *msg = NULL;
+    char vid[OL_STORE_VID_MAX];
+    struct ol_store_del_res res = {{0}, false};
     if (o->key_len == 0 || o->key_len > 1024 || memchr(key, 0, o->key_len)) {
         code = o->key_len > 1024 ? "KeyTooLongError" : "InvalidArgument";
         msg = o->key_len > 1024 ? "Your key is too long." : "The key is not valid.";
-    } else if (o->ver_len > 0 && !(o->ver_len == 4 && memcmp(ver, "null", 4) == 0)) {
-        /* Objects of an unversioned bucket have the single version "null". */
+    } else if (o->ver_len >= sizeof(vid)) {
         code = "NoSuchVersion";
         msg = "The specified version does not exist.";
     } else {
-        int rc = ol_store_delete(r->ctx->store, r->bucket, key, o->key_len);
-        if (rc < 0) {
+        memcpy(vid, ver, o->ver_len);
+        vid[o->ver_len] = 0;
+        int rc = ol_store_delete_v(r->ctx->store, r->bucket, key, o->key_len,
+                                   o->ver_len ? vid : NULL, &res);
+        if (rc == -OL_ENOVERSION) {
+            code = "NoSuchVersion";
+            msg = "The specified version does not exist.";
+        } else if (rc < 0) {
             enum ol_s3_code c = ol_s3_code_from_err(rc);
             code = ol_s3_code_name(c);
             msg = c == OL_S3_InternalError ? ol_strerror(rc) : "The object was not deleted.";
@@ -178,6 +185,10 @@ static void delete_one(struct ol_s3_req *r, struct ol_xml *x, const struct del_d
         ol_xml_text(x, "Key", key, o->key_len);
         if (o->ver_len)
             ol_xml_text(x, "VersionId", ver, o->ver_len);
+        if (res.marker)
+            ol_xml_str(x, "DeleteMarker", "true");
+        if (res.marker && res.vid[0])
+            ol_xml_str(x, "DeleteMarkerVersionId", res.vid);
         ol_xml_close(x);
     }
 }

@@ -48,6 +48,7 @@ static const struct ol_s3_code_row ol_s3_codes[OL_S3_CODE_COUNT] = {
     OL_S3_ROW(NoSuchKey, 404),
     OL_S3_ROW(NoSuchLifecycleConfiguration, 404),
     OL_S3_ROW(NoSuchUpload, 404),
+    OL_S3_ROW(NoSuchVersion, 404),
     OL_S3_ROW(NotImplemented, 501),
     OL_S3_ROW(PreconditionFailed, 412),
     OL_S3_ROW(RequestTimeTooSkewed, 403),
@@ -88,6 +89,8 @@ enum ol_s3_code ol_s3_code_from_err(int err)
     case -OL_EBUCKETEXISTS: return OL_S3_BucketAlreadyOwnedByYou;
     case -OL_EBUCKETNOTEMPTY: return OL_S3_BucketNotEmpty;
     case -OL_ENOUPLOAD: return OL_S3_NoSuchUpload;
+    case -OL_ENOVERSION: return OL_S3_NoSuchVersion;
+    case -OL_EMARKER: return OL_S3_MethodNotAllowed;
     case -OL_EINVALIDPART: return OL_S3_InvalidPart;
     case -OL_EPARTORDER: return OL_S3_InvalidPartOrder;
     case -OL_ETOOSMALL: return OL_S3_EntityTooSmall;

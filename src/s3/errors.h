@@ -35,6 +35,7 @@ enum ol_s3_code {
     OL_S3_NoSuchKey,
     OL_S3_NoSuchLifecycleConfiguration,
     OL_S3_NoSuchUpload,
+    OL_S3_NoSuchVersion,
     OL_S3_NotImplemented,
     OL_S3_PreconditionFailed,
     OL_S3_RequestTimeTooSkewed,

@@ -501,6 +501,9 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
                                      (uint64_t)r->ctx->cfg->min_part_bytes, &info,
                                      has_cond ? &cond : NULL);
+    /* Read before this fiber can yield (the value is per thread). */
+    char vid[OL_STORE_VID_MAX];
+    snprintf(vid, sizeof(vid), "%s", rc == 0 ? ol_store_last_vid() : "");
     if (rc == -OL_EPRECONDITION) {
         rc = ol_s3_write_cond_fail(r, &cond);
         goto out;
@@ -537,7 +540,8 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         ol_xml_str(&x, "ChecksumType", full ? "FULL_OBJECT" : "COMPOSITE");
     }
     ol_xml_end_doc(&x);
-    rc = ol_s3_send_xml(r, 200, &x);
+    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
+    rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
     ol_xml_free(&x);
 out:
     free(sp);

@@ -12,6 +12,7 @@
 #include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/md5.h"
 #include "s3/checksum.h"
 #include "s3/meta.h"
 #include "s3/object.h"
@@ -19,7 +20,8 @@
 #include "s3/sigv4.h"
 #include "store/store.h"
 
-#define RECV_CHUNK_BYTES (1024 * 1024)
+#define RECV_CHUNK_BYTES (256 * 1024)
+#define RECV_NBUF 4
 
 static void hex(const uint8_t *b, size_t n, char *out)
 {
@@ -191,20 +193,33 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     struct ol_store_writer *w = NULL;
     struct ol_ck cks = {0};
     bool ck_on = ck && ck->algo != OL_CK_NONE;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    uint8_t *buf = ol_buf_alloc(RECV_CHUNK_BYTES);
-    int rc = -ENOMEM;
-    if (!md || !buf || !EVP_DigestInit_ex(md, EVP_md5(), NULL))
-        goto fail;
+    /* The ETag MD5 is deferred: each chunk is queued with this loop's other
+     * bodies and hashed with them, side by side in SIMD lanes, when a body
+     * needs its buffer back (ol_md5_async_*).  RECV_NBUF buffers in turn
+     * let a body run RECV_NBUF - 1 chunks ahead of its hash. */
+    struct ol_md5_async md;
+    bool md_on = false;
+    uint8_t *bufs[RECV_NBUF] = {0};
+    uint64_t seq[RECV_NBUF];
+    bool queued[RECV_NBUF] = {0};
+    int rc = 0;
     if (ck_on && (rc = ol_ck_init(&cks, ck->algo)) < 0)
         goto fail;
     rc = ol_store_write_begin(r->ctx->store, len, &w);
     if (rc < 0)
         goto fail;
+    ol_md5_async_begin(&md);
+    md_on = true;
     uint64_t total = 0;
     /* Bounded by the body: every round consumes bytes or ends. */
-    for (;;) {
-        ssize_t n = ol_s3_body_read(r, buf, RECV_CHUNK_BYTES);
+    for (unsigned i = 0;; i = (i + 1) % RECV_NBUF) {
+        if (queued[i])
+            ol_md5_async_wait(&md, seq[i]);
+        if (!bufs[i] && !(bufs[i] = ol_buf_alloc(RECV_CHUNK_BYTES))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        ssize_t n = ol_s3_body_read(r, bufs[i], RECV_CHUNK_BYTES);
         if (n < 0) {
             rc = (int)n;
             goto fail;
@@ -216,20 +231,21 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
             rc = -OL_ETOOLARGE;
             goto fail;
         }
-        EVP_DigestUpdate(md, buf, (size_t)n);
+        seq[i] = ol_md5_async_add(&md, bufs[i], (size_t)n);
+        queued[i] = true;
         if (ck_on)
-            ol_ck_update(&cks, buf, (size_t)n);
-        rc = ol_store_write(w, buf, (size_t)n);
+            ol_ck_update(&cks, bufs[i], (size_t)n);
+        rc = ol_store_write(w, bufs[i], (size_t)n);
         if (rc < 0)
             goto fail;
     }
+    uint8_t digest[16];
+    ol_md5_async_end(&md, digest);
+    md_on = false;
     if (len >= 0 && total != (uint64_t)len) {
         rc = -OL_EINCOMPLETE;
         goto fail;
     }
-    uint8_t digest[16];
-    unsigned dl = 0;
-    EVP_DigestFinal_ex(md, digest, &dl);
     rc = check_content_md5(r, digest);
     if (rc < 0)
         goto fail;
@@ -242,16 +258,19 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     }
     hex(digest, 16, md5_hex);
     ol_ck_free(&cks);
-    EVP_MD_CTX_free(md);
-    ol_buf_free(buf, RECV_CHUNK_BYTES);
+    for (unsigned i = 0; i < RECV_NBUF; i++)
+        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
     *out = w;
     return 0;
 fail:
+    /* Drops the queued chunks before their buffers go. */
+    if (md_on)
+        ol_md5_async_end(&md, NULL);
     if (w)
         ol_store_write_abort(w);
     ol_ck_free(&cks);
-    EVP_MD_CTX_free(md);
-    ol_buf_free(buf, RECV_CHUNK_BYTES);
+    for (unsigned i = 0; i < RECV_NBUF; i++)
+        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
     return rc;
 }
 
@@ -382,8 +401,9 @@ int ol_s3_put_object(struct ol_s3_req *r)
         .meta_len = (uint32_t)mlen,
     };
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
-    rc = ol_store_write_commit_object_if(w, r->bucket, r->key, r->key_len, &info,
-                                         has_cond ? &cond : NULL);
+    char vid[OL_STORE_VID_MAX];
+    rc = ol_store_write_commit_object_v(w, r->bucket, r->key, r->key_len, &info,
+                                        has_cond ? &cond : NULL, vid);
     if (rc == -OL_EPRECONDITION)
         return ol_s3_write_cond_fail(r, &cond);
     if (rc == 0)
@@ -392,9 +412,11 @@ int ol_s3_put_object(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[3];
+    struct ol_http_hdr h[4];
     size_t nh = 0;
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
+    if (vid[0])
+        h[nh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
     if (ck.algo != OL_CK_NONE) {
         h[nh++] = (struct ol_http_hdr){ol_ck_header(ck.algo), ck.b64};
         h[nh++] = (struct ol_http_hdr){"x-amz-checksum-type", "FULL_OBJECT"};
@@ -596,10 +618,13 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
 
     struct ol_store_reader *rd = NULL;
-    int rc = ol_store_read_open(r->ctx->store, r->bucket, r->key, r->key_len, &rd);
+    const char *want_vid = ol_s3_version_param(r);
+    int rc = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, want_vid, &rd);
     if (rc < 0)
-        return ol_s3_error_from(r, rc);
+        return ol_s3_version_open_error(r, rc, want_vid);
     const struct ol_obj_info *info = ol_store_read_info(rd);
+    char vid[OL_STORE_VID_MAX];
+    bool has_vid = ol_store_read_vid(rd, vid) == 0 || want_vid;
     char etag[72], lm[32];
     snprintf(etag, sizeof(etag), "\"%s\"", info->etag);
     ol_s3_http_date(info->mtime_ns, lm);
@@ -669,6 +694,8 @@ int ol_s3_get_object(struct ol_s3_req *r)
     h[nh++] = (struct ol_http_hdr){"ETag", etag};
     h[nh++] = (struct ol_http_hdr){"Last-Modified", lm};
     h[nh++] = (struct ol_http_hdr){"Accept-Ranges", "bytes"};
+    if (has_vid)
+        h[nh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
     if (ranged > 0) {
         snprintf(crange, sizeof(crange), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start, end,
                  info->size);
@@ -761,8 +788,17 @@ out:
 
 int ol_s3_delete_object(struct ol_s3_req *r)
 {
-    int rc = ol_store_delete(r->ctx->store, r->bucket, r->key, r->key_len);
+    const char *vid = ol_s3_version_param(r);
+    struct ol_store_del_res res;
+    int rc = ol_store_delete_v(r->ctx->store, r->bucket, r->key, r->key_len, vid, &res);
     if (rc < 0)
-        return ol_s3_error_from(r, rc);
-    return ol_s3_send_empty(r, 204, NULL, 0);
+        return ol_s3_version_open_error(r, rc, vid);
+    /* Versioned buckets: the marker made, or the version removed. */
+    struct ol_http_hdr h[2];
+    size_t nh = 0;
+    if (res.marker)
+        h[nh++] = (struct ol_http_hdr){"x-amz-delete-marker", "true"};
+    if (res.vid[0])
+        h[nh++] = (struct ol_http_hdr){"x-amz-version-id", res.vid};
+    return ol_s3_send_empty(r, 204, h, nh);
 }

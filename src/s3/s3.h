@@ -141,6 +141,15 @@ int ol_s3_read_doc(struct ol_s3_req *r, size_t max, char **out, size_t *len);
 int ol_s3_get_bucket_versioning(struct ol_s3_req *r);
 int ol_s3_put_bucket_versioning(struct ol_s3_req *r);
 int ol_s3_list_object_versions(struct ol_s3_req *r);
+/* Answers a failed ol_store_read_open_v (vid: the versionId asked for, or
+ * NULL): a key whose latest version is a delete marker gets 404 with
+ * x-amz-delete-marker; a marker asked for by id gets 405. */
+int ol_s3_version_open_error(struct ol_s3_req *r, int err, const char *vid);
+/* ol_s3_send_xml with extra headers (x-amz-version-id...). */
+int ol_s3_send_xml_hdrs(struct ol_s3_req *r, int status, struct ol_xml *x,
+                        const struct ol_http_hdr *extra, size_t nextra);
+/* The versionId query parameter's value, or NULL. */
+const char *ol_s3_version_param(const struct ol_s3_req *r);
 /* cors.c */
 int ol_s3_get_bucket_cors(struct ol_s3_req *r);
 int ol_s3_put_bucket_cors(struct ol_s3_req *r);

@@ -11,6 +11,7 @@
 #include "s3/sigv4.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -120,10 +121,71 @@ static bool escapes_ok(struct ol_slice s)
 
 /* ---- hashing helpers ---- */
 
+/* OpenSSL 3 looks the SHA-256 implementation up in its provider store, under
+ * a lock, every time a digest is started with EVP_sha256(), and the one-shot
+ * HMAC() also fetches a MAC and allocates contexts.  On a small request that
+ * costs more than the hashing, so the implementation is fetched once per
+ * process and each thread keeps two digest contexts (one for the canonical
+ * request, which stays open while HMACs run, one for everything else). */
+enum { CTX_CANON, CTX_SCRATCH, NCTX };
+
+struct tl_ctx {
+    EVP_MD_CTX *md[NCTX];
+};
+
+static EVP_MD *g_sha256;
+static pthread_once_t g_sha256_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_ctx_key;
+static bool g_ctx_key_ok;
+static __thread struct tl_ctx tl_ctx;
+
+static void tl_ctx_free(void *arg)
+{
+    struct tl_ctx *t = arg;
+    for (int i = 0; i < NCTX; i++) {
+        EVP_MD_CTX_free(t->md[i]);
+        t->md[i] = NULL;
+    }
+}
+
+static void sha256_init_once(void)
+{
+    g_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    /* The destructor frees a thread's contexts when it exits. */
+    g_ctx_key_ok = pthread_key_create(&g_ctx_key, tl_ctx_free) == 0;
+}
+
+static const EVP_MD *sha256_md(void)
+{
+    pthread_once(&g_sha256_once, sha256_init_once);
+    return g_sha256 ? g_sha256 : EVP_sha256();
+}
+
+/* The calling thread's digest context number `which`, started for SHA-256;
+ * NULL when out of memory. */
+static EVP_MD_CTX *thread_md(int which)
+{
+    const EVP_MD *sha = sha256_md();
+    EVP_MD_CTX *md = tl_ctx.md[which];
+    if (md == NULL) {
+        md = EVP_MD_CTX_new();
+        if (md == NULL)
+            return NULL;
+        tl_ctx.md[which] = md;
+        if (g_ctx_key_ok)
+            (void)pthread_setspecific(g_ctx_key, &tl_ctx);
+    }
+    if (EVP_DigestInit_ex(md, sha, NULL) != 1)
+        return NULL;
+    return md;
+}
+
 static int sha256_raw(const void *buf, size_t len, uint8_t md[32])
 {
     unsigned int n = 0;
-    if (EVP_Digest(buf, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+    EVP_MD_CTX *c = thread_md(CTX_SCRATCH);
+    if (c == NULL || EVP_DigestUpdate(c, buf, len) != 1 || EVP_DigestFinal_ex(c, md, &n) != 1 ||
+        n != 32)
         return -ENOMEM;
     return 0;
 }
@@ -138,18 +200,40 @@ void ol_sha256_hex(const void *buf, size_t len, char out[65])
     to_hex(md, sizeof(md), out);
 }
 
+/* HMAC-SHA256 (RFC 2104) of msg under a key of at most one block, on the
+ * thread's scratch context: H((K ^ opad) || H((K ^ ipad) || msg)). */
 static int hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
                        uint8_t out[32])
 {
+    uint8_t pad[64], inner[32];
     unsigned int n = 0;
-    OL_ASSERT(key_len <= 64);
-    if (HMAC(EVP_sha256(), key, (int)key_len, msg, msg_len, out, &n) == NULL || n != 32)
-        return -ENOMEM;
-    return 0;
+    int rc = 0;
+    OL_ASSERT(key_len <= sizeof(pad));
+    memset(pad, 0x36, sizeof(pad));
+    for (size_t i = 0; i < key_len; i++)
+        pad[i] ^= ((const uint8_t *)key)[i];
+    EVP_MD_CTX *c = thread_md(CTX_SCRATCH);
+    if (c == NULL || EVP_DigestUpdate(c, pad, sizeof(pad)) != 1 ||
+        EVP_DigestUpdate(c, msg, msg_len) != 1 || EVP_DigestFinal_ex(c, inner, &n) != 1 ||
+        n != 32) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(pad); i++)
+        pad[i] ^= 0x36 ^ 0x5c;
+    c = thread_md(CTX_SCRATCH);
+    if (c == NULL || EVP_DigestUpdate(c, pad, sizeof(pad)) != 1 ||
+        EVP_DigestUpdate(c, inner, sizeof(inner)) != 1 || EVP_DigestFinal_ex(c, out, &n) != 1 ||
+        n != 32)
+        rc = -ENOMEM;
+out:
+    OPENSSL_cleanse(pad, sizeof(pad));
+    OPENSSL_cleanse(inner, sizeof(inner));
+    return rc;
 }
 
-static int derive_key(const char *secret, size_t secret_len, struct ol_slice date,
-                      struct ol_slice region, struct ol_slice service, uint8_t key[32])
+static int derive_key_uncached(const char *secret, size_t secret_len, struct ol_slice date,
+                               struct ol_slice region, struct ol_slice service, uint8_t key[32])
 {
     uint8_t k0[64];
     size_t k0_len;
@@ -165,13 +249,12 @@ static int derive_key(const char *secret, size_t secret_len, struct ol_slice dat
         /* HMAC replaces a key longer than the 64-byte SHA-256 block by its
          * hash (RFC 2104), so hashing "AWS4" + secret here gives the same
          * result without a buffer sized for any secret. */
-        EVP_MD_CTX *md = EVP_MD_CTX_new();
+        EVP_MD_CTX *md = thread_md(CTX_SCRATCH);
         unsigned int n = 0;
-        if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ||
-            EVP_DigestUpdate(md, "AWS4", 4) != 1 || EVP_DigestUpdate(md, secret, secret_len) != 1 ||
-            EVP_DigestFinal_ex(md, k0, &n) != 1 || n != 32)
+        if (md == NULL || EVP_DigestUpdate(md, "AWS4", 4) != 1 ||
+            EVP_DigestUpdate(md, secret, secret_len) != 1 || EVP_DigestFinal_ex(md, k0, &n) != 1 ||
+            n != 32)
             rc = -ENOMEM;
-        EVP_MD_CTX_free(md);
         if (rc != 0)
             goto out;
         k0_len = 32;
@@ -188,6 +271,66 @@ out:
     OPENSSL_cleanse(a, sizeof(a));
     OPENSSL_cleanse(b, sizeof(b));
     return rc;
+}
+
+/* The signing key depends only on (secret, date, region, service), which a
+ * client repeats on every request of a day: each thread remembers the last
+ * few it derived (four HMACs each).  An entry matches on every input byte,
+ * so a changed secret can never reuse an old key. */
+enum { KEY_CACHE_ENTRIES = 4, KEY_CACHE_SECRET_MAX = 64, KEY_CACHE_DATE_MAX = 8 };
+
+struct key_cache_ent {
+    bool used;
+    uint8_t secret_len, date_len, region_len, service_len;
+    char secret[KEY_CACHE_SECRET_MAX];
+    char date[KEY_CACHE_DATE_MAX];
+    char region[MAX_REGION_BYTES];
+    char service[MAX_SERVICE_BYTES];
+    uint8_t key[32];
+};
+
+static __thread struct key_cache_ent tl_keys[KEY_CACHE_ENTRIES];
+static __thread unsigned tl_keys_next;
+
+static bool key_ent_match(const struct key_cache_ent *e, const char *secret, size_t secret_len,
+                          struct ol_slice date, struct ol_slice region, struct ol_slice service)
+{
+    return e->used && e->secret_len == secret_len && e->date_len == date.n &&
+           e->region_len == region.n && e->service_len == service.n &&
+           memcmp(e->date, date.p, date.n) == 0 && memcmp(e->region, region.p, region.n) == 0 &&
+           memcmp(e->service, service.p, service.n) == 0 &&
+           CRYPTO_memcmp(e->secret, secret, secret_len) == 0;
+}
+
+static int derive_key(const char *secret, size_t secret_len, struct ol_slice date,
+                      struct ol_slice region, struct ol_slice service, uint8_t key[32])
+{
+    bool cacheable = secret_len <= KEY_CACHE_SECRET_MAX && date.n <= KEY_CACHE_DATE_MAX &&
+                     region.n <= MAX_REGION_BYTES && service.n <= MAX_SERVICE_BYTES;
+    if (cacheable) {
+        for (unsigned i = 0; i < KEY_CACHE_ENTRIES; i++) {
+            if (key_ent_match(&tl_keys[i], secret, secret_len, date, region, service)) {
+                memcpy(key, tl_keys[i].key, 32);
+                return 0;
+            }
+        }
+    }
+    int rc = derive_key_uncached(secret, secret_len, date, region, service, key);
+    if (rc != 0 || !cacheable)
+        return rc;
+    struct key_cache_ent *e = &tl_keys[tl_keys_next++ % KEY_CACHE_ENTRIES];
+    e->secret_len = (uint8_t)secret_len;
+    e->date_len = (uint8_t)date.n;
+    e->region_len = (uint8_t)region.n;
+    e->service_len = (uint8_t)service.n;
+    if (secret_len)
+        memcpy(e->secret, secret, secret_len);
+    memcpy(e->date, date.p, date.n);
+    memcpy(e->region, region.p, region.n);
+    memcpy(e->service, service.p, service.n);
+    memcpy(e->key, key, 32);
+    e->used = true;
+    return 0;
 }
 
 void ol_sigv4_signing_key(const char *secret, size_t secret_len, struct ol_slice date,
@@ -664,8 +807,8 @@ static int compute_signature(const struct ol_sigv4_request *req, const struct ol
     signature[0] = '\0';
     if (!scope_parts_ok(auth) || build_scope(auth, scope, sizeof(scope)) < 0)
         return OL_SIGV4_EMALFORMED;
-    s.md = EVP_MD_CTX_new();
-    if (s.md == NULL || EVP_DigestInit_ex(s.md, EVP_sha256(), NULL) != 1) {
+    s.md = thread_md(CTX_CANON);
+    if (s.md == NULL) {
         rc = -ENOMEM;
         goto out;
     }
@@ -688,7 +831,6 @@ static int compute_signature(const struct ol_sigv4_request *req, const struct ol
     to_hex(mac, sizeof(mac), signature);
 out:
     OPENSSL_cleanse(key, sizeof(key));
-    EVP_MD_CTX_free(s.md);
     return rc;
 }
 
@@ -1152,7 +1294,7 @@ static int trailer_verify(struct ol_aws_chunked *c)
             ent[j] = a;
         }
     }
-    if (EVP_DigestInit_ex(c->sha, EVP_sha256(), NULL) != 1)
+    if (EVP_DigestInit_ex(c->sha, sha256_md(), NULL) != 1)
         return -ENOMEM;
     for (size_t i = 0; i < nent; i++) {
         if (EVP_DigestUpdate(c->sha, ent[i], strlen(ent[i])) != 1 ||
@@ -1207,7 +1349,7 @@ static int on_size_line(struct ol_aws_chunked *c)
             return OL_SIGV4_ECHUNK;
         memcpy(c->chunk_sig, c->line + i + ext_len, SIG_HEX_LEN);
         c->chunk_sig[SIG_HEX_LEN] = '\0';
-        if (EVP_DigestInit_ex(c->sha, EVP_sha256(), NULL) != 1)
+        if (EVP_DigestInit_ex(c->sha, sha256_md(), NULL) != 1)
             return -ENOMEM;
     } else if (i != n) {
         return OL_SIGV4_ECHUNK;

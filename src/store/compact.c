@@ -122,6 +122,22 @@ static int scan(struct pass *p)
         rc = r ? r : collect(p, OL_RELOC_OBJECTS, k, kl, &v);
     }
     ol_idx_cur_close(&cur);
+    /* Older versions and markers keep their extents too (versions.c). */
+    if (rc == 0)
+        rc = ol_idx_cur_open(txn, st->db_versions, &cur);
+    if (rc == 0) {
+        rc = ol_idx_cur_seek(&cur, NULL, 0, true);
+        for (uint64_t guard = 0; rc == 0 && guard < UINT64_MAX; guard++) {
+            const uint8_t *k;
+            size_t kl;
+            MDB_val v;
+            int r = ol_idx_cur_next(&cur, &k, &kl, &v);
+            if (r == 1)
+                break;
+            rc = r ? r : collect(p, OL_RELOC_VERSIONS, k, kl, &v);
+        }
+        ol_idx_cur_close(&cur);
+    }
     MDB_cursor *c = NULL;
     if (rc == 0)
         rc = ol_mdb_err(mdb_cursor_open(txn, st->db_parts, &c));

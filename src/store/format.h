@@ -10,8 +10,10 @@
 /* Version 2 added the bconf database (bucket settings) and entries with an
  * attribute section (entry version 2).  A version-1 drive is upgraded in
  * place at open: the new databases are created empty, then FORMAT is
- * rewritten; builds that know only version 1 refuse the upgraded drive. */
-#define OL_FORMAT_VERSION 2u
+ * rewritten; builds that know only version 1 refuse the upgraded drive.
+ * Version 3 added the versions database (object versions, delete markers)
+ * and object-DB keys up to 1097 bytes in groups; upgraded the same way. */
+#define OL_FORMAT_VERSION 3u
 #define OL_FORMAT_VERSION_MIN 1u
 #define OL_FORMAT_NAME "FORMAT"
 

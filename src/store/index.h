@@ -24,8 +24,11 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "on-disk structs are l
 
 #define OL_BUCKET_MAX 63u
 #define OL_KEY_MAX 1024u
-/* bucket + '\0' + key */
-#define OL_IDX_KEY_MAX (OL_BUCKET_MAX + 1u + OL_KEY_MAX)
+/* bucket + '\0' + key, and room for the versions DB's suffix ('\0' and a
+ * 16-byte inverted version id: docs/FORMAT.md) */
+#define OL_IDX_OBJ_KEY_MAX (OL_BUCKET_MAX + 1u + OL_KEY_MAX)
+#define OL_IDX_VSUFFIX 17u
+#define OL_IDX_KEY_MAX (OL_IDX_OBJ_KEY_MAX + OL_IDX_VSUFFIX)
 /* Index keys longer than this share one LMDB record (a group) per prefix of
  * this length.  It stays below LMDB's 511-byte key limit. */
 #define OL_IDX_PREFIX 480u

@@ -93,6 +93,7 @@ static struct ol_seg *seg_alloc(uint64_t id, int fd, uint64_t size)
         return NULL;
     seg->id = id;
     seg->fd = fd;
+    atomic_init(&seg->rfd, -1);
     atomic_init(&seg->refs, 0);
     atomic_init(&seg->sealed, false);
     atomic_init(&seg->size, size);
@@ -105,6 +106,8 @@ static void seg_free(struct ol_seg *seg)
 {
     if (seg->fd >= 0)
         close(seg->fd);
+    if (atomic_load(&seg->rfd) >= 0)
+        close(atomic_load(&seg->rfd));
     pthread_mutex_destroy(&seg->sync_mu);
     free(seg);
 }

@@ -33,6 +33,7 @@ _Static_assert(sizeof(struct ol_seg_hdr) == 64, "segment header struct is 64 byt
 struct ol_seg {
     uint64_t id;
     int fd;
+    _Atomic int rfd;        /* buffered read-only fd, opened by the first reader (store.c) */
     atomic_uint refs;
     atomic_bool sealed;
     bool dead;              /* removed from the registry (reg_mu) */

@@ -71,7 +71,7 @@ static int open_index(struct ol_store *st)
     } dbs[] = {{"buckets", &st->db_buckets}, {"objects", &st->db_objects},
                {"uploads", &st->db_uploads}, {"parts", &st->db_parts},
                {"segs", &st->db_segs},       {"meta", &st->db_meta},
-               {"bconf", &st->db_bconf}};
+               {"bconf", &st->db_bconf},     {"versions", &st->db_versions}};
     for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]) && rc == 0; i++)
         rc = mdb_dbi_open(txn, dbs[i].name, MDB_CREATE, dbs[i].dbi);
     if (rc) {
@@ -375,7 +375,7 @@ static int reader_fill(struct ol_store_reader *r, const struct ol_entry *e)
             maxlen = r->ext[i].len;
     }
     r->next = n;
-    size_t full = OL_IO_BUF_BYTES / h->block_bytes * h->block_bytes;
+    size_t full = OL_READ_BUF_BYTES / h->block_bytes * h->block_bytes;
     if (full < h->block_bytes)
         full = h->block_bytes;
     r->buf_cap = (size_t)ol_round_up(maxlen, OL_ALIGN);
@@ -448,6 +448,44 @@ int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
     return 0;
 }
 
+/* ol_store_read_open for an entry found by a callback (versions.c opens
+ * older versions so). */
+int ol_reader_open_fn(struct ol_store *st, int (*find)(void *ctx, MDB_txn *txn, MDB_val *v),
+                      void *ctx, struct ol_store_reader **out)
+{
+    struct ol_store_reader *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->st = st;
+    int rc = -EAGAIN;
+    for (int attempt = 0; attempt < 8 && rc == -EAGAIN; attempt++) {
+        reader_release(r);
+        MDB_txn *txn = NULL;
+        rc = ol_rd_begin(st, &txn);
+        if (rc)
+            break;
+        MDB_val v;
+        rc = find(ctx, txn, &v);
+        struct ol_entry e;
+        if (rc == 0)
+            rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+        if (rc == 0)
+            rc = reader_fill(r, &e);
+        mdb_txn_abort(txn);
+        if (rc == 0)
+            rc = reader_pin(r);
+    }
+    if (rc == -EAGAIN)
+        rc = -OL_ECORRUPT; /* the entry refers to a missing segment */
+    if (rc) {
+        reader_release(r);
+        free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
 const struct ol_obj_info *ol_store_read_info(const struct ol_store_reader *r)
 {
     return &r->info;
@@ -457,6 +495,70 @@ int ol_store_read_attr(const struct ol_store_reader *r, const char *name, const 
                        size_t *len)
 {
     return ol_attrs_find(r->attrs, r->attr_len, name, val, len);
+}
+
+/* The file descriptor readers use for a segment's data: a second, buffered
+ * (non-O_DIRECT) descriptor of the same file, opened by the first reader
+ * that needs it, so that repeated GETs of the same bytes are served from the
+ * page cache the way a plain file server's are, instead of going to the
+ * device every time.  Falls back to the O_DIRECT descriptor if it cannot be
+ * opened.
+ *
+ * Coherence with the O_DIRECT writers: segments are append-only and a reader
+ * only reads ranges whose write completed before their commit.  A direct
+ * write invalidates the page-cache pages of its range before it starts and
+ * again after it completes (mm/filemap.c kiocb_invalidate_pages() and
+ * kiocb_invalidate_post_direct_write(), called from iomap_dio_rw() /
+ * __iomap_dio_rw() and iomap_dio_complete(); "invalidate clean pages which
+ * might have been cached by non-direct readahead"), so pages that readahead
+ * pulled in past a committed extent, from a range written later, are dropped.
+ * That second invalidation may fail silently ("tough, the write still
+ * worked"), which is why a checksum mismatch on the buffered descriptor is
+ * retried on the O_DIRECT one before the block is declared corrupt. */
+static int seg_read_fd(struct ol_store *st, struct ol_seg *seg)
+{
+    if (!st->direct)
+        return seg->fd; /* already buffered */
+    int fd = atomic_load_explicit(&seg->rfd, memory_order_acquire);
+    if (fd >= 0)
+        return fd;
+    char path[64];
+    snprintf(path, sizeof(path), "%016" PRIx64 ".seg", seg->id);
+    int nfd = openat(st->seg_dir_fd, path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0)
+        return seg->fd;
+    /* Objects are read front to back: a larger readahead window. */
+    (void)posix_fadvise(nfd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    int expect = -1;
+    if (!atomic_compare_exchange_strong(&seg->rfd, &expect, nfd)) {
+        close(nfd); /* another thread opened it first */
+        return expect;
+    }
+    return nfd;
+}
+
+/* Reads [start, start+len) of extent xi into r->buf through fd and checks
+ * the nblk block CRCs.  0, -OL_ECORRUPT with *bad_off (segment offset of the
+ * first bad block), or a negative errno. */
+static int reader_load(struct ol_store_reader *r, uint32_t xi, int fd, uint64_t start,
+                       size_t len, uint64_t nblk, uint64_t *bad_off)
+{
+    const struct ol_extent *x = &r->ext[xi];
+    uint32_t bb = r->block_bytes;
+    uint64_t b0 = start / bb;
+    *bad_off = x->off + start;
+    int rc = ol_pread_all(fd, r->buf, (size_t)ol_round_up(len, OL_ALIGN), x->off + start);
+    if (rc)
+        return rc;
+    for (uint64_t j = 0; j < nblk; j++) {
+        size_t bo = (size_t)(j * bb);
+        size_t bl = len - bo < bb ? len - bo : bb;
+        if (ol_crc32c(r->buf + bo, bl) != r->crcs[r->crc_start[xi] + b0 + j]) {
+            *bad_off = x->off + start + bo;
+            return -OL_ECORRUPT;
+        }
+    }
+    return 0;
 }
 
 static int corrupt(struct ol_store_reader *r, uint64_t seg, uint64_t off)
@@ -514,18 +616,21 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
         size_t len = (size_t)(nblk * bb < x->len - start ? nblk * bb : x->len - start);
         OL_ASSERT(ol_round_up(len, OL_ALIGN) <= r->buf_cap);
         r->c_valid = false;
-        int rc = ol_pread_all(r->segs[xi]->fd, r->buf, (size_t)ol_round_up(len, OL_ALIGN),
-                              x->off + start);
+        struct ol_seg *sg = r->segs[xi];
+        int fd = seg_read_fd(r->st, sg);
+        uint64_t bad = 0;
+        int rc = reader_load(r, xi, fd, start, len, nblk, &bad);
+        if (rc == -OL_ECORRUPT && fd != sg->fd) {
+            /* Maybe a stale cached page (see seg_read_fd): drop the range
+             * from the cache and read it from the device before deciding. */
+            (void)posix_fadvise(fd, (off_t)(x->off + start),
+                                (off_t)ol_round_up(len, OL_ALIGN), POSIX_FADV_DONTNEED);
+            rc = reader_load(r, xi, sg->fd, start, len, nblk, &bad);
+        }
         if (rc == -OL_ECORRUPT)
-            return corrupt(r, x->seg, x->off + start);
+            return corrupt(r, x->seg, bad);
         if (rc)
             return rc;
-        for (uint64_t j = 0; j < nblk; j++) {
-            size_t bo = (size_t)(j * bb);
-            size_t bl = len - bo < bb ? len - bo : bb;
-            if (ol_crc32c(r->buf + bo, bl) != r->crcs[r->crc_start[xi] + b0 + j])
-                return corrupt(r, x->seg, x->off + start + bo);
-        }
         r->c_valid = true;
         r->c_ext = xi;
         r->c_off = start;

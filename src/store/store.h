@@ -286,6 +286,84 @@ int ol_store_object_attr_put(struct ol_store *st, const char *bucket, const char
 ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const char *key,
                                  size_t key_len, const char *name, void *buf, size_t cap);
 
+/* ---- object versions (versions.c) ----
+ *
+ * A bucket's versioning state is OFF until it is first set, then ENABLED or
+ * SUSPENDED (never OFF again).  The current version of a key stays where an
+ * unversioned object lives (listing pays nothing); older versions and delete
+ * markers live in a separate versions database.  Every write path that
+ * replaces or deletes a current object (PUT, Complete, Copy, delete) follows
+ * the bucket's state in its writer transaction: ENABLED keeps the replaced
+ * version and gives the new one a fresh id; SUSPENDED gives it the id "null"
+ * (replacing an older "null" version); a delete adds a delete marker.
+ *
+ * Version ids are NUL-terminated text: "null" or the 22-character form of
+ * core/hlc.h (text order = creation order).  OL_STORE_VID_MAX holds either. */
+#define OL_STORE_VID_MAX 24
+enum ol_versioning { OL_VERSIONING_OFF, OL_VERSIONING_ENABLED, OL_VERSIONING_SUSPENDED };
+/* -OL_ENOBUCKET; -EINVAL for OFF (a bucket never goes back to unversioned). */
+int ol_store_versioning_put(struct ol_store *st, const char *bucket, enum ol_versioning v);
+int ol_store_versioning_get(struct ol_store *st, const char *bucket, enum ol_versioning *out);
+
+/* ol_store_write_commit_object_if that also returns the new version's id
+ * (vid may be NULL; "" when the bucket is unversioned). */
+int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket,
+                                   const char *key, size_t key_len,
+                                   const struct ol_obj_info *info,
+                                   const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX]);
+/* The version id of a copy or completed upload made by the last
+ * ol_store_copy_object / ol_store_upload_complete(_if) call on this thread
+ * ("" when the bucket is unversioned). */
+const char *ol_store_last_vid(void);
+
+/* Opens version `vid` of a key (NULL: the current version, as
+ * ol_store_read_open).  -OL_ENOVERSION (unknown or malformed id), -OL_EMARKER
+ * (the id names a delete marker), -OL_ENOKEY, -OL_ENOBUCKET.  An unversioned
+ * object's id is "null". */
+int ol_store_read_open_v(struct ol_store *st, const char *bucket, const char *key,
+                         size_t key_len, const char *vid, struct ol_store_reader **out);
+/* The reader's version id: 0, or -OL_ENOCONFIG with "null" for an object
+ * written while its bucket was unversioned. */
+int ol_store_read_vid(const struct ol_store_reader *r, char vid[OL_STORE_VID_MAX]);
+/* 1 with the marker's id when the key has no current object and its latest
+ * version is a delete marker; 0 when not; or an error. */
+int ol_store_latest_marker(struct ol_store *st, const char *bucket, const char *key,
+                           size_t key_len, char vid[OL_STORE_VID_MAX], int64_t *mtime_ns);
+
+struct ol_store_del_res {
+    char vid[OL_STORE_VID_MAX]; /* the marker made, or the version removed ("" if none) */
+    bool marker;                /* a marker was made or removed */
+};
+/* Deletes a key.  vid == NULL: the current version (versioned buckets: adds
+ * a delete marker).  Else removes that version permanently (freeing its
+ * space; the previous version becomes current when it was the latest):
+ * -OL_ENOVERSION when it does not exist.  res may be NULL. */
+int ol_store_delete_v(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+                      const char *vid, struct ol_store_del_res *res);
+
+/* Every version of a bucket's keys: keys in byte order, each key's versions
+ * newest first (the current object first).  Holds a read snapshot. */
+struct ol_store_viter;
+struct ol_version_info {
+    struct ol_obj_info info; /* size 0 and no etag for a marker */
+    char vid[OL_STORE_VID_MAX];
+    bool is_latest;
+    bool is_marker;
+};
+int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_store_viter **out);
+/* Positions at the first version of the first key >= from. */
+int ol_store_viter_seek(struct ol_store_viter *it, const char *from, size_t from_len);
+/* 0 with a version (key/info valid until the next call), 1 at the end. */
+int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key_len,
+                        struct ol_version_info *vi);
+void ol_store_viter_close(struct ol_store_viter *it);
+/* Copies version vid of a source (NULL: current) as ol_store_copy_object. */
+int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const char *src_key,
+                           size_t src_len, const char *src_vid, const char *dst_bucket,
+                           const char *dst_key, size_t dst_len,
+                           const struct ol_store_copy_opts *o, struct ol_obj_info *out,
+                           char vid[OL_STORE_VID_MAX]);
+
 /* ---- maintenance and statistics ---- */
 
 struct ol_store_stats {

@@ -17,7 +17,12 @@
 #include "store/writer.h"
 
 #define OL_ALIGN 4096u
-#define OL_IO_BUF_BYTES (1u << 20) /* writer, reader and compactor buffers */
+#define OL_IO_BUF_BYTES (1u << 20) /* writer and compactor buffers */
+/* A reader's window: a large object is read, verified and sent 4 MiB at a
+ * time.  Fewer, larger rounds cost less CPU per byte than 1 MiB ones (GET
+ * 64 MiB: 0.38 against 0.46-0.50 server CPU-s per GiB, bench/RESULTS.md);
+ * it is the largest class of the per-thread buffer pools (core/buf.h). */
+#define OL_READ_BUF_BYTES (4u << 20)
 #define OL_MAX_LOOPS 1024u
 
 static inline uint64_t ol_round_up(uint64_t v, uint64_t a)
@@ -43,6 +48,7 @@ struct ol_store {
 
     MDB_env *env;
     MDB_dbi db_buckets, db_objects, db_uploads, db_parts, db_segs, db_meta, db_bconf;
+    MDB_dbi db_versions; /* non-current versions and delete markers (versions.c) */
 
     /* Segment registry: every segment file that exists, sorted by id. */
     pthread_mutex_t reg_mu;
@@ -115,6 +121,38 @@ int ol_cond_check(struct ol_store *st, MDB_txn *txn, const uint8_t *ik, size_t i
  * which also drops its segment references). */
 int ol_writer_seal(struct ol_store_writer *w, const struct ol_extent **ext, uint32_t *next,
                    const uint32_t **crcs, uint32_t *ncrc);
+
+/* Opens a reader on the entry that find() returns from a read transaction
+ * (*v points into LMDB's map, valid for that transaction). */
+int ol_reader_open_fn(struct ol_store *st, int (*find)(void *ctx, MDB_txn *txn, MDB_val *v),
+                      void *ctx, struct ol_store_reader **out);
+
+/* The writer thread's per-batch state (writer.c). */
+struct batch_ctx;
+/* Adds (sign 1) or frees (sign -1) the space of an encoded entry. */
+int ol_writer_space(struct batch_ctx *bc, MDB_txn *txn, const void *v, size_t len, int sign);
+/* Replaces (or deletes, v NULL) an objects-DB entry ignoring versioning. */
+int ol_obj_replace_plain(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                         const void *v, size_t vlen);
+struct ol_store *ol_batch_store(struct batch_ctx *bc);
+
+/* ---- versions (versions.c), in the writer's transaction ---- */
+
+/* Replaces or deletes (v NULL) the current entry of ik following the
+ * bucket's versioning state; vid_out gets the new version's id (or the
+ * marker's), "" when unversioned. */
+int ol_ver_replace(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                   const void *v, size_t vlen, char vid_out[OL_STORE_VID_MAX]);
+/* The bucket's versioning state (OFF when unset or unreadable). */
+enum ol_versioning ol_ver_state(struct ol_store *st, MDB_txn *txn, const char *bucket);
+/* OL_OP_DELETE_VERSION. */
+int ol_ver_delete_version(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
+/* -OL_EBUCKETNOTEMPTY when a version or marker of the bucket remains. */
+int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket);
+/* Finds version vid of ik (current or not) in any transaction: 0 with *v,
+ * -OL_ENOVERSION, -OL_EMARKER. */
+int ol_ver_lookup(struct ol_store *st, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                  const char *vid, MDB_val *v);
 
 /* ---- compactor (compact.c) ---- */
 

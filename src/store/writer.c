@@ -215,6 +215,14 @@ int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucke
                                     const struct ol_obj_info *info,
                                     const struct ol_store_cond *cond)
 {
+    return ol_store_write_commit_object_v(w, bucket, key, key_len, info, cond, NULL);
+}
+
+int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket,
+                                   const char *key, size_t key_len,
+                                   const struct ol_obj_info *info,
+                                   const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX])
+{
     struct ol_store *st = w->st;
     uint8_t *entry = NULL;
     size_t entry_len = 0;
@@ -258,6 +266,8 @@ int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucke
     op.val_len = entry_len;
     op.cond = cond;
     rc = ol_commit_run(st, &op);
+    if (rc == 0 && vid)
+        memcpy(vid, op.vid_out, OL_STORE_VID_MAX);
 out:
     free(entry);
     writer_free(w);
@@ -396,6 +406,20 @@ static int space_free_raw(struct batch_ctx *bc, MDB_txn *txn, const void *v, siz
     return space_add(bc, txn, &e, -1);
 }
 
+int ol_writer_space(struct batch_ctx *bc, MDB_txn *txn, const void *v, size_t len, int sign)
+{
+    if (sign < 0)
+        return space_free_raw(bc, txn, v, len);
+    struct ol_entry e;
+    int rc = ol_entry_decode(v, len, &e);
+    return rc ? rc : space_add(bc, txn, &e, 1);
+}
+
+struct ol_store *ol_batch_store(struct batch_ctx *bc)
+{
+    return bc->st;
+}
+
 static void *dup_val(const MDB_val *v)
 {
     void *p = malloc(v->mv_size ? v->mv_size : 1);
@@ -441,10 +465,18 @@ int ol_cond_check(struct ol_store *st, MDB_txn *txn, const uint8_t *ik, size_t i
     return strncmp(e.h.etag, cond->if_match, sizeof(e.h.etag)) == 0 ? 0 : -OL_EPRECONDITION;
 }
 
+/* Replaces (or deletes, when v is NULL) the current entry of a key,
+ * following the bucket's versioning state (versions.c). */
+static int obj_replace(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                       const void *v, size_t vlen, char vid_out[OL_STORE_VID_MAX])
+{
+    return ol_ver_replace(bc, txn, ik, ikl, v, vlen, vid_out);
+}
+
 /* Replaces (or deletes, when v is NULL) an objects-DB entry, keeping space
  * accounting and the object count in step. */
-static int obj_replace(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t ikl,
-                       const void *v, size_t vlen)
+int ol_obj_replace_plain(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t ikl,
+                         const void *v, size_t vlen)
 {
     struct ol_store *st = bc->st;
     MDB_val old;
@@ -522,6 +554,8 @@ static int op_bucket_delete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op
     else if (mr && mr != MDB_NOTFOUND)
         rc = ol_mdb_err(mr);
     mdb_cursor_close(c);
+    if (rc == 0)
+        rc = ol_ver_bucket_check_empty(st, txn, op->bucket);
     if (rc)
         return rc;
     /* Uploads are few; a scan keeps the uploads DB free of a second index. */
@@ -813,7 +847,7 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         goto out;
     /* The listed parts' space moves to the object: free the old object, then
      * count the new entry and uncount the parts, which nets to zero for them. */
-    rc = obj_replace(bc, txn, ik, (size_t)ikl, entry, entry_len);
+    rc = obj_replace(bc, txn, ik, (size_t)ikl, entry, entry_len, op->vid_out);
     for (uint32_t i = 0; rc == 0 && i < op->nparts; i++)
         rc = space_free_raw(bc, txn, pv[i], pl[i]);
     if (rc == 0)
@@ -837,8 +871,9 @@ static int op_relocate(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     struct ol_store *st = bc->st;
     MDB_val v;
     int rc;
-    if (op->reloc_db == OL_RELOC_OBJECTS) {
-        rc = ol_idx_get(txn, st->db_objects, op->ikey, op->ikey_len, &v);
+    MDB_dbi idx_db = op->reloc_db == OL_RELOC_VERSIONS ? st->db_versions : st->db_objects;
+    if (op->reloc_db != OL_RELOC_PARTS) {
+        rc = ol_idx_get(txn, idx_db, op->ikey, op->ikey_len, &v);
     } else {
         MDB_val k = {op->ikey_len, (void *)op->ikey};
         rc = ol_mdb_err(mdb_get(txn, st->db_parts, &k, &v));
@@ -869,8 +904,8 @@ static int op_relocate(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         goto out;
     }
     ol_entry_patch_ext(buf, len, found, op->new_seg, op->new_off);
-    if (op->reloc_db == OL_RELOC_OBJECTS) {
-        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, buf, len);
+    if (op->reloc_db != OL_RELOC_PARTS) {
+        rc = ol_idx_put(txn, idx_db, op->ikey, op->ikey_len, buf, len);
     } else {
         MDB_val k = {op->ikey_len, (void *)op->ikey}, nv = {len, buf};
         rc = ol_mdb_err(mdb_put(txn, st->db_parts, &k, &nv, 0));
@@ -903,7 +938,10 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     if (rc)
         return rc;
     MDB_val sv;
-    rc = ol_idx_get(txn, st->db_objects, op->src_ikey, op->src_ikey_len, &sv);
+    if (op->vid)
+        rc = ol_ver_lookup(st, txn, op->src_ikey, op->src_ikey_len, op->vid, &sv);
+    else
+        rc = ol_idx_get(txn, st->db_objects, op->src_ikey, op->src_ikey_len, &sv);
     if (rc)
         return rc;
     /* The source's bytes live in LMDB's map, which the destination's update
@@ -933,10 +971,12 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         goto out;
     bool same = op->ikey_len == op->src_ikey_len &&
                 memcmp(op->ikey, op->src_ikey, op->ikey_len) == 0;
-    if (same)
+    /* A copy onto itself only rewrites the metadata, unless it restores an
+     * older version or the bucket keeps versions (both make a new version). */
+    if (same && !op->vid && ol_ver_state(st, txn, op->bucket) == OL_VERSIONING_OFF)
         rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
     else
-        rc = obj_replace(bc, txn, op->ikey, op->ikey_len, entry, entry_len);
+        rc = obj_replace(bc, txn, op->ikey, op->ikey_len, entry, entry_len, op->vid_out);
     if (rc == 0) {
         struct ol_obj_info *info = op->info;
         memset(info, 0, sizeof(*info));
@@ -1007,12 +1047,14 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         rc = bucket_exists(st, txn, op->bucket);
         if (rc == 0)
             rc = ol_cond_check(st, txn, op->ikey, op->ikey_len, op->cond);
-        return rc ? rc : obj_replace(bc, txn, op->ikey, op->ikey_len, op->val, op->val_len);
+        return rc ? rc
+                  : obj_replace(bc, txn, op->ikey, op->ikey_len, op->val, op->val_len,
+                                op->vid_out);
     case OL_OP_PUT_PART:
         return op_put_part(bc, txn, op);
     case OL_OP_DELETE:
         rc = bucket_exists(st, txn, op->bucket);
-        return rc ? rc : obj_replace(bc, txn, op->ikey, op->ikey_len, NULL, 0);
+        return rc ? rc : obj_replace(bc, txn, op->ikey, op->ikey_len, NULL, 0, op->vid_out);
     case OL_OP_UPLOAD_CREATE: {
         rc = bucket_exists(st, txn, op->bucket);
         if (rc)
@@ -1040,6 +1082,8 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         return op_copy_object(bc, txn, op);
     case OL_OP_COPY_PART:
         return op_copy_part(bc, txn, op);
+    case OL_OP_DELETE_VERSION:
+        return ol_ver_delete_version(bc, txn, op);
     }
     return -EINVAL;
 }
@@ -1163,8 +1207,17 @@ void ol_commit_enqueue(struct ol_store *st, struct ol_op *op)
     pthread_mutex_unlock(&st->q_mu);
 }
 
+static __thread char last_vid[OL_STORE_VID_MAX];
+
 int ol_commit_run(struct ol_store *st, struct ol_op *op)
 {
     ol_commit_enqueue(st, op);
-    return ol_completion_wait(&op->done);
+    int rc = ol_completion_wait(&op->done);
+    memcpy(last_vid, op->vid_out, sizeof(last_vid));
+    return rc;
+}
+
+const char *ol_store_last_vid(void)
+{
+    return last_vid;
 }

@@ -30,9 +30,10 @@ enum ol_op_type {
     OL_OP_ATTR_PUT,
     OL_OP_COPY_OBJECT,
     OL_OP_COPY_PART,
+    OL_OP_DELETE_VERSION, /* versions.c: remove one version permanently */
 };
 
-enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS };
+enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS, OL_RELOC_VERSIONS };
 
 struct ol_op {
     struct ol_op *next;
@@ -66,6 +67,11 @@ struct ol_op {
     const char *src_bucket;
     const struct ol_store_copy_opts *copy;
     const struct ol_copy_part_req *cpart;
+    /* versions: the version asked for (delete, copy source), or NULL; the id
+     * of the version made or removed, and whether it is a delete marker */
+    const char *vid;
+    char vid_out[OL_STORE_VID_MAX];
+    bool marker;
 };
 
 /* UploadPartCopy: the source ranges that the new part shares by reference.
@@ -83,7 +89,8 @@ int ol_commit_start(struct ol_store *st);
 void ol_commit_stop(struct ol_store *st);
 /* Queues op (initialising its completion for the calling fiber/thread). */
 void ol_commit_enqueue(struct ol_store *st, struct ol_op *op);
-/* Queues op and waits for its result. */
+/* Queues op and waits for its result.  op->vid_out is then also what
+ * ol_store_last_vid returns on this thread. */
 int ol_commit_run(struct ol_store *st, struct ol_op *op);
 
 /* Builds the parts DB key: upload id (32 hex) + big-endian part number. */

@@ -1,0 +1,554 @@
+/* MD5, scalar and multi-buffer (8 or 16 streams per SIMD round), and the
+ * per-thread batches behind ol_md5_async_*().
+ *
+ * The multi-buffer code is written here because no Debian package provides
+ * ISA-L crypto's md5_mb.  The 64 MD5 steps are written once, as macros over
+ * a type T, and instantiated for uint32_t (one stream) and for GCC vector
+ * types of 8 and 16 lanes (one stream per lane) compiled for AVX2, AVX-512VL
+ * and AVX-512F; ol_md5_lanes() picks at run time what the CPU has. */
+#include "core/md5.h"
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "core/log.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "md5.c loads message words in host order and needs a little-endian host"
+#endif
+
+/* The four boolean functions, in forms with one fewer operation than
+ * RFC 1321's (F and G as selects). */
+#define MD5_F(b, c, d) ((d) ^ ((b) & ((c) ^ (d))))
+#define MD5_G(b, c, d) ((c) ^ ((d) & ((b) ^ (c))))
+#define MD5_H(b, c, d) ((b) ^ (c) ^ (d))
+#define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
+#define MD5_STEP(f, a, b, c, d, x, k, s)                                                           \
+    do {                                                                                           \
+        (a) += f((b), (c), (d)) + (x) + (uint32_t)(k);                                             \
+        (a) = ((a) << (s)) | ((a) >> (32 - (s)));                                                  \
+        (a) += (b);                                                                                \
+    } while (0)
+
+/* The 64 steps on a, b, c, d with message words X[0..15]. */
+#define MD5_ROUNDS(a, b, c, d, X)                                                                  \
+    do {                                                                                           \
+        MD5_STEP(MD5_F, a, b, c, d, X[0], 0xd76aa478, 7);                                          \
+        MD5_STEP(MD5_F, d, a, b, c, X[1], 0xe8c7b756, 12);                                         \
+        MD5_STEP(MD5_F, c, d, a, b, X[2], 0x242070db, 17);                                         \
+        MD5_STEP(MD5_F, b, c, d, a, X[3], 0xc1bdceee, 22);                                         \
+        MD5_STEP(MD5_F, a, b, c, d, X[4], 0xf57c0faf, 7);                                          \
+        MD5_STEP(MD5_F, d, a, b, c, X[5], 0x4787c62a, 12);                                         \
+        MD5_STEP(MD5_F, c, d, a, b, X[6], 0xa8304613, 17);                                         \
+        MD5_STEP(MD5_F, b, c, d, a, X[7], 0xfd469501, 22);                                         \
+        MD5_STEP(MD5_F, a, b, c, d, X[8], 0x698098d8, 7);                                          \
+        MD5_STEP(MD5_F, d, a, b, c, X[9], 0x8b44f7af, 12);                                         \
+        MD5_STEP(MD5_F, c, d, a, b, X[10], 0xffff5bb1, 17);                                        \
+        MD5_STEP(MD5_F, b, c, d, a, X[11], 0x895cd7be, 22);                                        \
+        MD5_STEP(MD5_F, a, b, c, d, X[12], 0x6b901122, 7);                                         \
+        MD5_STEP(MD5_F, d, a, b, c, X[13], 0xfd987193, 12);                                        \
+        MD5_STEP(MD5_F, c, d, a, b, X[14], 0xa679438e, 17);                                        \
+        MD5_STEP(MD5_F, b, c, d, a, X[15], 0x49b40821, 22);                                        \
+        MD5_STEP(MD5_G, a, b, c, d, X[1], 0xf61e2562, 5);                                          \
+        MD5_STEP(MD5_G, d, a, b, c, X[6], 0xc040b340, 9);                                          \
+        MD5_STEP(MD5_G, c, d, a, b, X[11], 0x265e5a51, 14);                                        \
+        MD5_STEP(MD5_G, b, c, d, a, X[0], 0xe9b6c7aa, 20);                                         \
+        MD5_STEP(MD5_G, a, b, c, d, X[5], 0xd62f105d, 5);                                          \
+        MD5_STEP(MD5_G, d, a, b, c, X[10], 0x02441453, 9);                                         \
+        MD5_STEP(MD5_G, c, d, a, b, X[15], 0xd8a1e681, 14);                                        \
+        MD5_STEP(MD5_G, b, c, d, a, X[4], 0xe7d3fbc8, 20);                                         \
+        MD5_STEP(MD5_G, a, b, c, d, X[9], 0x21e1cde6, 5);                                          \
+        MD5_STEP(MD5_G, d, a, b, c, X[14], 0xc33707d6, 9);                                         \
+        MD5_STEP(MD5_G, c, d, a, b, X[3], 0xf4d50d87, 14);                                         \
+        MD5_STEP(MD5_G, b, c, d, a, X[8], 0x455a14ed, 20);                                         \
+        MD5_STEP(MD5_G, a, b, c, d, X[13], 0xa9e3e905, 5);                                         \
+        MD5_STEP(MD5_G, d, a, b, c, X[2], 0xfcefa3f8, 9);                                          \
+        MD5_STEP(MD5_G, c, d, a, b, X[7], 0x676f02d9, 14);                                         \
+        MD5_STEP(MD5_G, b, c, d, a, X[12], 0x8d2a4c8a, 20);                                        \
+        MD5_STEP(MD5_H, a, b, c, d, X[5], 0xfffa3942, 4);                                          \
+        MD5_STEP(MD5_H, d, a, b, c, X[8], 0x8771f681, 11);                                         \
+        MD5_STEP(MD5_H, c, d, a, b, X[11], 0x6d9d6122, 16);                                        \
+        MD5_STEP(MD5_H, b, c, d, a, X[14], 0xfde5380c, 23);                                        \
+        MD5_STEP(MD5_H, a, b, c, d, X[1], 0xa4beea44, 4);                                          \
+        MD5_STEP(MD5_H, d, a, b, c, X[4], 0x4bdecfa9, 11);                                         \
+        MD5_STEP(MD5_H, c, d, a, b, X[7], 0xf6bb4b60, 16);                                         \
+        MD5_STEP(MD5_H, b, c, d, a, X[10], 0xbebfbc70, 23);                                        \
+        MD5_STEP(MD5_H, a, b, c, d, X[13], 0x289b7ec6, 4);                                         \
+        MD5_STEP(MD5_H, d, a, b, c, X[0], 0xeaa127fa, 11);                                         \
+        MD5_STEP(MD5_H, c, d, a, b, X[3], 0xd4ef3085, 16);                                         \
+        MD5_STEP(MD5_H, b, c, d, a, X[6], 0x04881d05, 23);                                         \
+        MD5_STEP(MD5_H, a, b, c, d, X[9], 0xd9d4d039, 4);                                          \
+        MD5_STEP(MD5_H, d, a, b, c, X[12], 0xe6db99e5, 11);                                        \
+        MD5_STEP(MD5_H, c, d, a, b, X[15], 0x1fa27cf8, 16);                                        \
+        MD5_STEP(MD5_H, b, c, d, a, X[2], 0xc4ac5665, 23);                                         \
+        MD5_STEP(MD5_I, a, b, c, d, X[0], 0xf4292244, 6);                                          \
+        MD5_STEP(MD5_I, d, a, b, c, X[7], 0x432aff97, 10);                                         \
+        MD5_STEP(MD5_I, c, d, a, b, X[14], 0xab9423a7, 15);                                        \
+        MD5_STEP(MD5_I, b, c, d, a, X[5], 0xfc93a039, 21);                                         \
+        MD5_STEP(MD5_I, a, b, c, d, X[12], 0x655b59c3, 6);                                         \
+        MD5_STEP(MD5_I, d, a, b, c, X[3], 0x8f0ccc92, 10);                                         \
+        MD5_STEP(MD5_I, c, d, a, b, X[10], 0xffeff47d, 15);                                        \
+        MD5_STEP(MD5_I, b, c, d, a, X[1], 0x85845dd1, 21);                                         \
+        MD5_STEP(MD5_I, a, b, c, d, X[8], 0x6fa87e4f, 6);                                          \
+        MD5_STEP(MD5_I, d, a, b, c, X[15], 0xfe2ce6e0, 10);                                        \
+        MD5_STEP(MD5_I, c, d, a, b, X[6], 0xa3014314, 15);                                         \
+        MD5_STEP(MD5_I, b, c, d, a, X[13], 0x4e0811a1, 21);                                        \
+        MD5_STEP(MD5_I, a, b, c, d, X[4], 0xf7537e82, 6);                                          \
+        MD5_STEP(MD5_I, d, a, b, c, X[11], 0xbd3af235, 10);                                        \
+        MD5_STEP(MD5_I, c, d, a, b, X[2], 0x2ad7d2bb, 15);                                         \
+        MD5_STEP(MD5_I, b, c, d, a, X[9], 0xeb86d391, 21);                                         \
+    } while (0)
+
+/* ---- one stream ---- */
+
+static void compress1(uint32_t h[4], const uint8_t *p, size_t nblk)
+{
+    uint32_t a0 = h[0], b0 = h[1], c0 = h[2], d0 = h[3];
+    for (size_t i = 0; i < nblk; i++, p += 64) {
+        uint32_t X[16];
+        memcpy(X, p, 64);
+        uint32_t a = a0, b = b0, c = c0, d = d0;
+        MD5_ROUNDS(a, b, c, d, X);
+        a0 += a;
+        b0 += b;
+        c0 += c;
+        d0 += d;
+    }
+    h[0] = a0;
+    h[1] = b0;
+    h[2] = c0;
+    h[3] = d0;
+}
+
+/* ---- many streams: lane l of every vector is stream l ---- */
+
+#define MB_MAX 16
+
+typedef uint32_t v8u __attribute__((vector_size(32)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+/* Loads block k of every lane and transposes: X[i] = word i of each lane's
+ * block.  Rows (one lane's words) become columns with unpack and shuffle
+ * instructions: 48 of them for 8 lanes, 64 for 16, where element-wise
+ * moves would take 128 or 256 loads and stores. */
+__attribute__((target("avx2"))) static inline void load8(v8u X[16],
+                                                         const uint8_t *const ptr[MB_MAX],
+                                                         const size_t step[MB_MAX], size_t k)
+{
+    for (unsigned half = 0; half < 2; half++) {
+        __m256i r[8], t[8], u[8];
+        for (unsigned l = 0; l < 8; l++)
+            r[l] = _mm256_loadu_si256((const __m256i *)(ptr[l] + k * step[l] + 32 * half));
+        for (unsigned l = 0; l < 8; l += 2) {
+            t[l] = _mm256_unpacklo_epi32(r[l], r[l + 1]);
+            t[l + 1] = _mm256_unpackhi_epi32(r[l], r[l + 1]);
+        }
+        for (unsigned l = 0; l < 8; l += 4) {
+            u[l] = _mm256_unpacklo_epi64(t[l], t[l + 2]);
+            u[l + 1] = _mm256_unpackhi_epi64(t[l], t[l + 2]);
+            u[l + 2] = _mm256_unpacklo_epi64(t[l + 1], t[l + 3]);
+            u[l + 3] = _mm256_unpackhi_epi64(t[l + 1], t[l + 3]);
+        }
+        /* u[m] (rows 0-3) and u[4 + m] (rows 4-7) hold words m and m + 4. */
+        for (unsigned m = 0; m < 4; m++) {
+            X[8 * half + m] = (v8u)_mm256_permute2x128_si256(u[m], u[4 + m], 0x20);
+            X[8 * half + m + 4] = (v8u)_mm256_permute2x128_si256(u[m], u[4 + m], 0x31);
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static inline void load16(v16u X[16],
+                                                             const uint8_t *const ptr[MB_MAX],
+                                                             const size_t step[MB_MAX], size_t k)
+{
+    __m512i r[16], t[16], u[16];
+    for (unsigned l = 0; l < 16; l++)
+        r[l] = _mm512_loadu_si512((const void *)(ptr[l] + k * step[l]));
+    for (unsigned l = 0; l < 16; l += 2) {
+        t[l] = _mm512_unpacklo_epi32(r[l], r[l + 1]);
+        t[l + 1] = _mm512_unpackhi_epi32(r[l], r[l + 1]);
+    }
+    /* u[4q + m], 128-bit part j: rows 4q..4q+3 of word 4j + m. */
+    for (unsigned q = 0; q < 16; q += 4) {
+        u[q] = _mm512_unpacklo_epi64(t[q], t[q + 2]);
+        u[q + 1] = _mm512_unpackhi_epi64(t[q], t[q + 2]);
+        u[q + 2] = _mm512_unpacklo_epi64(t[q + 1], t[q + 3]);
+        u[q + 3] = _mm512_unpackhi_epi64(t[q + 1], t[q + 3]);
+    }
+    /* A 4x4 transpose of 128-bit parts for each m. */
+    for (unsigned m = 0; m < 4; m++) {
+        __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x44);
+        __m512i v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xEE);
+        __m512i v2 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x44);
+        __m512i v3 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xEE);
+        X[m] = (v16u)_mm512_shuffle_i32x4(v0, v2, 0x88);
+        X[4 + m] = (v16u)_mm512_shuffle_i32x4(v0, v2, 0xDD);
+        X[8 + m] = (v16u)_mm512_shuffle_i32x4(v1, v3, 0x88);
+        X[12 + m] = (v16u)_mm512_shuffle_i32x4(v1, v3, 0xDD);
+    }
+}
+
+/* Hashes nblk blocks of each lane: lane l's block k is at ptr[l] + k *
+ * step[l] (step 0 keeps an idle lane on one harmless block).  st[j][l] is
+ * state word j of lane l. */
+#define DEFINE_MB(name, W, VT, TGT, LOAD)                                                          \
+    __attribute__((target(TGT))) static void name(uint32_t st[4][MB_MAX],                          \
+                                                  const uint8_t *const ptr[MB_MAX],                \
+                                                  const size_t step[MB_MAX], size_t nblk)          \
+    {                                                                                              \
+        VT a0, b0, c0, d0;                                                                         \
+        memcpy(&a0, st[0], sizeof(VT));                                                            \
+        memcpy(&b0, st[1], sizeof(VT));                                                            \
+        memcpy(&c0, st[2], sizeof(VT));                                                            \
+        memcpy(&d0, st[3], sizeof(VT));                                                            \
+        for (size_t k = 0; k < nblk; k++) {                                                        \
+            VT X[16];                                                                              \
+            LOAD(X, ptr, step, k);                                                                 \
+            VT a = a0, b = b0, c = c0, d = d0;                                                     \
+            MD5_ROUNDS(a, b, c, d, X);                                                             \
+            a0 += a;                                                                               \
+            b0 += b;                                                                               \
+            c0 += c;                                                                               \
+            d0 += d;                                                                               \
+        }                                                                                          \
+        memcpy(st[0], &a0, sizeof(VT));                                                            \
+        memcpy(st[1], &b0, sizeof(VT));                                                            \
+        memcpy(st[2], &c0, sizeof(VT));                                                            \
+        memcpy(st[3], &d0, sizeof(VT));                                                            \
+    }
+
+DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
+DEFINE_MB(mb8_avx512, 8, v8u, "avx512f,avx512vl", load8)
+DEFINE_MB(mb16_avx512, 16, v16u, "avx512f", load16)
+
+typedef void (*mb_fn)(uint32_t st[4][MB_MAX], const uint8_t *const ptr[MB_MAX],
+                      const size_t step[MB_MAX], size_t nblk);
+
+/* ---- implementation choice ---- */
+
+static int cpu_lanes = -1; /* what the CPU supports: 1, 8 or 16; -1 unknown */
+static int use_lanes = -1; /* what is used (ol_md5_force_lanes may lower it) */
+static bool cpu_avx512vl;
+
+static void detect(void)
+{
+    if (cpu_lanes >= 0)
+        return;
+    __builtin_cpu_init();
+    int l = 1;
+    if (__builtin_cpu_supports("avx2"))
+        l = 8;
+    if (__builtin_cpu_supports("avx512f"))
+        l = 16;
+    cpu_avx512vl = l == 16 && __builtin_cpu_supports("avx512vl");
+    /* Racing first calls from two threads compute and store the same values. */
+    cpu_lanes = l;
+    if (use_lanes < 0)
+        use_lanes = l;
+}
+
+unsigned ol_md5_lanes(void)
+{
+    detect();
+    return (unsigned)use_lanes;
+}
+
+unsigned ol_md5_force_lanes(unsigned lanes)
+{
+    detect();
+    int l = (int)lanes;
+    if (l != 1 && l != 8 && l != 16)
+        l = cpu_lanes;
+    if (l > cpu_lanes)
+        l = cpu_lanes;
+    use_lanes = l;
+    return (unsigned)l;
+}
+
+/* The SIMD routine for n streams, and its width; NULL for one stream. */
+static mb_fn pick(size_t n, unsigned *width)
+{
+    detect();
+    if (n < 2 || use_lanes == 1)
+        return NULL;
+    if (use_lanes == 16 && n > 8) {
+        *width = 16;
+        return mb16_avx512;
+    }
+    *width = 8;
+    return use_lanes == 16 && cpu_avx512vl ? mb8_avx512 : mb8_avx2;
+}
+
+/* ---- the streams ---- */
+
+void ol_md5_init(struct ol_md5 *m)
+{
+    m->h[0] = 0x67452301;
+    m->h[1] = 0xefcdab89;
+    m->h[2] = 0x98badcfe;
+    m->h[3] = 0x10325476;
+    m->nbytes = 0;
+}
+
+static __thread struct ol_md5_stats tl_stats;
+
+/* Takes the bytes that complete m's buffered partial block (hashing it) and
+ * stashes the bytes after p's last whole block; returns through *blk and
+ * *nblk the whole blocks left to hash from p. */
+static void split(struct ol_md5 *m, const uint8_t *p, size_t n, const uint8_t **blk, size_t *nblk)
+{
+    size_t have = (size_t)(m->nbytes % 64);
+    m->nbytes += n;
+    if (have) {
+        size_t take = 64 - have < n ? 64 - have : n;
+        memcpy(m->buf + have, p, take);
+        p += take;
+        n -= take;
+        if (have + take < 64) {
+            *nblk = 0;
+            *blk = p;
+            return;
+        }
+        compress1(m->h, m->buf, 1);
+        tl_stats.scalar_blocks++;
+    }
+    *blk = p;
+    *nblk = n / 64;
+    memcpy(m->buf, p + *nblk * 64, n % 64);
+}
+
+void ol_md5_update(struct ol_md5 *m, const void *p, size_t n)
+{
+    const uint8_t *blk;
+    size_t nblk;
+    split(m, p, n, &blk, &nblk);
+    compress1(m->h, blk, nblk);
+    tl_stats.scalar_blocks += nblk;
+}
+
+void ol_md5_final(struct ol_md5 *m, uint8_t out[16])
+{
+    uint64_t bits = m->nbytes * 8;
+    size_t have = (size_t)(m->nbytes % 64);
+    m->buf[have++] = 0x80;
+    if (have > 56) {
+        memset(m->buf + have, 0, 64 - have);
+        compress1(m->h, m->buf, 1);
+        have = 0;
+    }
+    memset(m->buf + have, 0, 56 - have);
+    memcpy(m->buf + 56, &bits, 8);
+    compress1(m->h, m->buf, 1);
+    memcpy(out, m->h, 16);
+}
+
+void ol_md5(const void *p, size_t n, uint8_t out[16])
+{
+    struct ol_md5 m;
+    ol_md5_init(&m);
+    ol_md5_update(&m, p, n);
+    ol_md5_final(&m, out);
+}
+
+/* A block every idle lane hashes in place: its result is thrown away. */
+static const uint8_t idle_block[64];
+
+/* Whole blocks of one stream still to hash. */
+struct mb_job {
+    uint32_t *h;
+    const uint8_t *p;
+    size_t nblk;
+};
+
+/* Hashes the jobs' blocks, streams side by side.  Lanes take jobs in order;
+ * a lane whose job ends takes the next, and the active lanes are packed low
+ * so that 8-lane rounds are used when 8 or fewer streams remain.  Each SIMD
+ * call runs until the shortest active job ends.  When one job is left,
+ * lanes would idle: with leave_last it is left unfinished (its p and nblk
+ * say what remains) for a later batch, otherwise it finishes scalar. */
+static void mb_run(struct mb_job *js, size_t nj, bool leave_last)
+{
+    unsigned maxw = 1;
+    if (pick(nj, &maxw) == NULL) {
+        for (size_t i = 0; i < nj; i++) {
+            compress1(js[i].h, js[i].p, js[i].nblk);
+            tl_stats.scalar_blocks += js[i].nblk;
+            js[i].p += js[i].nblk * 64;
+            js[i].nblk = 0;
+        }
+        return;
+    }
+    /* The widest rounds available; pick() said 8 only for few jobs. */
+    maxw = (unsigned)use_lanes;
+    uint32_t st[4][MB_MAX] __attribute__((aligned(64)));
+    const uint8_t *ptr[MB_MAX];
+    size_t step[MB_MAX];
+    struct mb_job *lane[MB_MAX];
+    unsigned active = 0;
+    size_t next = 0;
+    for (size_t guard = 0; guard <= 2 * nj + 2; guard++) {
+        /* Fill free lanes (they are all above the active ones). */
+        while (active < maxw && next < nj) {
+            struct mb_job *j = &js[next++];
+            if (j->nblk == 0)
+                continue;
+            lane[active] = j;
+            ptr[active] = j->p;
+            step[active] = 64;
+            for (unsigned k = 0; k < 4; k++)
+                st[k][active] = j->h[k];
+            active++;
+        }
+        if (active == 0)
+            break;
+        if (active == 1) {
+            struct mb_job *j = lane[0];
+            for (unsigned k = 0; k < 4; k++)
+                j->h[k] = st[k][0];
+            if (!leave_last) {
+                compress1(j->h, j->p, j->nblk);
+                tl_stats.scalar_blocks += j->nblk;
+                j->p += j->nblk * 64;
+                j->nblk = 0;
+            }
+            break;
+        }
+        unsigned W = 1;
+        mb_fn fn = pick(active, &W);
+        OL_ASSERT(fn != NULL && W >= active);
+        for (unsigned l = active; l < W; l++) {
+            ptr[l] = idle_block;
+            step[l] = 0;
+        }
+        size_t run = SIZE_MAX;
+        for (unsigned l = 0; l < active; l++)
+            if (lane[l]->nblk < run)
+                run = lane[l]->nblk;
+        fn(st, ptr, step, run);
+        tl_stats.simd_rounds += run;
+        tl_stats.simd_blocks += run * active;
+        /* Retire finished lanes and pack the rest low. */
+        unsigned keep = 0;
+        for (unsigned l = 0; l < active; l++) {
+            struct mb_job *j = lane[l];
+            j->p += run * 64;
+            j->nblk -= run;
+            if (j->nblk == 0) {
+                for (unsigned k = 0; k < 4; k++)
+                    j->h[k] = st[k][l];
+                continue;
+            }
+            if (keep != l) {
+                lane[keep] = j;
+                ptr[keep] = j->p;
+                for (unsigned k = 0; k < 4; k++)
+                    st[k][keep] = st[k][l];
+            } else {
+                ptr[keep] = j->p;
+            }
+            step[keep] = 64;
+            keep++;
+        }
+        active = keep;
+    }
+}
+
+void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs)
+{
+    struct mb_job js[64];
+    for (size_t done = 0; done < njobs;) {
+        size_t chunk = njobs - done < 64 ? njobs - done : 64;
+        for (size_t i = 0; i < chunk; i++) {
+            struct ol_md5_job *j = &jobs[done + i];
+            js[i].h = j->m->h;
+            split(j->m, j->p, j->n, &js[i].p, &js[i].nblk);
+        }
+        mb_run(js, chunk, false);
+        done += chunk;
+    }
+}
+
+/* ---- deferred hashing: the per-thread batches ---- */
+
+/* The thread's streams that have chunks queued or may queue more. */
+static __thread struct ol_md5_async *tl_streams;
+
+void ol_md5_async_begin(struct ol_md5_async *s)
+{
+    ol_md5_init(&s->m);
+    s->head = s->count = 0;
+    s->added = s->hashed = 0;
+    s->prev = NULL;
+    s->next = tl_streams;
+    if (tl_streams)
+        tl_streams->prev = s;
+    tl_streams = s;
+}
+
+/* One batch: the oldest queued chunk of every stream of this thread, side
+ * by side.  Streams that are not waiting get ahead for free: that is what
+ * fills the lanes. */
+static void run_batch(void)
+{
+    struct ol_md5_job jobs[64];
+    struct ol_md5_async *who[64];
+    size_t n = 0;
+    for (struct ol_md5_async *s = tl_streams; s && n < 64; s = s->next) {
+        if (s->count == 0)
+            continue;
+        jobs[n] = (struct ol_md5_job){.m = &s->m, .p = s->q[s->head].p, .n = s->q[s->head].n};
+        who[n++] = s;
+    }
+    ol_md5_update_many(jobs, n);
+    for (size_t i = 0; i < n; i++) {
+        struct ol_md5_async *s = who[i];
+        s->head = (s->head + 1) % OL_MD5_ASYNC_MAX;
+        s->count--;
+        s->hashed++;
+    }
+    tl_stats.batches++;
+    tl_stats.jobs += n;
+}
+
+uint64_t ol_md5_async_add(struct ol_md5_async *s, const void *p, size_t n)
+{
+    /* A full queue makes room first; each batch takes one chunk of ours. */
+    for (int i = 0; s->count == OL_MD5_ASYNC_MAX && i < OL_MD5_ASYNC_MAX; i++)
+        run_batch();
+    OL_ASSERT(s->count < OL_MD5_ASYNC_MAX);
+    s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].p = p;
+    s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].n = n;
+    s->count++;
+    return s->added++;
+}
+
+void ol_md5_async_wait(struct ol_md5_async *s, uint64_t seq)
+{
+    for (int i = 0; s->hashed <= seq && s->count > 0 && i <= OL_MD5_ASYNC_MAX; i++)
+        run_batch();
+    OL_ASSERT(s->hashed > seq || seq >= s->added);
+}
+
+void ol_md5_async_end(struct ol_md5_async *s, uint8_t out[16])
+{
+    if (out) {
+        if (s->added > 0)
+            ol_md5_async_wait(s, s->added - 1);
+        ol_md5_final(&s->m, out);
+    }
+    /* Unfinished chunks of a failed stream are dropped with it. */
+    s->count = 0;
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        tl_streams = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+void ol_md5_stats(struct ol_md5_stats *out)
+{
+    *out = tl_stats;
+}

@@ -1,0 +1,212 @@
+/* Unit test of the versions DB (src/store/versions.c): versions and markers
+ * of short and long keys, reads by id, listing order, permanent deletes and
+ * their space, suspended "null" versions, persistence across a reopen.
+ * Plain threads; a temporary drive under /tmp.  Exits 0 / 1 / 77. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "store/store.h"
+
+static int failures;
+
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+#define CHECK_RC(expr, want)                                                         \
+    do {                                                                             \
+        int rc_ = (int)(expr);                                                       \
+        if (rc_ != (want)) {                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s = %d (%s), want %d\n", __FILE__, __LINE__,  \
+                    #expr, rc_, ol_strerror(rc_), (want));                           \
+            failures++;                                                              \
+        }                                                                            \
+    } while (0)
+
+/* Writes size bytes of value `b` (big enough to leave the index). */
+static int put(struct ol_store *st, const char *key, size_t kl, size_t size, uint8_t b,
+               char vid[OL_STORE_VID_MAX])
+{
+    struct ol_store_writer *w;
+    int rc = ol_store_write_begin(st, (int64_t)size, &w);
+    if (rc)
+        return rc;
+    uint8_t *buf = malloc(size);
+    memset(buf, b, size);
+    rc = ol_store_write(w, buf, size);
+    free(buf);
+    if (rc) {
+        ol_store_write_abort(w);
+        return rc;
+    }
+    struct ol_obj_info info = {.mtime_ns = 1000};
+    snprintf(info.etag, sizeof(info.etag), "e%u", b);
+    return ol_store_write_commit_object_v(w, "vbk", key, kl, &info, NULL, vid);
+}
+
+/* The first byte of version vid (or -error). */
+static int first_byte(struct ol_store *st, const char *key, size_t kl, const char *vid)
+{
+    struct ol_store_reader *r;
+    int rc = ol_store_read_open_v(st, "vbk", key, kl, vid, &r);
+    if (rc)
+        return rc;
+    const uint8_t *d;
+    ssize_t n = ol_store_read(r, 0, 1, &d);
+    rc = n == 1 ? d[0] : -1000;
+    ol_store_read_close(r);
+    return rc;
+}
+
+/* Lists every version: "key-initial:vid-prefix:latest:marker" per entry. */
+static int list(struct ol_store *st, char (*out)[64], int max)
+{
+    struct ol_store_viter *it;
+    int rc = ol_store_viter_open(st, "vbk", &it);
+    if (rc)
+        return rc;
+    int n = 0;
+    const char *k;
+    size_t kl;
+    struct ol_version_info vi;
+    while (n < max && ol_store_viter_next(it, &k, &kl, &vi) == 0) {
+        snprintf(out[n], 64, "%c%zu:%s:%d:%d", k[0], kl, vi.vid, vi.is_latest, vi.is_marker);
+        n++;
+    }
+    ol_store_viter_close(it);
+    return n;
+}
+
+static void test_versions(struct ol_store *st, char *long_key)
+{
+    char v[3][OL_STORE_VID_MAX], lv[2][OL_STORE_VID_MAX], m[OL_STORE_VID_MAX];
+    CHECK_RC(ol_store_bucket_create(st, "vbk", 1), 0);
+    /* Unversioned: the current object is the "null" version. */
+    CHECK_RC(put(st, "a", 1, 300000, 'n', v[0]), 0);
+    CHECK(v[0][0] == 0);
+    CHECK_RC(first_byte(st, "a", 1, "null"), 'n');
+    CHECK_RC(first_byte(st, "a", 1, "AAAAAAAAAAAAAAAAAAAAAA"), -OL_ENOVERSION);
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_OFF), -EINVAL);
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_ENABLED), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(put(st, "a", 1, 300000, (uint8_t)('0' + i), v[i]), 0);
+    CHECK(strcmp(v[0], v[1]) < 0 && strcmp(v[1], v[2]) < 0 && strlen(v[0]) == 22);
+    for (int i = 0; i < 2; i++)
+        CHECK_RC(put(st, long_key, 1024, 5000 + (size_t)i, (uint8_t)('x' + i), lv[i]), 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(first_byte(st, "a", 1, v[i]), '0' + i);
+    CHECK_RC(first_byte(st, "a", 1, "null"), 'n');
+    CHECK_RC(first_byte(st, long_key, 1024, lv[0]), 'x');
+    CHECK_RC(first_byte(st, long_key, 1024, NULL), 'y');
+
+    char rows[16][64];
+    CHECK_RC(list(st, rows, 16), 6);
+    char want[64];
+    snprintf(want, sizeof(want), "a1:%s:1:0", v[2]);
+    CHECK(strcmp(rows[0], want) == 0);
+    CHECK(strcmp(rows[3], "a1:null:0:0") == 0);
+    snprintf(want, sizeof(want), "x1024:%s:0:0", lv[0]);
+    CHECK(strcmp(rows[5], want) == 0);
+
+    /* A delete adds a marker; the marker's id reads as a marker. */
+    struct ol_store_del_res res;
+    CHECK_RC(ol_store_delete_v(st, "vbk", "a", 1, NULL, &res), 0);
+    CHECK(res.marker && strlen(res.vid) == 22);
+    memcpy(m, res.vid, sizeof(m));
+    CHECK_RC(first_byte(st, "a", 1, NULL), -OL_ENOKEY);
+    CHECK_RC(first_byte(st, "a", 1, m), -OL_EMARKER);
+    char mv[OL_STORE_VID_MAX];
+    CHECK_RC(ol_store_latest_marker(st, "vbk", "a", 1, mv, NULL), 1);
+    CHECK(strcmp(mv, m) == 0);
+    CHECK_RC(ol_store_bucket_delete(st, "vbk"), -OL_EBUCKETNOTEMPTY);
+    /* Removing the marker brings the last version back. */
+    CHECK_RC(ol_store_delete_v(st, "vbk", "a", 1, m, &res), 0);
+    CHECK(res.marker);
+    CHECK_RC(first_byte(st, "a", 1, NULL), '2');
+    /* Removing the current version makes the previous one current. */
+    CHECK_RC(ol_store_delete_v(st, "vbk", "a", 1, v[2], NULL), 0);
+    CHECK_RC(first_byte(st, "a", 1, NULL), '1');
+    CHECK_RC(ol_store_delete_v(st, "vbk", "a", 1, v[2], NULL), -OL_ENOVERSION);
+
+    /* Suspended: a new null version replaces the old null version. */
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
+    char nv[OL_STORE_VID_MAX];
+    CHECK_RC(put(st, "a", 1, 300000, 's', nv), 0);
+    CHECK(strcmp(nv, "null") == 0);
+    CHECK_RC(first_byte(st, "a", 1, "null"), 's');
+    CHECK_RC(list(st, rows, 16), 5); /* s(null), 1, 0, long x2 */
+}
+
+static void test_cleanup(struct ol_store *st, const char *long_key)
+{
+    char rows[16][64];
+    CHECK_RC(list(st, rows, 16), 5);
+    for (int guard = 0; guard < 16; guard++) {
+        struct ol_store_viter *it;
+        if (ol_store_viter_open(st, "vbk", &it))
+            break;
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        int rc = ol_store_viter_next(it, &k, &kl, &vi);
+        char key[1100];
+        memcpy(key, k, kl);
+        ol_store_viter_close(it);
+        if (rc)
+            break;
+        CHECK_RC(ol_store_delete_v(st, "vbk", key, kl, vi.vid, NULL), 0);
+    }
+    (void)long_key;
+    CHECK_RC(list(st, rows, 16), 0);
+    struct ol_store_stats s;
+    ol_store_stats(st, &s);
+    CHECK(s.live_bytes == 0 && s.objects == 0);
+    CHECK_RC(ol_store_bucket_delete(st, "vbk"), 0);
+}
+
+int main(void)
+{
+    ol_log_level = OL_LOG_WARN;
+    char root[64];
+    snprintf(root, sizeof(root), "/tmp/ol_test_versions_XXXXXX");
+    if (!mkdtemp(root))
+        return 77;
+    struct ol_store_opts o;
+    ol_store_opts_default(&o);
+    o.segment_bytes = 4u << 20;
+    o.inline_bytes = 4096;
+    o.max_loops = 1;
+    char *long_key = malloc(1024);
+    memset(long_key, 'x', 1024);
+    struct ol_store *st = NULL;
+    CHECK_RC(ol_store_open(&st, root, &o), 0);
+    if (!st)
+        return 1;
+    test_versions(st, long_key);
+    ol_store_close(st);
+    st = NULL;
+    CHECK_RC(ol_store_open(&st, root, &o), 0);
+    if (st) {
+        CHECK_RC(ol_store_compact_now(st), 0);
+        test_cleanup(st, long_key);
+        ol_store_close(st);
+    }
+    free(long_key);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", root);
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    return 0;
+}
