@@ -24,6 +24,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "s3/s3.h"
+#include "s3/settings.h"
 #include "store/store.h"
 
 #define OL_CORS_SETTING "cors"
@@ -297,46 +298,51 @@ static void ol_cors_write(const struct ol_cors_cfg *c, struct ol_xml *x)
     ol_xml_end_doc(x);
 }
 
-/* Reads the bucket's configuration: the stored document (doc_out) or its
- * parsed form (out).  Most configurations are small, so a stack buffer is
- * tried first.  0, -OL_ENOCONFIG, -OL_ENOBUCKET, -OL_ECORRUPT... */
-static int ol_cors_load(struct ol_s3_req *r, char **doc_out, size_t *len_out,
-                        struct ol_cors_cfg **out)
+static int ol_cors_parse_doc(const char *doc, size_t len, void **cfg, enum ol_s3_code *code,
+                             const char **msg)
 {
-    char small[4096];
-    char *heap = NULL, *doc = small;
-    int ret;
+    struct ol_cors_cfg *c = NULL;
+    int ret = ol_cors_parse(doc, len, &c);
+    if (ret == -EINVAL && c) {
+        *code = c->code;
+        *msg = c->msg;
+    }
+    *cfg = c;
+    return ret;
+}
+
+static void ol_cors_write_doc(const void *cfg, struct ol_xml *x)
+{
+    ol_cors_write(cfg, x);
+}
+
+static void ol_cors_free_doc(void *cfg)
+{
+    ol_cors_free(cfg);
+}
+
+static const struct ol_s3_setting_doc ol_cors_doc = {
+    .name = OL_CORS_SETTING,
+    .doc_max = OL_CORS_DOC_MAX,
+    .stored_max = OL_CORS_STORED_MAX,
+    .missing = OL_S3_NoSuchCORSConfiguration,
+    .missing_msg = "The CORS configuration does not exist",
+    .parse = ol_cors_parse_doc,
+    .write = ol_cors_write_doc,
+    .free = ol_cors_free_doc,
+};
+
+/* Reads and parses the bucket's configuration.  0, -OL_ENOCONFIG,
+ * -OL_ENOBUCKET, -OL_ECORRUPT... */
+static int ol_cors_load(struct ol_s3_req *r, struct ol_cors_cfg **out)
+{
+    char *doc = NULL;
+    size_t len = 0;
     *out = NULL;
-    ssize_t n =
-        ol_store_bucket_config_get(r->ctx->store, r->bucket, OL_CORS_SETTING, small, sizeof(small));
-    if (n == -ENOBUFS) {
-        heap = malloc(OL_CORS_STORED_MAX);
-        if (!heap) {
-            ret = -ENOMEM;
-            goto out;
-        }
-        doc = heap;
-        n = ol_store_bucket_config_get(r->ctx->store, r->bucket, OL_CORS_SETTING, heap,
-                                       OL_CORS_STORED_MAX);
-    }
-    if (n < 0) {
-        ret = (int)n;
-        goto out;
-    }
-    if (doc_out) {
-        *doc_out = heap ? heap : malloc((size_t)n + 1);
-        if (!*doc_out) {
-            ret = -ENOMEM;
-            goto out;
-        }
-        if (!heap)
-            memcpy(*doc_out, small, (size_t)n);
-        heap = NULL;
-        *len_out = (size_t)n;
-        ret = 0;
-        goto out;
-    }
-    ret = ol_cors_parse(doc, (size_t)n, out);
+    int ret = ol_s3_setting_read(r->ctx->store, r->bucket, &ol_cors_doc, &doc, &len);
+    if (ret < 0)
+        return ret;
+    ret = ol_cors_parse(doc, len, out);
     if (ret == -EINVAL) {
         /* Only validated documents are stored: this one is damaged. */
         ol_log_limited(OL_LOG_WARN, "bucket %s: stored CORS configuration unreadable", r->bucket);
@@ -344,8 +350,7 @@ static int ol_cors_load(struct ol_s3_req *r, char **doc_out, size_t *len_out,
         *out = NULL;
         ret = -OL_ECORRUPT;
     }
-out:
-    free(heap);
+    free(doc);
     return ret;
 }
 
@@ -353,79 +358,17 @@ out:
 
 int ol_s3_put_bucket_cors(struct ol_s3_req *r)
 {
-    struct ol_cors_cfg *c = NULL;
-    struct ol_xml x;
-    ol_xml_init(&x);
-    char *doc = NULL;
-    size_t len = 0;
-    struct ol_bucket_info bi;
-    int ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_s3_read_doc(r, OL_CORS_DOC_MAX, &doc, &len);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_cors_parse(doc, len, &c);
-    if (ret == -EINVAL) {
-        ret = ol_s3_error(r, c->code, c->msg);
-        goto out;
-    }
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ol_cors_write(c, &x);
-    if (x.failed || x.len > OL_CORS_STORED_MAX) {
-        ret = ol_s3_error_from(r, -ENOMEM);
-        goto out;
-    }
-    ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, OL_CORS_SETTING, x.buf, x.len);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_s3_send_empty(r, 200, NULL, 0);
-out:
-    ol_xml_free(&x);
-    ol_cors_free(c);
-    free(doc);
-    return ret;
+    return ol_s3_setting_put(r, &ol_cors_doc);
 }
 
 int ol_s3_get_bucket_cors(struct ol_s3_req *r)
 {
-    char *doc = NULL;
-    size_t len = 0;
-    struct ol_cors_cfg *unused = NULL;
-    int ret = ol_cors_load(r, &doc, &len, &unused);
-    if (ret == -OL_ENOCONFIG) {
-        ret =
-            ol_s3_error(r, OL_S3_NoSuchCORSConfiguration, "The CORS configuration does not exist");
-        goto out;
-    }
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    struct ol_xml x = {.buf = doc, .len = len, .cap = OL_CORS_STORED_MAX};
-    ret = ol_s3_send_xml(r, 200, &x);
-out:
-    free(doc);
-    return ret;
+    return ol_s3_setting_get(r, &ol_cors_doc);
 }
 
 int ol_s3_delete_bucket_cors(struct ol_s3_req *r)
 {
-    int ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, OL_CORS_SETTING, NULL, 0);
-    if (ret == -OL_ENOCONFIG)
-        ret = 0;
-    if (ret < 0)
-        return ol_s3_error_from(r, ret);
-    return ol_s3_send_empty(r, 204, NULL, 0);
+    return ol_s3_setting_delete(r, &ol_cors_doc);
 }
 
 /* ---- matching ---- */
@@ -619,7 +562,7 @@ int ol_s3_cors_preflight(struct ol_s3_req *r)
         ret = ol_s3_error(r, OL_S3_InvalidRequest, "Invalid Access-Control-Request-Method");
         goto out;
     }
-    ret = ol_cors_load(r, NULL, NULL, &c);
+    ret = ol_cors_load(r, &c);
     if (ret == -OL_ENOCONFIG || ret == -OL_ENOBUCKET) {
         ret = ol_s3_error(r, OL_S3_AccessForbidden,
                           ret == -OL_ENOBUCKET
@@ -664,7 +607,7 @@ size_t ol_s3_cors_headers(struct ol_s3_req *r, struct ol_http_hdr *out, size_t m
         return 0;
     struct ol_cors_cfg *c = NULL;
     size_t n = 0;
-    if (ol_cors_load(r, NULL, NULL, &c) < 0)
+    if (ol_cors_load(r, &c) < 0)
         goto out;
     bool star = false;
     const struct ol_cors_rule *ru = ol_cors_match(c, origin, method, NULL, &star);

@@ -43,6 +43,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "s3/s3.h"
+#include "s3/settings.h"
 #include "store/store.h"
 
 #define OL_LC_SETTING "lifecycle"
@@ -498,118 +499,55 @@ static void ol_lc_write(const struct ol_lc_cfg *c, struct ol_xml *x)
     ol_xml_end_doc(x);
 }
 
-/* Reads the stored document of a bucket into a malloc'ed buffer. */
-static int ol_lc_read_stored(struct ol_store *st, const char *bucket, char **out, size_t *len)
+static int ol_lc_parse_doc(const char *doc, size_t len, void **cfg, enum ol_s3_code *code,
+                           const char **msg)
 {
-    char small[4096];
-    char *heap = NULL;
-    int ret = 0;
-    *out = NULL;
-    ssize_t n = ol_store_bucket_config_get(st, bucket, OL_LC_SETTING, small, sizeof(small));
-    if (n == -ENOBUFS) {
-        heap = malloc(OL_LC_STORED_MAX);
-        if (!heap) {
-            ret = -ENOMEM;
-            goto out;
-        }
-        n = ol_store_bucket_config_get(st, bucket, OL_LC_SETTING, heap, OL_LC_STORED_MAX);
+    struct ol_lc_cfg *c = NULL;
+    int ret = ol_lc_parse(doc, len, &c);
+    if (ret == -EINVAL && c) {
+        *code = c->code;
+        *msg = c->msg;
     }
-    if (n < 0) {
-        ret = (int)n;
-        goto out;
-    }
-    if (!heap) {
-        heap = malloc((size_t)n + 1);
-        if (!heap) {
-            ret = -ENOMEM;
-            goto out;
-        }
-        memcpy(heap, small, (size_t)n);
-    }
-    *out = heap;
-    *len = (size_t)n;
-    heap = NULL;
-out:
-    free(heap);
+    *cfg = c;
     return ret;
 }
+
+static void ol_lc_write_doc(const void *cfg, struct ol_xml *x)
+{
+    ol_lc_write(cfg, x);
+}
+
+static void ol_lc_free_doc(void *cfg)
+{
+    ol_lc_free(cfg);
+}
+
+static const struct ol_s3_setting_doc ol_lc_doc = {
+    .name = OL_LC_SETTING,
+    .doc_max = OL_LC_DOC_MAX,
+    .stored_max = OL_LC_STORED_MAX,
+    .missing = OL_S3_NoSuchLifecycleConfiguration,
+    .missing_msg = "The lifecycle configuration does not exist",
+    .parse = ol_lc_parse_doc,
+    .write = ol_lc_write_doc,
+    .free = ol_lc_free_doc,
+};
 
 /* ---- handlers ---- */
 
 int ol_s3_put_bucket_lifecycle(struct ol_s3_req *r)
 {
-    struct ol_lc_cfg *c = NULL;
-    struct ol_xml x;
-    ol_xml_init(&x);
-    char *doc = NULL;
-    size_t len = 0;
-    struct ol_bucket_info bi;
-    int ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_s3_read_doc(r, OL_LC_DOC_MAX, &doc, &len);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_lc_parse(doc, len, &c);
-    if (ret == -EINVAL) {
-        ret = ol_s3_error(r, c->code, c->msg);
-        goto out;
-    }
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ol_lc_write(c, &x);
-    if (x.failed || x.len > OL_LC_STORED_MAX) {
-        ret = ol_s3_error_from(r, -ENOMEM);
-        goto out;
-    }
-    ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, OL_LC_SETTING, x.buf, x.len);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    ret = ol_s3_send_empty(r, 200, NULL, 0);
-out:
-    ol_xml_free(&x);
-    ol_lc_free(c);
-    free(doc);
-    return ret;
+    return ol_s3_setting_put(r, &ol_lc_doc);
 }
 
 int ol_s3_get_bucket_lifecycle(struct ol_s3_req *r)
 {
-    char *doc = NULL;
-    size_t len = 0;
-    int ret = ol_lc_read_stored(r->ctx->store, r->bucket, &doc, &len);
-    if (ret == -OL_ENOCONFIG) {
-        ret = ol_s3_error(r, OL_S3_NoSuchLifecycleConfiguration,
-                          "The lifecycle configuration does not exist");
-        goto out;
-    }
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
-        goto out;
-    }
-    struct ol_xml x = {.buf = doc, .len = len, .cap = len};
-    ret = ol_s3_send_xml(r, 200, &x);
-out:
-    free(doc);
-    return ret;
+    return ol_s3_setting_get(r, &ol_lc_doc);
 }
 
 int ol_s3_delete_bucket_lifecycle(struct ol_s3_req *r)
 {
-    int ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, OL_LC_SETTING, NULL, 0);
-    if (ret == -OL_ENOCONFIG)
-        ret = 0;
-    if (ret < 0)
-        return ol_s3_error_from(r, ret);
-    return ol_s3_send_empty(r, 204, NULL, 0);
+    return ol_s3_setting_delete(r, &ol_lc_doc);
 }
 
 /* ---- the worker ---- */
@@ -822,7 +760,7 @@ static int ol_lc_bucket(struct ol_store *st, const char *bucket, int64_t now_ns,
     char *doc = NULL;
     size_t len = 0;
     struct ol_lc_cfg *c = NULL;
-    int ret = ol_lc_read_stored(st, bucket, &doc, &len);
+    int ret = ol_s3_setting_read(st, bucket, &ol_lc_doc, &doc, &len);
     if (ret < 0)
         goto out;
     ret = ol_lc_parse(doc, len, &c);
