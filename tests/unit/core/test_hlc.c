@@ -11,14 +11,8 @@
 
 #include "core/hlc.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+
 
 static uint64_t rng_state = 0x853c49e6748fea9bull;
 static uint64_t rnd(void)

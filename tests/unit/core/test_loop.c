@@ -10,14 +10,8 @@
 #include "core/loop.h"
 #include "core/msg.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+
 
 static struct ol_loop *loop;
 static int order[8], norder;

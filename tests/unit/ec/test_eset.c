@@ -20,14 +20,8 @@
 #include "ec/memdrive.h"
 #include "ec/stripe.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
+
 #define CHECK_EQ(a, b)                                                                             \
     do {                                                                                           \
         long long a_ = (long long)(a), b_ = (long long)(b);                                        \

@@ -12,18 +12,12 @@
 
 #include "ec/placement.h"
 
+#include "check.h"
+
 #define PIN_HASH 0xbc38a0536eb9dc74ull
 #define PIN_SET 4u
 #define PIN_ROT 2u
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static const uint8_t ref_key[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 

@@ -6,15 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                           \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
-            failures++;                                                                       \
-        }                                                                                     \
-    } while (0)
+
 
 #define CHECK_EQ_INT(a, b)                                                                    \
     do {                                                                                      \

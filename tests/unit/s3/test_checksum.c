@@ -8,15 +8,9 @@
 
 #include "s3/checksum.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);    \
-            failures++;                                                                 \
-        }                                                                               \
-    } while (0)
+
 
 static void test_check_values(void)
 {

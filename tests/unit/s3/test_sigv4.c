@@ -12,15 +12,9 @@
 
 #include "s3/sigv4.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+
 
 #define CHECK_EQ_INT(a, b)                                                                         \
     do {                                                                                           \

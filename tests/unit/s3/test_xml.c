@@ -15,15 +15,9 @@
 #include "s3/s3.h"
 #include "s3/xml.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);    \
-            failures++;                                                                 \
-        }                                                                               \
-    } while (0)
+
 
 #define CHECK_STR(got, want)                                                            \
     do {                                                                                \

@@ -16,24 +16,9 @@
 #include "core/loop.h"
 #include "store/store.h"
 
-static int failures;
+#include "check.h"
 
-#define CHECK(cond)                                                                  \
-    do {                                                                             \
-        if (!(cond)) {                                                               \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
-#define CHECK_RC(expr, want)                                                         \
-    do {                                                                             \
-        int rc_ = (int)(expr);                                                       \
-        if (rc_ != (want)) {                                                         \
-            fprintf(stderr, "FAIL %s:%d: %s = %d (%s), want %d\n", __FILE__, __LINE__,  \
-                    #expr, rc_, ol_strerror(rc_), (want));                           \
-            failures++;                                                              \
-        }                                                                            \
-    } while (0)
+
 
 static char root[256];
 
