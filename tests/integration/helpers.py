@@ -631,3 +631,70 @@ def request_bytes(method, target, headers, body=b""):
     for k, v in headers.items():
         head += f"{k}: {v}\r\n"
     return head.encode("latin-1") + b"\r\n" + body
+
+
+# ---- the aws CLI (Debian's v2 at /usr/bin/aws) ----
+
+def aws_binary():
+    """Debian's aws CLI v2 if present (the image's PATH may hold pyenv's v1)."""
+    if os.path.exists("/usr/bin/aws"):
+        return "/usr/bin/aws"
+    return shutil.which("aws")
+
+
+def aws_runner(endpoint, cfgdir):
+    """A function running `aws --endpoint-url ENDPOINT ARGS...` with a clean
+    environment (no AWS_* from the caller), path-style addressing and the
+    default credentials; it raises with the output on a non-zero exit unless
+    check=False."""
+    cfg = Path(cfgdir) / "config"
+    cfg.write_text("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(cfg),
+        "AWS_SHARED_CREDENTIALS_FILE": str(Path(cfgdir) / "no-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_PAGER": "",
+        "AWS_MAX_ATTEMPTS": "1",
+    })
+    binary = aws_binary()
+
+    def run(*args, check=True, timeout=300):
+        cmd = [binary, "--endpoint-url", endpoint, *map(str, args)]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}\n"
+                                 f"stdout: {p.stdout[-4000:]}\nstderr: {p.stderr[-4000:]}")
+        return p
+
+    return run
+
+
+# ---- comparing local trees and buckets ----
+
+def tree_hashes(root):
+    """{relative path: sha256} of every file under root."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): file_sha256(p)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def bucket_hashes(s3, bucket, prefix=""):
+    """{key minus prefix: sha256 of the body} of every object under prefix."""
+    out = {}
+    token = None
+    for _ in range(1000):
+        kw = {"Bucket": bucket, "Prefix": prefix}
+        if token:
+            kw["ContinuationToken"] = token
+        page = s3.list_objects_v2(**kw)
+        for o in page.get("Contents", []):
+            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
+            out[o["Key"][len(prefix):]] = sha256(body)
+        if not page.get("IsTruncated"):
+            break
+        token = page["NextContinuationToken"]
+    return out

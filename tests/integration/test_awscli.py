@@ -1,8 +1,6 @@
 """The aws CLI against OpenLake: mb, cp (single and multipart), ls, rm, rb."""
 
 import os
-import shutil
-import subprocess
 
 import pytest
 
@@ -10,45 +8,13 @@ import helpers as h
 from helpers import KIB, MIB
 
 
-def _aws_binary():
-    if os.path.exists("/usr/bin/aws"):
-        return "/usr/bin/aws"
-    return shutil.which("aws")
-
-
-AWS = _aws_binary()
+AWS = h.aws_binary()
 pytestmark = pytest.mark.skipif(AWS is None, reason="aws CLI not installed")
 
 
 @pytest.fixture(scope="module")
 def aws(server, tmp_path_factory):
-    cfgdir = tmp_path_factory.mktemp("awscfg")
-    cfg = cfgdir / "config"
-    cfg.write_text("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
-    env = dict(os.environ)
-    for k in list(env):
-        if k.startswith("AWS_"):
-            del env[k]
-    env.update({
-        "AWS_ACCESS_KEY_ID": h.ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": h.SECRET_KEY,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(cfg),
-        "AWS_SHARED_CREDENTIALS_FILE": str(cfgdir / "no-credentials"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_PAGER": "",
-        "AWS_MAX_ATTEMPTS": "1",
-    })
-
-    def run(*args, check=True, timeout=300):
-        cmd = [AWS, "--endpoint-url", server.endpoint, *args]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}\n"
-                                 f"stdout: {p.stdout}\nstderr: {p.stderr}")
-        return p
-
-    return run
+    return h.aws_runner(server.endpoint, tmp_path_factory.mktemp("awscfg"))
 
 
 def _ls_objects(out):

@@ -13,8 +13,6 @@ themselves when the feature lands.
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,42 +21,13 @@ import helpers as h
 from helpers import KIB, MIB
 
 
-def _aws_binary():
-    if os.path.exists("/usr/bin/aws"):
-        return "/usr/bin/aws"
-    return shutil.which("aws")
-
-
-AWS = _aws_binary()
+AWS = h.aws_binary()
 pytestmark = pytest.mark.skipif(AWS is None, reason="aws CLI not installed")
 
 
 @pytest.fixture(scope="module")
 def aws(server, tmp_path_factory):
-    cfgdir = tmp_path_factory.mktemp("awscfg")
-    cfg = cfgdir / "config"
-    cfg.write_text("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update({
-        "AWS_ACCESS_KEY_ID": h.ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": h.SECRET_KEY,
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_CONFIG_FILE": str(cfg),
-        "AWS_SHARED_CREDENTIALS_FILE": str(cfgdir / "no-credentials"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "AWS_PAGER": "",
-        "AWS_MAX_ATTEMPTS": "1",
-    })
-
-    def run(*args, check=True, timeout=300):
-        cmd = [AWS, "--endpoint-url", server.endpoint, *map(str, args)]
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-        if check and p.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} exited {p.returncode}\n"
-                                 f"stdout: {p.stdout[-4000:]}\nstderr: {p.stderr[-4000:]}")
-        return p
-
-    return run
+    return h.aws_runner(server.endpoint, tmp_path_factory.mktemp("awscfg"))
 
 
 @pytest.fixture(scope="module")
@@ -88,29 +57,6 @@ def make_tree(root, files=None):
         data = h.content_for("cli-more/" + rel, size)
         p.write_bytes(data)
         out[rel] = h.sha256(data)
-    return out
-
-
-def tree_hashes(root):
-    root = Path(root)
-    return {p.relative_to(root).as_posix(): h.file_sha256(p)
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def bucket_hashes(s3, bucket, prefix=""):
-    out = {}
-    token = None
-    for _ in range(1000):
-        kw = {"Bucket": bucket, "Prefix": prefix}
-        if token:
-            kw["ContinuationToken"] = token
-        page = s3.list_objects_v2(**kw)
-        for o in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
-            out[o["Key"][len(prefix):]] = h.sha256(body)
-        if not page.get("IsTruncated"):
-            break
-        token = page["NextContinuationToken"]
     return out
 
 
@@ -153,19 +99,19 @@ def test_cp_recursive_up_and_down(aws, s3, bucket, tmp_path):
     src = tmp_path / "src"
     want = make_tree(src)
     aws("s3", "cp", "--recursive", src, f"s3://{bucket}/tree/")
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
     dst = tmp_path / "dst"
     aws("s3", "cp", "--recursive", f"s3://{bucket}/tree/", dst)
-    assert tree_hashes(dst) == want
+    assert h.tree_hashes(dst) == want
     # A sub-prefix only.
     dst2 = tmp_path / "dst2"
     aws("s3", "cp", "--recursive", f"s3://{bucket}/tree/sub/", dst2)
-    assert tree_hashes(dst2) == {k[4:]: v for k, v in want.items() if k.startswith("sub/")}
+    assert h.tree_hashes(dst2) == {k[4:]: v for k, v in want.items() if k.startswith("sub/")}
     # --exclude/--include filter on the client side.
     dst3 = tmp_path / "dst3"
     aws("s3", "cp", "--recursive", "--exclude", "*", "--include", "*.bin",
         f"s3://{bucket}/tree/", dst3)
-    assert tree_hashes(dst3) == {k: v for k, v in want.items() if k.endswith(".bin")}
+    assert h.tree_hashes(dst3) == {k: v for k, v in want.items() if k.endswith(".bin")}
 
 
 def test_sync_up_down_delete(aws, s3, bucket, tmp_path):
@@ -173,7 +119,7 @@ def test_sync_up_down_delete(aws, s3, bucket, tmp_path):
     want = make_tree(src)
     out = aws("s3", "sync", src, f"s3://{bucket}/s").stdout
     assert out.count("upload:") == len(want)
-    assert bucket_hashes(s3, bucket, "s/") == want
+    assert h.bucket_hashes(s3, bucket, "s/") == want
 
     # Nothing changed: nothing to do.
     out = aws("s3", "sync", src, f"s3://{bucket}/s").stdout
@@ -182,26 +128,26 @@ def test_sync_up_down_delete(aws, s3, bucket, tmp_path):
     # Sync down, then change both sides.
     dst = tmp_path / "dst"
     aws("s3", "sync", f"s3://{bucket}/s", dst)
-    assert tree_hashes(dst) == want
+    assert h.tree_hashes(dst) == want
 
     (src / "sub" / "b.bin").write_bytes(b"a different size now")
     (src / "new.txt").write_bytes(b"new")
     os.remove(src / "a.txt")
     out = aws("s3", "sync", src, f"s3://{bucket}/s").stdout
     assert "delete:" not in out, "sync without --delete must not delete"
-    keys = set(bucket_hashes(s3, bucket, "s/"))
+    keys = set(h.bucket_hashes(s3, bucket, "s/"))
     assert "a.txt" in keys and "new.txt" in keys
 
     out = aws("s3", "sync", "--delete", src, f"s3://{bucket}/s").stdout
     assert f"delete: s3://{bucket}/s/a.txt" in out, out
-    want = tree_hashes(src)
-    assert bucket_hashes(s3, bucket, "s/") == want
+    want = h.tree_hashes(src)
+    assert h.bucket_hashes(s3, bucket, "s/") == want
 
     # Down with --delete removes the local file that is gone remotely.
     s3.delete_object(Bucket=bucket, Key="s/z/zz/zzz/leaf")
     aws("s3", "sync", "--delete", f"s3://{bucket}/s", dst)
     want.pop("z/zz/zzz/leaf")
-    assert tree_hashes(dst) == want
+    assert h.tree_hashes(dst) == want
 
 
 def test_mv_single(aws, s3, bucket, tmp_path):
@@ -210,7 +156,7 @@ def test_mv_single(aws, s3, bucket, tmp_path):
     data = h.content_for("mv-single", 123 * KIB)
     s3.put_object(Bucket=bucket, Key="from/x.bin", Body=data, Metadata={"color": "blue"})
     aws("s3", "mv", f"s3://{bucket}/from/x.bin", f"s3://{bucket}/to/y.bin")
-    assert bucket_hashes(s3, bucket) == {"to/y.bin": h.sha256(data)}
+    assert h.bucket_hashes(s3, bucket) == {"to/y.bin": h.sha256(data)}
     assert s3.head_object(Bucket=bucket, Key="to/y.bin")["Metadata"] == {"color": "blue"}
 
     # Local to remote and back are moves too.
@@ -220,7 +166,7 @@ def test_mv_single(aws, s3, bucket, tmp_path):
     assert not f.exists()
     aws("s3", "mv", f"s3://{bucket}/local.bin", f)
     assert h.file_sha256(f) == h.sha256(data)
-    assert set(bucket_hashes(s3, bucket)) == {"to/y.bin"}
+    assert set(h.bucket_hashes(s3, bucket)) == {"to/y.bin"}
 
 
 def test_mv_recursive(aws, s3, bucket, tmp_path):
@@ -230,8 +176,8 @@ def test_mv_recursive(aws, s3, bucket, tmp_path):
     want = make_tree(src)
     aws("s3", "cp", "--recursive", src, f"s3://{bucket}/old/")
     aws("s3", "mv", "--recursive", f"s3://{bucket}/old/", f"s3://{bucket}/new/")
-    assert bucket_hashes(s3, bucket, "old/") == {}
-    assert bucket_hashes(s3, bucket, "new/") == want
+    assert h.bucket_hashes(s3, bucket, "old/") == {}
+    assert h.bucket_hashes(s3, bucket, "new/") == want
 
 
 def test_mv_multipart_object(aws, s3, bucket, tmp_path):
@@ -248,7 +194,7 @@ def test_mv_multipart_object(aws, s3, bucket, tmp_path):
     aws("s3", "mv", "--recursive", f"s3://{bucket}/bigsrc/", f"s3://{bucket}/bigdst/")
     got = s3.get_object(Bucket=bucket, Key="bigdst/big.bin")["Body"].read()
     assert h.sha256(got) == digest
-    assert bucket_hashes(s3, bucket, "bigsrc/") == {}
+    assert h.bucket_hashes(s3, bucket, "bigsrc/") == {}
 
 
 def test_rm_recursive(aws, s3, bucket, tmp_path):
@@ -258,11 +204,11 @@ def test_rm_recursive(aws, s3, bucket, tmp_path):
     aws("s3", "cp", "--recursive", src, f"s3://{bucket}/gone/")
     out = aws("s3", "rm", "--recursive", f"s3://{bucket}/gone/").stdout
     assert out.count("delete:") == len(want)
-    assert bucket_hashes(s3, bucket, "gone/") == {}
-    assert bucket_hashes(s3, bucket, "keep/") == want
+    assert h.bucket_hashes(s3, bucket, "gone/") == {}
+    assert h.bucket_hashes(s3, bucket, "keep/") == want
     # --exclude keeps what it matches.
     aws("s3", "rm", "--recursive", "--exclude", "sub/*", f"s3://{bucket}/keep/")
-    assert bucket_hashes(s3, bucket, "keep/") == {k: v for k, v in want.items()
+    assert h.bucket_hashes(s3, bucket, "keep/") == {k: v for k, v in want.items()
                                                   if k.startswith("sub/")}
 
 

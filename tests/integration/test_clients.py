@@ -69,30 +69,6 @@ def make_tree(root):
     return out
 
 
-def tree_hashes(root):
-    root = Path(root)
-    return {p.relative_to(root).as_posix(): h.file_sha256(p)
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def bucket_hashes(s3, bucket, prefix=""):
-    """{key minus prefix: sha256 of the body} of every object under prefix."""
-    out = {}
-    token = None
-    for _ in range(1000):
-        kw = {"Bucket": bucket, "Prefix": prefix}
-        if token:
-            kw["ContinuationToken"] = token
-        page = s3.list_objects_v2(**kw)
-        for o in page.get("Contents", []):
-            body = s3.get_object(Bucket=bucket, Key=o["Key"])["Body"].read()
-            out[o["Key"][len(prefix):]] = h.sha256(body)
-        if not page.get("IsTruncated"):
-            break
-        token = page["NextContinuationToken"]
-    return out
-
-
 def empty_bucket(s3, bucket):
     """Deletes every object one at a time (no DeleteObjects) and any
     unfinished multipart uploads."""
@@ -194,12 +170,12 @@ def test_s3cmd_sync_up_and_down(s3cmd, s3, bucket, tmp_path):
     up = tmp_path / "up"
     want = make_tree(up)
     s3cmd("sync", f"{up}/", f"s3://{bucket}/tree/")
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
 
     down = tmp_path / "down"
     down.mkdir()
     s3cmd("sync", f"s3://{bucket}/tree/", f"{down}/")
-    assert tree_hashes(down) == want
+    assert h.tree_hashes(down) == want
 
     # A changed file and a new file go up on the next sync; unchanged ones
     # are compared by md5 (the ETag) and skipped.
@@ -207,10 +183,10 @@ def test_s3cmd_sync_up_and_down(s3cmd, s3, bucket, tmp_path):
     (up / "a" / "new.txt").write_bytes(b"new file")
     out = s3cmd("sync", f"{up}/", f"s3://{bucket}/tree/").stdout
     assert "deep.bin" not in out, "an unchanged file was uploaded again:\n" + out
-    want = tree_hashes(up)
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    want = h.tree_hashes(up)
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
     s3cmd("sync", f"s3://{bucket}/tree/", f"{down}/")
-    assert tree_hashes(down) == want
+    assert h.tree_hashes(down) == want
     empty_bucket(s3, bucket)
 
 
@@ -239,7 +215,7 @@ def test_s3cmd_recursive_delete(s3cmd, s3, server, bucket, tmp_path):
     shutil.rmtree(up / "a" / "b")
     s3cmd("sync", "--delete-removed", f"{up}/", f"s3://{bucket}/tree/")
     want = {k: v for k, v in want.items() if k != "top.txt" and not k.startswith("a/b/")}
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
     s3cmd("del", "--recursive", "--force", f"s3://{bucket}/tree/")
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
@@ -282,7 +258,7 @@ def test_rclone_copy_sync_check_lsf_delete(rclone, s3, bucket, tmp_path):
     src = tmp_path / "src"
     want = make_tree(src)
     rclone("copy", src, f"ol:{bucket}/tree")
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
     assert rclone_lsf(rclone, f"ol:{bucket}/tree") == sorted(want)
 
     # check compares sizes and MD5 hashes; for single-part objects rclone
@@ -304,24 +280,24 @@ def test_rclone_copy_sync_check_lsf_delete(rclone, s3, bucket, tmp_path):
     s3.put_object(Bucket=bucket, Key="tree/extra/remote-only", Body=b"remove me")
     (src / "a" / "added.txt").write_bytes(b"added locally")
     rclone("sync", src, f"ol:{bucket}/tree")
-    want = tree_hashes(src)
-    assert bucket_hashes(s3, bucket, "tree/") == want
+    want = h.tree_hashes(src)
+    assert h.bucket_hashes(s3, bucket, "tree/") == want
     rclone("check", src, f"ol:{bucket}/tree")
 
     # sync down into a fresh directory, and again after a remote change.
     dst = tmp_path / "dst"
     rclone("sync", f"ol:{bucket}/tree", dst)
-    assert tree_hashes(dst) == want
+    assert h.tree_hashes(dst) == want
     s3.delete_object(Bucket=bucket, Key="tree/z/last")
     s3.put_object(Bucket=bucket, Key="tree/top.txt", Body=b"new top")
     rclone("sync", f"ol:{bucket}/tree", dst)
     want.pop("z/last")
     want["top.txt"] = h.sha256(b"new top")
-    assert tree_hashes(dst) == want
+    assert h.tree_hashes(dst) == want
 
     # delete removes the objects (rclone deletes them one by one).
     rclone("delete", f"ol:{bucket}/tree/a")
-    assert not any(k.startswith("a/") for k in bucket_hashes(s3, bucket, "tree/"))
+    assert not any(k.startswith("a/") for k in h.bucket_hashes(s3, bucket, "tree/"))
     rclone("delete", f"ol:{bucket}")
     assert rclone_lsf(rclone, f"ol:{bucket}") == []
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
