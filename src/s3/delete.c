@@ -204,32 +204,20 @@ int ol_s3_delete_objects(struct ol_s3_req *r)
         ol_http_set_close(r->conn);
         return ol_s3_error(r, OL_S3_MalformedXML, "The XML document is too large.");
     }
-    char *body = malloc(DELETE_BODY_MAX + 1);
+    char *body = NULL;
+    size_t got = 0;
     struct del_doc d = {.objs = calloc(DELETE_MAX_KEYS, sizeof(struct del_obj)),
                         .names = malloc(DELETE_BODY_MAX), .names_cap = DELETE_BODY_MAX};
-    if (!body || !d.objs || !d.names) {
+    if (!d.objs || !d.names) {
         rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
         goto out;
     }
-    size_t got = 0;
-    /* Bounded by DELETE_BODY_MAX: every round adds bytes or ends. */
-    for (;;) {
-        if (got == DELETE_BODY_MAX) {
-            ol_http_set_close(r->conn);
-            rc = ol_s3_error(r, OL_S3_MalformedXML, "The XML document is too large.");
-            goto out;
-        }
-        ssize_t n = ol_s3_body_read(r, body + got, DELETE_BODY_MAX - got);
-        if (n < 0) {
-            ol_http_set_close(r->conn);
-            rc = ol_s3_error_from(r, (int)n);
-            goto out;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
+    rc = ol_s3_read_doc(r, DELETE_BODY_MAX, &body, &got);
+    if (rc < 0) {
+        ol_http_set_close(r->conn);
+        rc = ol_s3_error_from(r, rc);
+        goto out;
     }
-    body[got] = 0;
     if (check_body_digest(r, body, got) < 0)
         goto out;
     int prc = ol_xml_parse(body, got, del_elem, del_text, &d);

@@ -382,31 +382,20 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         return 0;
     }
     struct stored_part *sp = NULL;
-    char *body = malloc(COMPLETE_BODY_MAX + 1);
+    char *body = NULL;
+    size_t got = 0;
     struct complete_doc d = {.parts = malloc(sizeof(struct ol_complete_part) * MAX_PARTS)};
     int rc = 0;
-    if (!body || !d.parts) {
+    if (!d.parts) {
         rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
         goto out;
     }
-    size_t got = 0;
-    for (;;) {
-        if (got == COMPLETE_BODY_MAX) {
-            ol_http_set_close(r->conn);
-            rc = ol_s3_error(r, OL_S3_MalformedXML, "The XML document is too large.");
-            goto out;
-        }
-        ssize_t n = ol_s3_body_read(r, body + got, COMPLETE_BODY_MAX - got);
-        if (n < 0) {
-            ol_http_set_close(r->conn);
-            rc = ol_s3_error_from(r, (int)n);
-            goto out;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
+    rc = ol_s3_read_doc(r, COMPLETE_BODY_MAX, &body, &got);
+    if (rc < 0) {
+        ol_http_set_close(r->conn);
+        rc = ol_s3_error_from(r, rc);
+        goto out;
     }
-    body[got] = 0;
     if (ol_xml_parse(body, got, on_elem, on_text, &d) != 0 || d.bad || d.n == 0) {
         rc = ol_s3_error(r, OL_S3_MalformedXML,
                          "The XML you provided was not well-formed or did not validate against "
