@@ -61,6 +61,10 @@ static const struct cfg_row rows[] = {
     I(shutdown_grace_ms, 0, 600000, "10000", "on SIGTERM, let in-flight requests finish this long"),
     I(lifecycle_interval_ms, 100, 86400000, "60000", "how often bucket lifecycle rules are applied"),
     I(lifecycle_day_sec, 1, 86400, "86400", "length of a lifecycle \"day\" in seconds (tests shorten it)"),
+    I(ec_data, 0, 16, "0", "EC: data shards per set with several directories (0 = automatic)"),
+    I(ec_parity, 0, 8, "0", "EC: parity shards per set (0 with ec_data 0 = automatic)"),
+    I(scrub_interval_ms, 0, 604800000, "3600000", "EC: pause between scrubber passes (0 = off)"),
+    I(scrub_objects_per_sec, 1, 1000000, "50", "EC: objects the scrubber heals per second"),
 };
 
 #define NROWS (sizeof(rows) / sizeof(rows[0]))

@@ -50,6 +50,13 @@ struct ol_cfg {
     /* bucket lifecycle */
     int64_t lifecycle_interval_ms;
     int64_t lifecycle_day_sec;
+    /* erasure coding (several data directories) */
+    int64_t ec_data;               /* k; 0 with ec_parity 0: chosen by ec/placement.h */
+    int64_t ec_parity;             /* m */
+    int64_t scrub_interval_ms;     /* pause between scrubber passes; 0 = no scrubber */
+    int64_t scrub_objects_per_sec; /* scrubber rate */
+    const char *const *drive_dirs; /* the data directories when more than one (main.c) */
+    unsigned ndrive_dirs;
     /* users */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];
     size_t nusers;

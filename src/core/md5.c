@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "core/loop.h"
+
 #include "core/log.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -26,78 +28,91 @@
 #define MD5_I(b, c, d) ((c) ^ ((b) | ~(d)))
 #define MD5_STEP(f, a, b, c, d, x, k, s)                                                           \
     do {                                                                                           \
-        (a) += f((b), (c), (d)) + (x) + (uint32_t)(k);                                             \
+        (a) += (x) + (uint32_t)(k); /* off the chain: b is not needed yet */                     \
+        (a) += f((b), (c), (d));                                                                   \
         (a) = ((a) << (s)) | ((a) >> (32 - (s)));                                                  \
         (a) += (b);                                                                                \
     } while (0)
 
-/* The 64 steps on a, b, c, d with message words X[0..15]. */
-#define MD5_ROUNDS(a, b, c, d, X)                                                                  \
+/* The 64 steps on a, b, c, d with message words X[0..15], each done by
+ * STEP(f, a, b, c, d, X, i, k, s). */
+#define MD5_ROUNDS_WITH(STEP, a, b, c, d, X)                                                                \
     do {                                                                                           \
-        MD5_STEP(MD5_F, a, b, c, d, X[0], 0xd76aa478, 7);                                          \
-        MD5_STEP(MD5_F, d, a, b, c, X[1], 0xe8c7b756, 12);                                         \
-        MD5_STEP(MD5_F, c, d, a, b, X[2], 0x242070db, 17);                                         \
-        MD5_STEP(MD5_F, b, c, d, a, X[3], 0xc1bdceee, 22);                                         \
-        MD5_STEP(MD5_F, a, b, c, d, X[4], 0xf57c0faf, 7);                                          \
-        MD5_STEP(MD5_F, d, a, b, c, X[5], 0x4787c62a, 12);                                         \
-        MD5_STEP(MD5_F, c, d, a, b, X[6], 0xa8304613, 17);                                         \
-        MD5_STEP(MD5_F, b, c, d, a, X[7], 0xfd469501, 22);                                         \
-        MD5_STEP(MD5_F, a, b, c, d, X[8], 0x698098d8, 7);                                          \
-        MD5_STEP(MD5_F, d, a, b, c, X[9], 0x8b44f7af, 12);                                         \
-        MD5_STEP(MD5_F, c, d, a, b, X[10], 0xffff5bb1, 17);                                        \
-        MD5_STEP(MD5_F, b, c, d, a, X[11], 0x895cd7be, 22);                                        \
-        MD5_STEP(MD5_F, a, b, c, d, X[12], 0x6b901122, 7);                                         \
-        MD5_STEP(MD5_F, d, a, b, c, X[13], 0xfd987193, 12);                                        \
-        MD5_STEP(MD5_F, c, d, a, b, X[14], 0xa679438e, 17);                                        \
-        MD5_STEP(MD5_F, b, c, d, a, X[15], 0x49b40821, 22);                                        \
-        MD5_STEP(MD5_G, a, b, c, d, X[1], 0xf61e2562, 5);                                          \
-        MD5_STEP(MD5_G, d, a, b, c, X[6], 0xc040b340, 9);                                          \
-        MD5_STEP(MD5_G, c, d, a, b, X[11], 0x265e5a51, 14);                                        \
-        MD5_STEP(MD5_G, b, c, d, a, X[0], 0xe9b6c7aa, 20);                                         \
-        MD5_STEP(MD5_G, a, b, c, d, X[5], 0xd62f105d, 5);                                          \
-        MD5_STEP(MD5_G, d, a, b, c, X[10], 0x02441453, 9);                                         \
-        MD5_STEP(MD5_G, c, d, a, b, X[15], 0xd8a1e681, 14);                                        \
-        MD5_STEP(MD5_G, b, c, d, a, X[4], 0xe7d3fbc8, 20);                                         \
-        MD5_STEP(MD5_G, a, b, c, d, X[9], 0x21e1cde6, 5);                                          \
-        MD5_STEP(MD5_G, d, a, b, c, X[14], 0xc33707d6, 9);                                         \
-        MD5_STEP(MD5_G, c, d, a, b, X[3], 0xf4d50d87, 14);                                         \
-        MD5_STEP(MD5_G, b, c, d, a, X[8], 0x455a14ed, 20);                                         \
-        MD5_STEP(MD5_G, a, b, c, d, X[13], 0xa9e3e905, 5);                                         \
-        MD5_STEP(MD5_G, d, a, b, c, X[2], 0xfcefa3f8, 9);                                          \
-        MD5_STEP(MD5_G, c, d, a, b, X[7], 0x676f02d9, 14);                                         \
-        MD5_STEP(MD5_G, b, c, d, a, X[12], 0x8d2a4c8a, 20);                                        \
-        MD5_STEP(MD5_H, a, b, c, d, X[5], 0xfffa3942, 4);                                          \
-        MD5_STEP(MD5_H, d, a, b, c, X[8], 0x8771f681, 11);                                         \
-        MD5_STEP(MD5_H, c, d, a, b, X[11], 0x6d9d6122, 16);                                        \
-        MD5_STEP(MD5_H, b, c, d, a, X[14], 0xfde5380c, 23);                                        \
-        MD5_STEP(MD5_H, a, b, c, d, X[1], 0xa4beea44, 4);                                          \
-        MD5_STEP(MD5_H, d, a, b, c, X[4], 0x4bdecfa9, 11);                                         \
-        MD5_STEP(MD5_H, c, d, a, b, X[7], 0xf6bb4b60, 16);                                         \
-        MD5_STEP(MD5_H, b, c, d, a, X[10], 0xbebfbc70, 23);                                        \
-        MD5_STEP(MD5_H, a, b, c, d, X[13], 0x289b7ec6, 4);                                         \
-        MD5_STEP(MD5_H, d, a, b, c, X[0], 0xeaa127fa, 11);                                         \
-        MD5_STEP(MD5_H, c, d, a, b, X[3], 0xd4ef3085, 16);                                         \
-        MD5_STEP(MD5_H, b, c, d, a, X[6], 0x04881d05, 23);                                         \
-        MD5_STEP(MD5_H, a, b, c, d, X[9], 0xd9d4d039, 4);                                          \
-        MD5_STEP(MD5_H, d, a, b, c, X[12], 0xe6db99e5, 11);                                        \
-        MD5_STEP(MD5_H, c, d, a, b, X[15], 0x1fa27cf8, 16);                                        \
-        MD5_STEP(MD5_H, b, c, d, a, X[2], 0xc4ac5665, 23);                                         \
-        MD5_STEP(MD5_I, a, b, c, d, X[0], 0xf4292244, 6);                                          \
-        MD5_STEP(MD5_I, d, a, b, c, X[7], 0x432aff97, 10);                                         \
-        MD5_STEP(MD5_I, c, d, a, b, X[14], 0xab9423a7, 15);                                        \
-        MD5_STEP(MD5_I, b, c, d, a, X[5], 0xfc93a039, 21);                                         \
-        MD5_STEP(MD5_I, a, b, c, d, X[12], 0x655b59c3, 6);                                         \
-        MD5_STEP(MD5_I, d, a, b, c, X[3], 0x8f0ccc92, 10);                                         \
-        MD5_STEP(MD5_I, c, d, a, b, X[10], 0xffeff47d, 15);                                        \
-        MD5_STEP(MD5_I, b, c, d, a, X[1], 0x85845dd1, 21);                                         \
-        MD5_STEP(MD5_I, a, b, c, d, X[8], 0x6fa87e4f, 6);                                          \
-        MD5_STEP(MD5_I, d, a, b, c, X[15], 0xfe2ce6e0, 10);                                        \
-        MD5_STEP(MD5_I, c, d, a, b, X[6], 0xa3014314, 15);                                         \
-        MD5_STEP(MD5_I, b, c, d, a, X[13], 0x4e0811a1, 21);                                        \
-        MD5_STEP(MD5_I, a, b, c, d, X[4], 0xf7537e82, 6);                                          \
-        MD5_STEP(MD5_I, d, a, b, c, X[11], 0xbd3af235, 10);                                        \
-        MD5_STEP(MD5_I, c, d, a, b, X[2], 0x2ad7d2bb, 15);                                         \
-        MD5_STEP(MD5_I, b, c, d, a, X[9], 0xeb86d391, 21);                                         \
+        STEP(MD5_F, a, b, c, d, X, 0, 0xd76aa478, 7);                                                      \
+        STEP(MD5_F, d, a, b, c, X, 1, 0xe8c7b756, 12);                                                     \
+        STEP(MD5_F, c, d, a, b, X, 2, 0x242070db, 17);                                                     \
+        STEP(MD5_F, b, c, d, a, X, 3, 0xc1bdceee, 22);                                                     \
+        STEP(MD5_F, a, b, c, d, X, 4, 0xf57c0faf, 7);                                                      \
+        STEP(MD5_F, d, a, b, c, X, 5, 0x4787c62a, 12);                                                     \
+        STEP(MD5_F, c, d, a, b, X, 6, 0xa8304613, 17);                                                     \
+        STEP(MD5_F, b, c, d, a, X, 7, 0xfd469501, 22);                                                     \
+        STEP(MD5_F, a, b, c, d, X, 8, 0x698098d8, 7);                                                      \
+        STEP(MD5_F, d, a, b, c, X, 9, 0x8b44f7af, 12);                                                     \
+        STEP(MD5_F, c, d, a, b, X, 10, 0xffff5bb1, 17);                                                    \
+        STEP(MD5_F, b, c, d, a, X, 11, 0x895cd7be, 22);                                                    \
+        STEP(MD5_F, a, b, c, d, X, 12, 0x6b901122, 7);                                                     \
+        STEP(MD5_F, d, a, b, c, X, 13, 0xfd987193, 12);                                                    \
+        STEP(MD5_F, c, d, a, b, X, 14, 0xa679438e, 17);                                                    \
+        STEP(MD5_F, b, c, d, a, X, 15, 0x49b40821, 22);                                                    \
+        STEP(MD5_G, a, b, c, d, X, 1, 0xf61e2562, 5);                                                      \
+        STEP(MD5_G, d, a, b, c, X, 6, 0xc040b340, 9);                                                      \
+        STEP(MD5_G, c, d, a, b, X, 11, 0x265e5a51, 14);                                                    \
+        STEP(MD5_G, b, c, d, a, X, 0, 0xe9b6c7aa, 20);                                                     \
+        STEP(MD5_G, a, b, c, d, X, 5, 0xd62f105d, 5);                                                      \
+        STEP(MD5_G, d, a, b, c, X, 10, 0x02441453, 9);                                                     \
+        STEP(MD5_G, c, d, a, b, X, 15, 0xd8a1e681, 14);                                                    \
+        STEP(MD5_G, b, c, d, a, X, 4, 0xe7d3fbc8, 20);                                                     \
+        STEP(MD5_G, a, b, c, d, X, 9, 0x21e1cde6, 5);                                                      \
+        STEP(MD5_G, d, a, b, c, X, 14, 0xc33707d6, 9);                                                     \
+        STEP(MD5_G, c, d, a, b, X, 3, 0xf4d50d87, 14);                                                     \
+        STEP(MD5_G, b, c, d, a, X, 8, 0x455a14ed, 20);                                                     \
+        STEP(MD5_G, a, b, c, d, X, 13, 0xa9e3e905, 5);                                                     \
+        STEP(MD5_G, d, a, b, c, X, 2, 0xfcefa3f8, 9);                                                      \
+        STEP(MD5_G, c, d, a, b, X, 7, 0x676f02d9, 14);                                                     \
+        STEP(MD5_G, b, c, d, a, X, 12, 0x8d2a4c8a, 20);                                                    \
+        STEP(MD5_H, a, b, c, d, X, 5, 0xfffa3942, 4);                                                      \
+        STEP(MD5_H, d, a, b, c, X, 8, 0x8771f681, 11);                                                     \
+        STEP(MD5_H, c, d, a, b, X, 11, 0x6d9d6122, 16);                                                    \
+        STEP(MD5_H, b, c, d, a, X, 14, 0xfde5380c, 23);                                                    \
+        STEP(MD5_H, a, b, c, d, X, 1, 0xa4beea44, 4);                                                      \
+        STEP(MD5_H, d, a, b, c, X, 4, 0x4bdecfa9, 11);                                                     \
+        STEP(MD5_H, c, d, a, b, X, 7, 0xf6bb4b60, 16);                                                     \
+        STEP(MD5_H, b, c, d, a, X, 10, 0xbebfbc70, 23);                                                    \
+        STEP(MD5_H, a, b, c, d, X, 13, 0x289b7ec6, 4);                                                     \
+        STEP(MD5_H, d, a, b, c, X, 0, 0xeaa127fa, 11);                                                     \
+        STEP(MD5_H, c, d, a, b, X, 3, 0xd4ef3085, 16);                                                     \
+        STEP(MD5_H, b, c, d, a, X, 6, 0x04881d05, 23);                                                     \
+        STEP(MD5_H, a, b, c, d, X, 9, 0xd9d4d039, 4);                                                      \
+        STEP(MD5_H, d, a, b, c, X, 12, 0xe6db99e5, 11);                                                    \
+        STEP(MD5_H, c, d, a, b, X, 15, 0x1fa27cf8, 16);                                                    \
+        STEP(MD5_H, b, c, d, a, X, 2, 0xc4ac5665, 23);                                                     \
+        STEP(MD5_I, a, b, c, d, X, 0, 0xf4292244, 6);                                                      \
+        STEP(MD5_I, d, a, b, c, X, 7, 0x432aff97, 10);                                                     \
+        STEP(MD5_I, c, d, a, b, X, 14, 0xab9423a7, 15);                                                    \
+        STEP(MD5_I, b, c, d, a, X, 5, 0xfc93a039, 21);                                                     \
+        STEP(MD5_I, a, b, c, d, X, 12, 0x655b59c3, 6);                                                     \
+        STEP(MD5_I, d, a, b, c, X, 3, 0x8f0ccc92, 10);                                                     \
+        STEP(MD5_I, c, d, a, b, X, 10, 0xffeff47d, 15);                                                    \
+        STEP(MD5_I, b, c, d, a, X, 1, 0x85845dd1, 21);                                                     \
+        STEP(MD5_I, a, b, c, d, X, 8, 0x6fa87e4f, 6);                                                      \
+        STEP(MD5_I, d, a, b, c, X, 15, 0xfe2ce6e0, 10);                                                    \
+        STEP(MD5_I, c, d, a, b, X, 6, 0xa3014314, 15);                                                     \
+        STEP(MD5_I, b, c, d, a, X, 13, 0x4e0811a1, 21);                                                    \
+        STEP(MD5_I, a, b, c, d, X, 4, 0xf7537e82, 6);                                                      \
+        STEP(MD5_I, d, a, b, c, X, 11, 0xbd3af235, 10);                                                    \
+        STEP(MD5_I, c, d, a, b, X, 2, 0x2ad7d2bb, 15);                                                     \
+        STEP(MD5_I, b, c, d, a, X, 9, 0xeb86d391, 21);                                                     \
+    } while (0)
+
+#define MD5_STEP_1(f, a, b, c, d, X, i, k, s) MD5_STEP(f, a, b, c, d, X[i], k, s)
+#define MD5_ROUNDS(a, b, c, d, X) MD5_ROUNDS_WITH(MD5_STEP_1, a, b, c, d, X)
+/* Two streams' steps interleaved: the variables of the second are named
+ * a2, b2, c2, d2 and X2.  Each MD5 step waits on the one before, so a core
+ * runs two independent chains for the price of about one. */
+#define MD5_STEP_2(f, a, b, c, d, X, i, k, s)                                                      \
+    do {                                                                                           \
+        MD5_STEP(f, a, b, c, d, X[i], k, s);                                                       \
+        MD5_STEP(f, a##2, b##2, c##2, d##2, X##2[i], k, s);                                        \
     } while (0)
 
 /* ---- one stream ---- */
@@ -119,6 +134,29 @@ static void compress1(uint32_t h[4], const uint8_t *p, size_t nblk)
     h[1] = b0;
     h[2] = c0;
     h[3] = d0;
+}
+
+/* Two streams at once (see MD5_STEP_2): for batches of two, where SIMD
+ * lanes would mostly idle. */
+static void compress2(uint32_t h[4], const uint8_t *p, uint32_t h2[4], const uint8_t *p2,
+                      size_t nblk)
+{
+    for (size_t i = 0; i < nblk; i++, p += 64, p2 += 64) {
+        uint32_t X[16], X2[16];
+        memcpy(X, p, 64);
+        memcpy(X2, p2, 64);
+        uint32_t a = h[0], b = h[1], c = h[2], d = h[3];
+        uint32_t a2 = h2[0], b2 = h2[1], c2 = h2[2], d2 = h2[3];
+        MD5_ROUNDS_WITH(MD5_STEP_2, a, b, c, d, X);
+        h[0] += a;
+        h[1] += b;
+        h[2] += c;
+        h[3] += d;
+        h2[0] += a2;
+        h2[1] += b2;
+        h2[2] += c2;
+        h2[3] += d2;
+    }
 }
 
 /* ---- many streams: lane l of every vector is stream l ---- */
@@ -351,6 +389,9 @@ void ol_md5(const void *p, size_t n, uint8_t out[16])
     ol_md5_final(&m, out);
 }
 
+/* How long a stream forced to hash waits for the others' chunks. */
+#define ASYNC_WAIT_MS 1
+
 /* A block every idle lane hashes in place: its result is thrown away. */
 static const uint8_t idle_block[64];
 
@@ -414,6 +455,24 @@ static void mb_run(struct mb_job *js, size_t nj, bool leave_last)
             }
             break;
         }
+        size_t run = SIZE_MAX;
+        for (unsigned l = 0; l < active; l++)
+            if (lane[l]->nblk < run)
+                run = lane[l]->nblk;
+        if (active == 2) {
+            uint32_t h0[4], h1[4];
+            for (unsigned k = 0; k < 4; k++) {
+                h0[k] = st[k][0];
+                h1[k] = st[k][1];
+            }
+            compress2(h0, ptr[0], h1, ptr[1], run);
+            for (unsigned k = 0; k < 4; k++) {
+                st[k][0] = h0[k];
+                st[k][1] = h1[k];
+            }
+            tl_stats.scalar_blocks += 2 * run;
+            goto retire;
+        }
         unsigned W = 1;
         mb_fn fn = pick(active, &W);
         OL_ASSERT(fn != NULL && W >= active);
@@ -421,13 +480,10 @@ static void mb_run(struct mb_job *js, size_t nj, bool leave_last)
             ptr[l] = idle_block;
             step[l] = 0;
         }
-        size_t run = SIZE_MAX;
-        for (unsigned l = 0; l < active; l++)
-            if (lane[l]->nblk < run)
-                run = lane[l]->nblk;
         fn(st, ptr, step, run);
         tl_stats.simd_rounds += run;
         tl_stats.simd_blocks += run * active;
+    retire:;
         /* Retire finished lanes and pack the rest low. */
         unsigned keep = 0;
         for (unsigned l = 0; l < active; l++) {
@@ -471,8 +527,12 @@ void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs)
 
 /* ---- deferred hashing: the per-thread batches ---- */
 
-/* The thread's streams that have chunks queued or may queue more. */
-static __thread struct ol_md5_async *tl_streams;
+/* The thread's streams, how many there are, and how many have chunks
+ * queued. */
+static __thread struct {
+    struct ol_md5_async *list;
+    unsigned n, with_data;
+} tl_q;
 
 void ol_md5_async_begin(struct ol_md5_async *s)
 {
@@ -480,21 +540,21 @@ void ol_md5_async_begin(struct ol_md5_async *s)
     s->head = s->count = 0;
     s->added = s->hashed = 0;
     s->prev = NULL;
-    s->next = tl_streams;
-    if (tl_streams)
-        tl_streams->prev = s;
-    tl_streams = s;
+    s->next = tl_q.list;
+    if (tl_q.list)
+        tl_q.list->prev = s;
+    tl_q.list = s;
+    tl_q.n++;
 }
 
 /* One batch: the oldest queued chunk of every stream of this thread, side
- * by side.  Streams that are not waiting get ahead for free: that is what
- * fills the lanes. */
+ * by side. */
 static void run_batch(void)
 {
     struct ol_md5_job jobs[64];
     struct ol_md5_async *who[64];
     size_t n = 0;
-    for (struct ol_md5_async *s = tl_streams; s && n < 64; s = s->next) {
+    for (struct ol_md5_async *s = tl_q.list; s && n < 64; s = s->next) {
         if (s->count == 0)
             continue;
         jobs[n] = (struct ol_md5_job){.m = &s->m, .p = s->q[s->head].p, .n = s->q[s->head].n};
@@ -504,8 +564,9 @@ static void run_batch(void)
     for (size_t i = 0; i < n; i++) {
         struct ol_md5_async *s = who[i];
         s->head = (s->head + 1) % OL_MD5_ASYNC_MAX;
-        s->count--;
         s->hashed++;
+        if (--s->count == 0)
+            tl_q.with_data--;
     }
     tl_stats.batches++;
     tl_stats.jobs += n;
@@ -519,12 +580,21 @@ uint64_t ol_md5_async_add(struct ol_md5_async *s, const void *p, size_t n)
     OL_ASSERT(s->count < OL_MD5_ASYNC_MAX);
     s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].p = p;
     s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].n = n;
-    s->count++;
+    if (s->count++ == 0)
+        tl_q.with_data++;
+    /* Every stream has a chunk: the lanes are as full as they will get. */
+    if (tl_q.with_data == tl_q.n && tl_q.n > 1)
+        run_batch();
     return s->added++;
 }
 
 void ol_md5_async_wait(struct ol_md5_async *s, uint64_t seq)
 {
+    /* Forced to hash while other streams have nothing queued: give them a
+     * moment to add theirs (a batch runs as soon as all have), rather than
+     * hash this stream alone at a fraction of the SIMD width. */
+    if (s->hashed <= seq && s->count > 0 && tl_q.with_data < tl_q.n && ol_fiber_current())
+        ol_io_sleep_ms(ASYNC_WAIT_MS);
     for (int i = 0; s->hashed <= seq && s->count > 0 && i <= OL_MD5_ASYNC_MAX; i++)
         run_batch();
     OL_ASSERT(s->hashed > seq || seq >= s->added);
@@ -538,14 +608,17 @@ void ol_md5_async_end(struct ol_md5_async *s, uint8_t out[16])
         ol_md5_final(&s->m, out);
     }
     /* Unfinished chunks of a failed stream are dropped with it. */
+    if (s->count > 0)
+        tl_q.with_data--;
     s->count = 0;
     if (s->prev)
         s->prev->next = s->next;
     else
-        tl_streams = s->next;
+        tl_q.list = s->next;
     if (s->next)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
+    tl_q.n--;
 }
 
 void ol_md5_stats(struct ol_md5_stats *out)

@@ -15,6 +15,7 @@
  */
 #include "s3/checksum.h"
 #include "s3/list.h"
+#include "s3/ec_object.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -301,11 +302,47 @@ struct ol_list_query {
     char token[OL_S3_MAX_KEY];
 };
 
+/* The key source of a listing: the store, or the erasure-coded deployment
+ * (s3/ec_object.h), which keeps ol_store_iter's contract. */
+struct ol_list_src {
+    struct ol_store_iter *st;
+    struct ol_s3_ec_iter *ec;
+};
+
+static int ol_list_src_open(struct ol_s3_req *r, const char *from, size_t from_len,
+                            bool inclusive, struct ol_list_src *s)
+{
+    if (r->ctx->ec)
+        return ol_s3_ec_iter_open(r->ctx->ec, r->bucket, from, from_len, inclusive, &s->ec);
+    return ol_store_iter_open(r->ctx->store, r->bucket, from, from_len, inclusive, &s->st);
+}
+
+static int ol_list_src_next(struct ol_list_src *s, const char **key, size_t *klen,
+                            struct ol_obj_info *info)
+{
+    return s->ec ? ol_s3_ec_iter_next(s->ec, key, klen, info)
+                 : ol_store_iter_next(s->st, key, klen, info);
+}
+
+static int ol_list_src_seek(struct ol_list_src *s, const char *from, size_t len, bool inclusive)
+{
+    return s->ec ? ol_s3_ec_iter_seek(s->ec, from, len, inclusive)
+                 : ol_store_iter_seek(s->st, from, len, inclusive);
+}
+
+static void ol_list_src_close(struct ol_list_src *s)
+{
+    if (s->ec)
+        ol_s3_ec_iter_close(s->ec);
+    if (s->st)
+        ol_store_iter_close(s->st);
+}
+
 /* Collects up to q->max_keys entries; sets *truncated when more follow. */
 static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
                            struct ol_list_buf *out, bool *truncated)
 {
-    struct ol_store_iter *it = NULL;
+    struct ol_list_src src = {0};
     char seek[OL_S3_MAX_KEY];
     const char *from = q->prefix;
     size_t from_len = q->plen;
@@ -334,7 +371,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
             inclusive = true;
         }
     }
-    ret = ol_store_iter_open(r->ctx->store, r->bucket, from, from_len, inclusive, &it);
+    ret = ol_list_src_open(r, from, from_len, inclusive, &src);
     if (ret < 0)
         goto out;
     /* Each round adds one entry or ends the loop. */
@@ -342,7 +379,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
         const char *key;
         size_t klen;
         struct ol_obj_info info;
-        ret = ol_store_iter_next(it, &key, &klen, &info);
+        ret = ol_list_src_next(&src, &key, &klen, &info);
         if (ret < 0)
             goto out;
         if (ret == 1) {
@@ -372,7 +409,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
             size_t n = ol_s3_prefix_successor(key, cp, seek);
             if (n == 0)
                 break;
-            ret = ol_store_iter_seek(it, seek, n, true);
+            ret = ol_list_src_seek(&src, seek, n, true);
             if (ret < 0)
                 goto out;
             continue;
@@ -386,8 +423,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
         e->id[sizeof(e->id) - 1] = '\0';
     }
 out:
-    if (it)
-        ol_store_iter_close(it);
+    ol_list_src_close(&src);
     return ret;
 }
 

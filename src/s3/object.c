@@ -219,10 +219,18 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
             rc = -ENOMEM;
             goto fail;
         }
-        ssize_t n = ol_s3_body_read(r, bufs[i], RECV_CHUNK_BYTES);
-        if (n < 0) {
-            rc = (int)n;
-            goto fail;
+        /* Whole chunks (but the last): chunks of equal length keep the
+         * MD5 lanes of a batch busy until they all end together. */
+        size_t n = 0;
+        bool eof = false;
+        while (n < RECV_CHUNK_BYTES && !eof) {
+            ssize_t got = ol_s3_body_read(r, bufs[i] + n, RECV_CHUNK_BYTES - n);
+            if (got < 0) {
+                rc = (int)got;
+                goto fail;
+            }
+            eof = got == 0;
+            n += (size_t)got;
         }
         if (n == 0)
             break;
@@ -231,13 +239,15 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
             rc = -OL_ETOOLARGE;
             goto fail;
         }
-        seq[i] = ol_md5_async_add(&md, bufs[i], (size_t)n);
+        seq[i] = ol_md5_async_add(&md, bufs[i], n);
         queued[i] = true;
         if (ck_on)
-            ol_ck_update(&cks, bufs[i], (size_t)n);
-        rc = ol_store_write(w, bufs[i], (size_t)n);
+            ol_ck_update(&cks, bufs[i], n);
+        rc = ol_store_write(w, bufs[i], n);
         if (rc < 0)
             goto fail;
+        if (eof)
+            break;
     }
     uint8_t digest[16];
     ol_md5_async_end(&md, digest);
@@ -801,4 +811,27 @@ int ol_s3_delete_object(struct ol_s3_req *r)
     if (res.vid[0])
         h[nh++] = (struct ol_http_hdr){"x-amz-version-id", res.vid};
     return ol_s3_send_empty(r, 204, h, nh);
+}
+
+/* ---- exported for the erasure-coded handlers (ec_object.c) ---- */
+
+int ol_s3_check_content_md5(const struct ol_s3_req *r, const uint8_t md5[16])
+{
+    return check_content_md5(r, md5);
+}
+
+int ol_s3_parse_range(const struct ol_slice *h, uint64_t size, uint64_t *start, uint64_t *end)
+{
+    return parse_range(h, size, start, end);
+}
+
+int ol_s3_read_conditions(const struct ol_s3_req *r, const struct ol_obj_info *info)
+{
+    return read_conditions(r, info);
+}
+
+int ol_s3_send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
+                          const struct ol_http_hdr *extra, size_t nextra)
+{
+    return send_error_hdrs(r, status, code, msg, extra, nextra);
 }

@@ -50,4 +50,17 @@ int ol_s3_write_cond(struct ol_s3_req *r, struct ol_store_cond *cond, char etag_
  * If-Match named an object that does not exist (as S3 answers). */
 int ol_s3_write_cond_fail(struct ol_s3_req *r, const struct ol_store_cond *cond);
 
+/* Exported for the erasure-coded handlers (ec_object.c). */
+struct ol_obj_info;
+/* Checks Content-MD5 against a body's digest: 0, or -OL_EBADDIGEST. */
+int ol_s3_check_content_md5(const struct ol_s3_req *r, const uint8_t md5[16]);
+/* A Range header against an object size: 1 with [*start, *end], 0 to serve
+ * the whole object (absent or ignored), -1 when unsatisfiable (416). */
+int ol_s3_parse_range(const struct ol_slice *h, uint64_t size, uint64_t *start, uint64_t *end);
+/* If-Match & co. of a GET/HEAD: 0 to serve, 304 or 412. */
+int ol_s3_read_conditions(const struct ol_s3_req *r, const struct ol_obj_info *info);
+/* An error document with extra headers (416's Content-Range). */
+int ol_s3_send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
+                          const struct ol_http_hdr *extra, size_t nextra);
+
 #endif

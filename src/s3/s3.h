@@ -27,9 +27,12 @@ struct ol_s3_param {
 
 #define OL_S3_MAX_PARAMS 32
 
+struct ol_s3_ec;
+
 struct ol_s3_ctx {
     struct ol_store *store;
     const struct ol_cfg *cfg;
+    struct ol_s3_ec *ec; /* set in erasure-coded mode (s3/ec_object.h); store is then NULL */
 };
 
 struct ol_s3_req {

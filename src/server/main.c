@@ -4,20 +4,54 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/admin.h"
 #include "cli/bench.h"
 #include "core/cfg.h"
 #include "server/server.h"
 
 #define OL_VERSION "0.1.0"
 
+#define OL_MAX_DIRS 4096
+
+/* Expands the ellipsis form of MinIO ("/data/d{1...6}": d1 .. d6; several
+ * braces multiply) into dirs[*n..]; arguments without one are taken as they
+ * are.  0, or -1 with a message. */
+static int expand_dirs(const char *arg, char **dirs, unsigned *n)
+{
+    const char *open = strchr(arg, '{');
+    const char *dots = open ? strstr(open, "...") : NULL;
+    const char *close = dots ? strchr(dots, '}') : NULL;
+    if (!close) {
+        if (*n >= OL_MAX_DIRS || !(dirs[*n] = strdup(arg)))
+            return -1;
+        (*n)++;
+        return 0;
+    }
+    char *e1 = NULL, *e2 = NULL;
+    long lo = strtol(open + 1, &e1, 10), hi = strtol(dots + 3, &e2, 10);
+    if (e1 != dots || e2 != close || lo < 0 || hi < lo || hi - lo >= OL_MAX_DIRS) {
+        fprintf(stderr, "openlake: bad range in '%s' (expected {N...M})\n", arg);
+        return -1;
+    }
+    char buf[2048];
+    for (long i = lo; i <= hi; i++) {
+        int w = snprintf(buf, sizeof(buf), "%.*s%ld%s", (int)(open - arg), arg, i, close + 1);
+        if (w < 0 || (size_t)w >= sizeof(buf) || expand_dirs(buf, dirs, n) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: openlake server [DIR] [--config FILE] [--SETTING VALUE ...]\n"
+            "usage: openlake server [DIR...] [--config FILE] [--SETTING VALUE ...]\n"
             "       openlake bench [--endpoint URL] [--op get|put|...] [options] (--help)\n"
+            "       openlake admin heal|info --endpoint URL [--bucket B [--key K]]\n"
             "       openlake version\n"
             "\n"
             "Runs an S3-compatible object store with its data in DIR (default ./openlake-data).\n"
+            "Several DIRs (or /data/d{1...6}) are erasure-coded drives (ec_data, ec_parity).\n"
             "Without configured users it accepts the default key 'openlake' / secret\n"
             "'openlake-secret' and says so at start-up.\n\n");
 }
@@ -41,7 +75,8 @@ static int server_main(int argc, char **argv)
             }
         }
     }
-    bool have_dir = false;
+    static char *dirs[OL_MAX_DIRS];
+    unsigned ndirs = 0;
     const char *ak = NULL, *sk = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -51,16 +86,8 @@ static int server_main(int argc, char **argv)
             exit(0);
         }
         if (strncmp(a, "--", 2) != 0) {
-            if (have_dir) {
-                fprintf(stderr, "openlake: one data directory only ('%s')\n", a);
+            if (expand_dirs(a, dirs, &ndirs) != 0)
                 return 2;
-            }
-            if (strlen(a) >= sizeof(cfg.data_dir)) {
-                fprintf(stderr, "openlake: data directory path too long\n");
-                return 2;
-            }
-            strcpy(cfg.data_dir, a);
-            have_dir = true;
             continue;
         }
         char name[128];
@@ -100,6 +127,18 @@ static int server_main(int argc, char **argv)
         fprintf(stderr, "openlake: bad --access-key/--secret-key (3-128 and 8-128 bytes)\n");
         return 2;
     }
+    for (unsigned i = 0; i < ndirs; i++) {
+        if (strlen(dirs[i]) >= sizeof(cfg.data_dir)) {
+            fprintf(stderr, "openlake: data directory path too long\n");
+            return 2;
+        }
+    }
+    if (ndirs == 1)
+        strcpy(cfg.data_dir, dirs[0]);
+    if (ndirs > 1) {
+        cfg.drive_dirs = (const char *const *)dirs;
+        cfg.ndrive_dirs = ndirs;
+    }
     return ol_server_run(&cfg);
 }
 
@@ -107,6 +146,8 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "server") == 0)
         return server_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "admin") == 0)
+        return ol_admin_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return ol_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {

@@ -28,6 +28,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "http/conn.h"
+#include "s3/ec_object.h"
 #include "s3/router.h"
 #include "store/store.h"
 
@@ -48,7 +49,8 @@ struct worker {
 
 struct server {
     struct ol_cfg *cfg;
-    struct ol_store *store;
+    struct ol_store *store; /* one directory */
+    struct ol_s3_ec *ec;    /* several: erasure-coded (s3/ec_object.h) */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
@@ -144,6 +146,13 @@ static void start_accepting(void *arg)
     struct worker *w = arg;
     int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
     OL_ASSERT(rc == 0);
+    /* Loop 0 runs the erasure-coded deployment's scrubber; the store-based
+     * workers need the single store. */
+    if (ol_loop_id(w->loop) == 0 && w->srv->ec) {
+        rc = ol_fiber_spawn(w->loop, ol_s3_ec_scrub_fiber, &w->srv->router.ctx);
+        OL_ASSERT(rc == 0);
+        return;
+    }
     /* Loop 0 also runs the bucket lifecycle worker (s3.h). */
     if (ol_loop_id(w->loop) == 0) {
         rc = ol_fiber_spawn(w->loop, ol_s3_lifecycle_fiber, &w->srv->router.ctx);
@@ -194,6 +203,12 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("# TYPE openlake_connections_accepted_total counter\n");
     EMIT("openlake_connections_accepted_total %" PRIu64 "\n", acc);
     EMIT("openlake_connections_rejected_total %" PRIu64 "\n", rej);
+    if (srv->ec) {
+        ol_s3_ec_metrics(srv->ec, b, cap, &n);
+        *text = b;
+        *len = n;
+        return;
+    }
     struct ol_store_stats st;
     ol_store_stats(srv->store, &st);
     EMIT("# TYPE openlake_store_segment_bytes gauge\n");
@@ -246,6 +261,17 @@ int ol_server_run(struct ol_cfg *cfg)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    char err[512];
+    err[0] = 0;
+    int rc;
+    if (cfg->ndrive_dirs > 1) {
+        rc = ol_s3_ec_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, n, &srv.ec, err, sizeof(err));
+        if (rc < 0) {
+            fprintf(stderr, "openlake: %s\n", err);
+            return 1;
+        }
+        goto opened;
+    }
     if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "openlake: cannot create %s: %s\n", cfg->data_dir, strerror(errno));
         return 1;
@@ -260,14 +286,16 @@ int ol_server_run(struct ol_cfg *cfg)
     so.compact_pct = (unsigned)cfg->compact_pct;
     so.commit_batch = (unsigned)cfg->commit_batch;
     so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
-    int rc = ol_store_open(&srv.store, cfg->data_dir, &so);
+    rc = ol_store_open(&srv.store, cfg->data_dir, &so);
     if (rc < 0) {
         fprintf(stderr, "openlake: cannot open the drive %s: %s\n", cfg->data_dir,
                 ol_strerror(rc));
         return 1;
     }
 
+opened:
     srv.router.ctx.store = srv.store;
+    srv.router.ctx.ec = srv.ec;
     srv.router.ctx.cfg = cfg;
     srv.router.hooks.metrics = metrics;
     srv.router.hooks.ctx = &srv;
@@ -280,11 +308,12 @@ int ol_server_run(struct ol_cfg *cfg)
 
     srv.workers = calloc(n, sizeof(*srv.workers));
     if (!srv.workers) {
-        ol_store_close(srv.store);
+        if (srv.store)
+            ol_store_close(srv.store);
+        ol_s3_ec_close(srv.ec);
         return 1;
     }
     srv.nworkers = n;
-    char err[512];
     int exit_code = 0;
     unsigned started = 0;
     for (unsigned i = 0; i < n; i++) {
@@ -320,9 +349,14 @@ int ol_server_run(struct ol_cfg *cfg)
     }
 
     if (exit_code == 0) {
+        char where[1100];
+        if (srv.ec)
+            ol_s3_ec_describe(srv.ec, where, sizeof(where));
+        else
+            snprintf(where, sizeof(where), "%s", cfg->data_dir);
         fprintf(stderr,
                 "OpenLake 0.1.0 listening on http://%s (%u threads), data in %s\n", cfg->listen,
-                n, cfg->data_dir);
+                n, where);
         if (default_user)
             fprintf(stderr, "  default credentials: access key '%s', secret key '%s'\n"
                             "  (configure users with 'user ACCESS SECRET' lines in --config)\n",
@@ -360,7 +394,9 @@ int ol_server_run(struct ol_cfg *cfg)
         if (srv.workers[i].listen_fd >= 0)
             close(srv.workers[i].listen_fd);
     }
-    ol_store_close(srv.store);
+    if (srv.store)
+        ol_store_close(srv.store);
+    ol_s3_ec_close(srv.ec);
     free(srv.workers);
     ol_info("stopped");
     return exit_code;

@@ -31,6 +31,18 @@ struct ol_store_writer {
     uint32_t ncrc, cap_crc;
     struct ol_seg **segs; /* referenced segments this writer wrote to */
     uint32_t nsegs, cap_segs;
+    /* Double buffering: a full buffer is written by a helper fiber while the
+     * caller fills the other one, so receiving, hashing and the O_DIRECT
+     * write overlap.  spare is the other buffer (buf_full bytes) or NULL. */
+    uint8_t *spare;
+    struct ol_store_wjob {
+        struct ol_completion done;
+        int fd;
+        const uint8_t *buf;
+        size_t len;
+        uint64_t off;
+        bool busy; /* a write is in flight on spare */
+    } job;
 };
 
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -80,8 +92,29 @@ uint64_t ol_store_write_size(const struct ol_store_writer *w)
     return w->size;
 }
 
+/* Waits for the in-flight background write, if any; its error is sticky. */
+static int wait_write(struct ol_store_writer *w)
+{
+    if (!w->job.busy)
+        return 0;
+    int rc = ol_completion_wait(&w->job.done);
+    w->job.busy = false;
+    if (rc && !w->err)
+        w->err = rc;
+    return rc;
+}
+
+static void write_fiber(void *arg)
+{
+    struct ol_store_wjob *j = arg;
+    ol_completion_signal(&j->done, ol_pwrite_all(j->fd, j->buf, j->len, j->off));
+}
+
 static void writer_free(struct ol_store_writer *w)
 {
+    /* The helper fiber reads the spare buffer until it signals. */
+    wait_write(w);
+    ol_buf_free(w->spare, w->buf_full);
     for (uint32_t i = 0; i < w->nsegs; i++)
         ol_seg_unref(w->st, w->segs[i]);
     free(w->segs);
@@ -119,13 +152,41 @@ static int flush(struct ol_store_writer *w)
         memset(w->buf + len, 0, wlen - len);
     struct ol_seg *seg = NULL;
     uint64_t off = 0;
+    rc = wait_write(w);
+    if (rc)
+        return rc;
     rc = ol_seg_reserve(st, ol_seg_slot_for_caller(st), len, &seg, &off);
     if (rc)
         return rc;
-    rc = ol_pwrite_all(seg->fd, w->buf, wlen, off);
-    if (rc) {
-        ol_seg_unref(st, seg);
-        return rc;
+    /* A full buffer on a loop goes to a helper fiber, and the caller fills
+     * the spare meanwhile; the extent is recorded now, in reservation
+     * order, and finish_data waits for the write before the fdatasync.  The
+     * writer's reference on seg (w->segs) outlives the write: writer_free
+     * waits for it first. */
+    struct ol_loop *loop = ol_loop_current();
+    bool bg = loop && ol_fiber_current() && w->buf_cap == w->buf_full;
+    if (bg && !w->spare)
+        w->spare = ol_aligned_alloc(w->buf_full);
+    if (bg && w->spare) {
+        w->job = (struct ol_store_wjob){.fd = seg->fd, .buf = w->buf, .len = wlen, .off = off};
+        ol_completion_init(&w->job.done);
+        if (ol_fiber_spawn(loop, write_fiber, &w->job) == 0) {
+            w->job.busy = true;
+            uint8_t *t = w->buf;
+            w->buf = w->spare;
+            w->spare = t;
+        } else {
+            bg = false;
+        }
+    } else {
+        bg = false;
+    }
+    if (!bg) {
+        rc = ol_pwrite_all(seg->fd, w->buf, wlen, off);
+        if (rc) {
+            ol_seg_unref(st, seg);
+            return rc;
+        }
     }
     w->ncrc += nblk;
     struct ol_extent *last = w->next ? &w->ext[w->next - 1] : NULL;
@@ -187,6 +248,9 @@ int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len)
 static int finish_data(struct ol_store_writer *w)
 {
     int rc = flush(w);
+    int wr = wait_write(w);
+    if (rc == 0)
+        rc = wr;
     for (uint32_t i = 0; rc == 0 && i < w->nsegs; i++)
         rc = ol_seg_sync(w->segs[i]);
     return rc;

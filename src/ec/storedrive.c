@@ -1,0 +1,611 @@
+/* An erasure-set drive over one local store: see ec/storedrive.h.
+ *
+ * Entry meta blob of a shard version (little-endian, docs/FORMAT.md):
+ *   "OLS1" vid[16] k m shard rotation flags unit_bytes:u32 size:u64
+ *   mtime_ns:i64 etag_len:u8 etag[etag_len]
+ * The store's own fields of the entry (size, etag, mtime) are the shard's
+ * length, "" and the object's mtime; the drive ignores them. */
+#include "ec/storedrive.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "store/store.h"
+
+enum {
+    SD_SCAN_MAX = 64,          /* store versions of one key a scan looks at */
+    SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
+    SD_META_MAX = SD_META_MIN + 63,
+    SD_LIST_SCAN_MAX = 1u << 20, /* store versions one list_keys call looks at */
+};
+
+struct ol_storedrive {
+    struct ol_store *st;
+    atomic_bool offline;
+};
+
+struct sd_writer {
+    struct ol_storedrive *sd;
+    struct ol_store_writer *w;
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    size_t klen;
+    struct ol_version_id vid;
+    char key[OL_DRIVE_MAX_KEY];
+};
+
+/* One store version of a key, decoded. */
+struct sd_ver {
+    char svid[OL_STORE_VID_MAX];
+    struct ol_shard_meta sm;
+};
+
+/* ---- the meta blob ---- */
+
+static void put_le(uint8_t *p, uint64_t v, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static size_t meta_encode(const struct ol_shard_meta *sm, uint8_t out[SD_META_MAX])
+{
+    size_t el = strnlen(sm->etag, sizeof(sm->etag) - 1);
+    uint8_t *p = out;
+    memcpy(p, "OLS1", 4);
+    p += 4;
+    memcpy(p, sm->vid.b, 16);
+    p += 16;
+    *p++ = sm->k;
+    *p++ = sm->m;
+    *p++ = sm->shard;
+    *p++ = sm->rotation;
+    /* COMPLETE is derived by the drive (see the header), never stored. */
+    *p++ = (uint8_t)(sm->flags & OL_SHARD_DELETE_MARKER);
+    put_le(p, sm->unit_bytes, 4);
+    p += 4;
+    put_le(p, sm->size, 8);
+    p += 8;
+    put_le(p, (uint64_t)sm->mtime_ns, 8);
+    p += 8;
+    *p++ = (uint8_t)el;
+    memcpy(p, sm->etag, el);
+    return (size_t)(p - out) + el;
+}
+
+static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm)
+{
+    if (!b || len < SD_META_MIN || memcmp(b, "OLS1", 4) != 0)
+        return -OL_ECORRUPT;
+    memset(sm, 0, sizeof(*sm));
+    const uint8_t *p = b + 4;
+    memcpy(sm->vid.b, p, 16);
+    p += 16;
+    sm->k = *p++;
+    sm->m = *p++;
+    sm->shard = *p++;
+    sm->rotation = *p++;
+    sm->flags = *p++;
+    sm->unit_bytes = (uint32_t)get_le(p, 4);
+    p += 4;
+    sm->size = get_le(p, 8);
+    p += 8;
+    sm->mtime_ns = (int64_t)get_le(p, 8);
+    p += 8;
+    size_t el = *p++;
+    if (el > sizeof(sm->etag) - 1 || (size_t)(p - b) + el != len)
+        return -OL_ECORRUPT;
+    memcpy(sm->etag, p, el);
+    return 0;
+}
+
+/* ---- helpers ---- */
+
+static struct ol_store *sd_store(struct ol_storedrive *sd)
+{
+    if (atomic_load(&sd->offline) || !sd->st)
+        return NULL;
+    return sd->st;
+}
+
+/* Store versions of one key (store order: newest written first), at most
+ * SD_SCAN_MAX; entries that are not shard versions are skipped.  Returns the
+ * count, or an error (a missing bucket reads as no versions). */
+static int scan(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+                struct sd_ver *out)
+{
+    struct ol_store_viter *it = NULL;
+    int rc = ol_store_viter_open(st, bucket, &it);
+    if (rc == -OL_ENOBUCKET)
+        return 0;
+    if (rc < 0)
+        return rc;
+    rc = ol_store_viter_seek(it, key, klen);
+    int n = 0;
+    for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && n < SD_SCAN_MAX; guard++) {
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        int r = ol_store_viter_next(it, &k, &kl, &vi);
+        if (r != 0) {
+            rc = r < 0 ? r : 0;
+            break;
+        }
+        if (kl != klen || memcmp(k, key, klen) != 0)
+            break;
+        if (vi.is_marker || meta_decode(vi.info.meta, vi.info.meta_len, &out[n].sm) != 0)
+            continue;
+        memcpy(out[n].svid, vi.vid, sizeof(out[n].svid));
+        n++;
+    }
+    ol_store_viter_close(it);
+    return rc < 0 ? rc : n;
+}
+
+static int ver_desc(const void *a, const void *b)
+{
+    const struct ol_shard_meta *x = a, *y = b;
+    return -ol_version_id_cmp(&x->vid, &y->vid);
+}
+
+/* Turns a scan into the drive's answer: one entry per eset vid (the most
+ * recently written store version of it), newest vid first, the oldest
+ * flagged COMPLETE.  Returns the count. */
+static int distinct(const struct sd_ver *v, int n, struct ol_shard_meta *out)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        bool dup = false;
+        for (int j = 0; j < m && !dup; j++)
+            dup = ol_version_id_cmp(&out[j].vid, &v[i].sm.vid) == 0;
+        if (!dup)
+            out[m++] = v[i].sm;
+    }
+    qsort(out, (size_t)m, sizeof(out[0]), ver_desc);
+    if (m > 0)
+        out[m - 1].flags |= OL_SHARD_COMPLETE;
+    return m;
+}
+
+static int ensure_bucket(struct ol_store *st, const char *bucket)
+{
+    struct ol_bucket_info bi;
+    int rc = ol_store_bucket_get(st, bucket, &bi);
+    if (rc == -OL_ENOBUCKET) {
+        rc = ol_store_bucket_create(st, bucket, 0);
+        if (rc == -EEXIST || rc == -OL_EBUCKETEXISTS)
+            rc = 0;
+    }
+    if (rc < 0)
+        return rc;
+    enum ol_versioning v;
+    rc = ol_store_versioning_get(st, bucket, &v);
+    if (rc == 0 && v != OL_VERSIONING_ENABLED)
+        rc = ol_store_versioning_put(st, bucket, OL_VERSIONING_ENABLED);
+    return rc;
+}
+
+/* ---- the operations ---- */
+
+static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t klen,
+                          const struct ol_version_id *vid, void **w)
+{
+    struct ol_storedrive *sd = d;
+    struct ol_store *st = sd_store(sd);
+    *w = NULL;
+    if (!st)
+        return -EIO;
+    if (klen == 0 || klen > OL_DRIVE_MAX_KEY || strlen(bucket) > OL_DRIVE_MAX_BUCKET)
+        return -EINVAL;
+    int rc = ensure_bucket(st, bucket);
+    if (rc < 0)
+        return rc;
+    struct sd_writer *sw = malloc(sizeof(*sw));
+    if (!sw)
+        return -ENOMEM;
+    rc = ol_store_write_begin(st, -1, &sw->w);
+    if (rc < 0) {
+        free(sw);
+        return rc;
+    }
+    sw->sd = sd;
+    strcpy(sw->bucket, bucket);
+    memcpy(sw->key, key, klen);
+    sw->klen = klen;
+    sw->vid = *vid;
+    *w = sw;
+    return 0;
+}
+
+static int sd_shard_write(void *w, const void *buf, size_t len)
+{
+    struct sd_writer *sw = w;
+    if (atomic_load(&sw->sd->offline))
+        return -EIO;
+    return ol_store_write(sw->w, buf, len);
+}
+
+static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
+{
+    struct sd_writer *sw = w;
+    struct ol_store *st = sd_store(sw->sd);
+    struct sd_ver *v = NULL;
+    int rc;
+    if (!st || ol_version_id_cmp(&sm->vid, &sw->vid) != 0) {
+        ol_store_write_abort(sw->w);
+        rc = st ? -EINVAL : -EIO;
+        goto out;
+    }
+    uint8_t blob[SD_META_MAX];
+    struct ol_obj_info info = {.mtime_ns = sm->mtime_ns};
+    info.meta = blob;
+    info.meta_len = (uint32_t)meta_encode(sm, blob);
+    char svid[OL_STORE_VID_MAX];
+    rc = ol_store_write_commit_object_v(sw->w, sw->bucket, sw->key, sw->klen, &info, NULL, svid);
+    if (rc < 0)
+        goto out;
+    /* A heal rewrites a shard under the same vid: the new store version
+     * replaces the old one, which goes now. */
+    v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    if (!v)
+        goto out; /* the old copy stays until the next mark: harmless */
+    int n = scan(st, sw->bucket, sw->key, sw->klen, v);
+    for (int i = 0; i < n; i++)
+        if (ol_version_id_cmp(&v[i].sm.vid, &sm->vid) == 0 && strcmp(v[i].svid, svid) != 0)
+            (void)ol_store_delete_v(st, sw->bucket, sw->key, sw->klen, v[i].svid, NULL);
+    rc = 0;
+out:
+    free(v);
+    free(sw);
+    return rc;
+}
+
+static void sd_shard_abort(void *w)
+{
+    struct sd_writer *sw = w;
+    ol_store_write_abort(sw->w);
+    free(sw);
+}
+
+static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
+                            const struct ol_version_id *vid)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    if (!v)
+        return -ENOMEM;
+    int n = scan(st, bucket, key, klen, v);
+    int rc = n < 0 ? n : -OL_ENOKEY;
+    bool have = false, older = false;
+    for (int i = 0; i < n; i++) {
+        int c = ol_version_id_cmp(&v[i].sm.vid, vid);
+        have |= c == 0;
+        older |= c < 0;
+    }
+    if (have) {
+        rc = 0;
+        for (int i = 0; i < n && rc == 0; i++) {
+            if (ol_version_id_cmp(&v[i].sm.vid, vid) >= 0)
+                continue;
+            int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
+            if (e < 0 && e != -OL_ENOVERSION)
+                rc = e;
+        }
+    } else if (n > 0 && !older) {
+        rc = 0; /* gone, and the oldest version left (newer) counts as complete */
+    }
+    free(v);
+    return rc;
+}
+
+static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
+                       struct ol_shard_meta *out, unsigned cap)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    struct ol_shard_meta *all = malloc(sizeof(*all) * SD_SCAN_MAX);
+    int rc = -ENOMEM;
+    if (!v || !all)
+        goto out;
+    rc = scan(st, bucket, key, klen, v);
+    if (rc <= 0)
+        goto out;
+    int m = distinct(v, rc, all);
+    rc = m < (int)cap ? m : (int)cap;
+    memcpy(out, all, sizeof(*out) * (size_t)rc);
+out:
+    free(v);
+    free(all);
+    return rc;
+}
+
+static int sd_read_shard(void *d, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, uint64_t off, size_t len, void *buf)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    struct ol_store_reader *rd = NULL;
+    if (!v)
+        return -ENOMEM;
+    int rc = scan(st, bucket, key, klen, v);
+    int at = -1;
+    for (int i = 0; i < rc && at < 0; i++)
+        if (ol_version_id_cmp(&v[i].sm.vid, vid) == 0)
+            at = i;
+    if (rc < 0)
+        goto out;
+    rc = -OL_ENOKEY;
+    if (at < 0)
+        goto out;
+    rc = ol_store_read_open_v(st, bucket, key, klen, v[at].svid, &rd);
+    if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
+        rc = -OL_ENOKEY;
+    if (rc < 0)
+        goto out;
+    if (off > ol_store_read_info(rd)->size || len > ol_store_read_info(rd)->size - off) {
+        rc = -EINVAL;
+        goto out;
+    }
+    size_t got = 0;
+    /* Each round returns at least one byte or ends the loop. */
+    while (got < len) {
+        const uint8_t *p;
+        ssize_t r = ol_store_read(rd, off + got, len - got, &p);
+        if (r <= 0) {
+            rc = r < 0 ? (int)r : -EIO;
+            goto out;
+        }
+        memcpy((uint8_t *)buf + got, p, (size_t)r);
+        got += (size_t)r;
+    }
+    rc = 0;
+out:
+    if (rd)
+        ol_store_read_close(rd);
+    free(v);
+    return rc;
+}
+
+static int sd_delete_version(void *d, const char *bucket, const char *key, size_t klen,
+                             const struct ol_version_id *vid)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    if (!v)
+        return -ENOMEM;
+    int n = scan(st, bucket, key, klen, v);
+    int rc = n < 0 ? n : 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (ol_version_id_cmp(&v[i].sm.vid, vid) != 0)
+            continue;
+        int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
+        if (e < 0 && e != -OL_ENOVERSION)
+            rc = e;
+    }
+    free(v);
+    return rc;
+}
+
+/* list_keys: the key being gathered and its versions. */
+struct sd_group {
+    uint32_t klen;
+    char key[OL_DRIVE_MAX_KEY];
+    struct ol_shard_meta newest;
+    unsigned nver;
+};
+
+static int sd_list_keys(void *d, const char *bucket, const char *after, size_t alen,
+                        struct ol_drive_entry *out, unsigned cap)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct ol_store_viter *it = NULL;
+    struct sd_group *g = NULL;
+    int rc = ol_store_viter_open(st, bucket, &it);
+    if (rc == -OL_ENOBUCKET)
+        return 0;
+    if (rc < 0)
+        return rc;
+    g = calloc(1, sizeof(*g));
+    if (!g) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    if (alen > 0)
+        rc = ol_store_viter_seek(it, after, alen);
+    if (rc < 0)
+        goto out;
+    unsigned n = 0;
+    bool open = false; /* g holds a key with at least one shard version */
+    for (unsigned guard = 0; guard < SD_LIST_SCAN_MAX && n < cap; guard++) {
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        int r = ol_store_viter_next(it, &k, &kl, &vi);
+        if (r < 0) {
+            rc = r;
+            goto out;
+        }
+        bool same = r == 0 && open && kl == g->klen && memcmp(k, g->key, kl) == 0;
+        if (open && !same) {
+            out[n].key_len = g->klen;
+            memcpy(out[n].key, g->key, g->klen);
+            out[n].newest = g->newest;
+            if (g->nver == 1)
+                out[n].newest.flags |= OL_SHARD_COMPLETE;
+            n++;
+            open = false;
+        }
+        if (r == 1 || n >= cap)
+            break;
+        if (kl == alen && alen > 0 && memcmp(k, after, kl) == 0)
+            continue;
+        struct ol_shard_meta sm;
+        if (kl > OL_DRIVE_MAX_KEY || vi.is_marker ||
+            meta_decode(vi.info.meta, vi.info.meta_len, &sm) != 0)
+            continue;
+        if (!same) {
+            g->klen = (uint32_t)kl;
+            memcpy(g->key, k, kl);
+            g->newest = sm;
+            g->nver = 1;
+            open = true;
+            continue;
+        }
+        if (ol_version_id_cmp(&sm.vid, &g->newest.vid) != 0)
+            g->nver++;
+        if (ol_version_id_cmp(&sm.vid, &g->newest.vid) > 0)
+            g->newest = sm;
+    }
+    rc = (int)n;
+out:
+    ol_store_viter_close(it);
+    free(g);
+    return rc;
+}
+
+struct sd_blist {
+    int (*fn)(void *ctx, const char *bucket);
+    void *ctx;
+};
+
+static int sd_bucket_cb(void *ctx, const struct ol_bucket_info *b)
+{
+    struct sd_blist *bl = ctx;
+    return bl->fn(bl->ctx, b->name);
+}
+
+static int sd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_blist bl = {fn, ctx};
+    int rc = ol_store_bucket_list(st, sd_bucket_cb, &bl);
+    return rc < 0 ? rc : 0;
+}
+
+const struct ol_drive_ops ol_storedrive_ops = {
+    .shard_begin = sd_shard_begin,
+    .shard_write = sd_shard_write,
+    .shard_commit = sd_shard_commit,
+    .shard_abort = sd_shard_abort,
+    .mark_complete = sd_mark_complete,
+    .versions = sd_versions,
+    .read_shard = sd_read_shard,
+    .delete_version = sd_delete_version,
+    .list_keys = sd_list_keys,
+    .list_buckets = sd_list_buckets,
+};
+
+/* ---- management ---- */
+
+int ol_storedrive_create(struct ol_store *st, struct ol_storedrive **out)
+{
+    struct ol_storedrive *sd = calloc(1, sizeof(*sd));
+    if (!sd)
+        return -ENOMEM;
+    sd->st = st;
+    atomic_init(&sd->offline, false);
+    *out = sd;
+    return 0;
+}
+
+void ol_storedrive_destroy(struct ol_storedrive *sd)
+{
+    free(sd);
+}
+
+struct ol_drive ol_storedrive_drive(struct ol_storedrive *sd)
+{
+    struct ol_drive d = {&ol_storedrive_ops, sd};
+    return d;
+}
+
+void ol_storedrive_set_store(struct ol_storedrive *sd, struct ol_store *st)
+{
+    sd->st = st;
+}
+
+struct ol_store *ol_storedrive_store(const struct ol_storedrive *sd)
+{
+    return sd->st;
+}
+
+void ol_storedrive_set_offline(struct ol_storedrive *sd, bool offline)
+{
+    atomic_store(&sd->offline, offline);
+}
+
+bool ol_storedrive_offline(const struct ol_storedrive *sd)
+{
+    return atomic_load(&sd->offline);
+}
+
+int ol_storedrive_bucket_create(struct ol_storedrive *sd, const char *bucket, int64_t ctime_ns)
+{
+    struct ol_store *st = sd_store(sd);
+    if (!st)
+        return -EIO;
+    int rc = ol_store_bucket_create(st, bucket, ctime_ns);
+    if (rc < 0 && rc != -EEXIST && rc != -OL_EBUCKETEXISTS)
+        return rc;
+    return ensure_bucket(st, bucket);
+}
+
+int ol_storedrive_bucket_delete(struct ol_storedrive *sd, const char *bucket)
+{
+    struct ol_store *st = sd_store(sd);
+    if (!st)
+        return -EIO;
+    /* Shard versions left (delete markers not yet healed away, stale
+     * shards) go first: the store refuses to drop a bucket that holds any. */
+    for (unsigned round = 0; round < (1u << 22); round++) {
+        struct ol_store_viter *it = NULL;
+        int rc = ol_store_viter_open(st, bucket, &it);
+        if (rc == -OL_ENOBUCKET)
+            return 0;
+        if (rc < 0)
+            return rc;
+        char key[OL_DRIVE_MAX_KEY];
+        size_t klen = 0;
+        char svid[OL_STORE_VID_MAX];
+        const char *k;
+        struct ol_version_info vi;
+        int r = ol_store_viter_next(it, &k, &klen, &vi);
+        if (r == 0 && klen <= sizeof(key)) {
+            memcpy(key, k, klen);
+            memcpy(svid, vi.vid, sizeof(svid));
+        }
+        ol_store_viter_close(it);
+        if (r < 0)
+            return r;
+        if (r == 1)
+            break;
+        rc = ol_store_delete_v(st, bucket, key, klen, svid, NULL);
+        if (rc < 0 && rc != -OL_ENOVERSION)
+            return rc;
+    }
+    int rc = ol_store_bucket_delete(st, bucket);
+    return rc == -OL_ENOBUCKET ? 0 : rc;
+}

@@ -1,0 +1,58 @@
+/* S3 over erasure-coded drives: the deployment (several data directories,
+ * grouped into erasure sets by ec/placement.h) and the handlers that serve
+ * the core object operations through the sets (ec_object.c).
+ *
+ * When `openlake server` gets more than one directory, r->ctx->ec is set and
+ * the router sends every request to ol_s3_ec_dispatch: buckets (create, head,
+ * delete, list), PutObject (single PUT), GetObject/HeadObject (Range,
+ * conditional headers), DeleteObject and ListObjects v1/v2 (list.c, through
+ * the iterator below).  Every other operation answers 501 NotImplemented.
+ *
+ * Object layout.  The erasure set stores, as one object, the S3 metadata
+ * blob (s3/meta.h) followed by the body; the etag field of the shard
+ * metadata holds "<md5 hex>" or "<md5 hex>:<blob length>", so a listing
+ * knows the body's size without a read (docs/EC.md, section 6).
+ */
+#ifndef OL_S3_EC_OBJECT_H
+#define OL_S3_EC_OBJECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/s3.h"
+
+struct ol_cfg;
+struct ol_obj_info;
+struct ol_s3_ec;
+
+/* Opens every directory (formatting empty ones), groups them into sets
+ * (cfg->ec_data / ec_parity, 0 = automatic).  On error writes a message. */
+int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
+                  unsigned max_loops, struct ol_s3_ec **out, char *err, size_t errlen);
+void ol_s3_ec_close(struct ol_s3_ec *ec);
+/* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
+void ol_s3_ec_describe(const struct ol_s3_ec *ec, char *buf, size_t cap);
+
+/* Serves an S3 request in EC mode (bucket and key already parsed). */
+int ol_s3_ec_dispatch(struct ol_s3_req *r);
+/* Serves /_openlake/admin/... (authenticated by the router). */
+int ol_s3_ec_admin(struct ol_s3_req *r);
+/* Appends Prometheus lines to b[*n..cap). */
+void ol_s3_ec_metrics(struct ol_s3_ec *ec, char *b, size_t cap, size_t *n);
+/* The scrubber: a fiber on loop 0 (arg: the struct ol_s3_ctx). */
+void ol_s3_ec_scrub_fiber(void *arg);
+
+/* A key iterator over the deployment with ol_store_iter's contract (list.c
+ * lists through it): keys in byte order, each with its body size, ETag and
+ * mtime in info (meta NULL). */
+struct ol_s3_ec_iter;
+int ol_s3_ec_iter_open(struct ol_s3_ec *ec, const char *bucket, const char *from,
+                       size_t from_len, bool inclusive, struct ol_s3_ec_iter **out);
+int ol_s3_ec_iter_next(struct ol_s3_ec_iter *it, const char **key, size_t *key_len,
+                       struct ol_obj_info *info);
+int ol_s3_ec_iter_seek(struct ol_s3_ec_iter *it, const char *from, size_t from_len,
+                       bool inclusive);
+void ol_s3_ec_iter_close(struct ol_s3_ec_iter *it);
+
+#endif

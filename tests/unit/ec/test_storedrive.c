@@ -1,0 +1,320 @@
+/* The erasure set over real stores (ec/storedrive.h): 4+2 over 6 temporary
+ * directories.  Objects are written, two directories wiped (removed and
+ * reopened as empty formatted drives), every object read back, healed, two
+ * other directories wiped, read again; bytes flipped in the segment files of
+ * two drives must not change what reads return, and a heal repairs them.
+ * Also: overwrite and delete (older shard versions freed), listing, a PUT
+ * with three drives offline failing with the previous version readable, a
+ * heal rewrite replacing a shard under the same version id. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "core/hlc.h"
+#include "ec/eset.h"
+#include "ec/storedrive.h"
+#include "store/store.h"
+
+#include "check.h"
+
+#define N 6
+#define NOBJ 90
+
+static char root[] = "/tmp/ol-storedrive-XXXXXX";
+static char dirs[N][64];
+static struct ol_store *st[N];
+static struct ol_storedrive *sd[N];
+static struct ol_hlc hlc;
+static struct ol_eset *es;
+
+static void gen(uint64_t seed, uint8_t *p, size_t n)
+{
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if ((i & 7) == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+        }
+        p[i] = (uint8_t)(x >> ((i & 7) * 8));
+    }
+}
+
+static void store_open(unsigned i)
+{
+    struct ol_store_opts o;
+    ol_store_opts_default(&o);
+    o.inline_bytes = 4096; /* so that most shards live in segment files */
+    o.map_bytes = 1ull << 30;
+    o.max_loops = 1;
+    o.segment_bytes = 8u << 20;
+    if (ol_store_open(&st[i], dirs[i], &o) < 0) {
+        fprintf(stderr, "cannot open %s\n", dirs[i]);
+        exit(1);
+    }
+}
+
+static void run(const char *cmd)
+{
+    if (system(cmd) != 0) {
+        fprintf(stderr, "'%s' failed\n", cmd);
+        exit(1);
+    }
+}
+
+static void wipe(unsigned i)
+{
+    char cmd[160];
+    ol_store_close(st[i]);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dirs[i]);
+    run(cmd);
+    store_open(i);
+    ol_storedrive_set_store(sd[i], st[i]);
+}
+
+/* Flips one byte in every 64 KiB block past the header of every segment of
+ * drive i (store closed meanwhile so no cached state hides it). */
+static unsigned corrupt(unsigned i)
+{
+    char path[256];
+    unsigned flips = 0;
+    ol_store_close(st[i]);
+    snprintf(path, sizeof(path), "%s/seg", dirs[i]);
+    DIR *d = opendir(path);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!strstr(e->d_name, ".seg"))
+            continue;
+        char f[512];
+        snprintf(f, sizeof(f), "%s/%s", path, e->d_name);
+        int fd = open(f, O_RDWR);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0)
+            continue;
+        for (off_t off = 4096 + 777; off < sb.st_size; off += 65536 * 3) {
+            uint8_t b;
+            if (pread(fd, &b, 1, off) == 1) {
+                b ^= 0x5a;
+                if (pwrite(fd, &b, 1, off) == 1)
+                    flips++;
+            }
+        }
+        close(fd);
+    }
+    if (d)
+        closedir(d);
+    store_open(i);
+    ol_storedrive_set_store(sd[i], st[i]);
+    return flips;
+}
+
+static size_t obj_size(unsigned i)
+{
+    static const size_t edges[] = {0, 1, 3, 4, 5, 65535, 65536, 65537, 262144, 262145};
+    if (i < sizeof(edges) / sizeof(edges[0]))
+        return edges[i];
+    if (i % 15 == 0)
+        return 2u * 1024 * 1024 + i * 77;
+    return (size_t)(i * 7919u) % 400000;
+}
+
+static void key_of(unsigned i, char *k)
+{
+    snprintf(k, 32, "obj/%04u", i);
+}
+
+static int put_obj(unsigned i, uint64_t seed)
+{
+    char key[32];
+    key_of(i, key);
+    size_t n = obj_size(i);
+    uint8_t *buf = malloc(n + 1);
+    gen(seed, buf, n);
+    char etag[32];
+    snprintf(etag, sizeof(etag), "e%llu", (unsigned long long)seed);
+    int rc = ol_eset_put(es, "bkt", key, strlen(key), buf, n, etag, NULL);
+    free(buf);
+    return rc;
+}
+
+/* 0 when object i reads back as the bytes of seed. */
+static int check_obj(unsigned i, uint64_t seed)
+{
+    char key[32];
+    key_of(i, key);
+    size_t n = obj_size(i);
+    uint8_t *want = malloc(n + 1), *got = malloc(n + 1);
+    struct ol_eset_obj o;
+    gen(seed, want, n);
+    int rc = ol_eset_read(es, "bkt", key, strlen(key), NULL, 0, n, got, &o);
+    if (rc == 0 && (o.size != n || memcmp(want, got, n) != 0))
+        rc = -EBADMSG;
+    if (rc == 0 && n > 10) {
+        /* A range in the middle. */
+        size_t off = n / 3, len = n / 2;
+        rc = ol_eset_read(es, "bkt", key, strlen(key), NULL, off, len, got, NULL);
+        if (rc == 0 && memcmp(want + off, got, len) != 0)
+            rc = -EBADMSG;
+    }
+    if (rc != 0)
+        fprintf(stderr, "object %u (%zu bytes): %s\n", i, n, ol_strerror(rc));
+    free(want);
+    free(got);
+    return rc;
+}
+
+static unsigned check_all(uint64_t base)
+{
+    unsigned bad = 0;
+    for (unsigned i = 0; i < NOBJ; i++)
+        bad += check_obj(i, base + i) != 0;
+    return bad;
+}
+
+static int count_cb(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)key;
+    (void)klen;
+    (void)o;
+    (*(unsigned *)ctx)++;
+    return 0;
+}
+
+static unsigned list_count(void)
+{
+    unsigned n = 0;
+    int rc = ol_eset_list(es, "bkt", "obj/0064", 8, 1000, count_cb, &n);
+    return rc < 0 ? 0 : n;
+}
+
+int main(void)
+{
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    ol_hlc_init(&hlc, 7, 1234, NULL, NULL);
+    struct ol_drive drives[N];
+    for (unsigned i = 0; i < N; i++) {
+        snprintf(dirs[i], sizeof(dirs[i]), "%s/d%u", root, i + 1);
+        store_open(i);
+        CHECK_RC(ol_storedrive_create(st[i], &sd[i]), 0);
+        drives[i] = ol_storedrive_drive(sd[i]);
+    }
+    struct ol_eset_cfg cfg;
+    ol_eset_cfg_default(&cfg);
+    cfg.k = 4;
+    cfg.m = 2;
+    cfg.unit_bytes = 64 * 1024;
+    cfg.drives = drives;
+    cfg.hlc = &hlc;
+    memcpy(cfg.deployment_id, "storedrive-test!", 16);
+    cfg.incomplete_grace_ms = 0;
+    cfg.heal_on_read = false;
+    CHECK_RC(ol_eset_create(&cfg, &es), 0);
+
+    /* Write, overwrite half of them (older shard versions must be freed). */
+    for (unsigned i = 0; i < NOBJ; i++)
+        CHECK_RC(put_obj(i, 1000 + i), 0);
+    for (unsigned i = 0; i < NOBJ; i += 2)
+        CHECK_RC(put_obj(i, 1000 + i), 0);
+    CHECK(check_all(1000) == 0);
+    struct ol_shard_meta vm[16];
+    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16), 1);
+    CHECK(vm[0].flags & OL_SHARD_COMPLETE);
+    CHECK(list_count() == 25);
+
+    /* Wipe two drives: everything reads; heal rebuilds 2 shards per object. */
+    wipe(1);
+    wipe(4);
+    CHECK(check_all(1000) == 0);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    fprintf(stderr, "heal 1: objects %llu rebuilt %llu corrupt %llu\n",
+            (unsigned long long)hs.objects, (unsigned long long)hs.shards_rebuilt,
+            (unsigned long long)hs.corrupt);
+    CHECK(hs.objects == NOBJ);
+    CHECK(hs.shards_rebuilt == 2 * NOBJ);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    CHECK(hs.shards_rebuilt == 0);
+    CHECK(hs.unrecoverable == 0);
+
+    /* Two other drives: still everything, only from the healed ones. */
+    wipe(0);
+    wipe(3);
+    CHECK(check_all(1000) == 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    CHECK(hs.shards_rebuilt == 2 * NOBJ);
+
+    /* Bit rot on two drives: reads stay correct; a heal repairs it. */
+    unsigned flips = corrupt(2) + corrupt(5);
+    fprintf(stderr, "flipped %u bytes\n", flips);
+    CHECK(flips > 20);
+    CHECK(check_all(1000) == 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    fprintf(stderr, "heal 3: rebuilt %llu corrupt %llu\n", (unsigned long long)hs.shards_rebuilt,
+            (unsigned long long)hs.corrupt);
+    CHECK(hs.corrupt > 10);
+    CHECK(hs.shards_rebuilt == hs.corrupt);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    CHECK(hs.corrupt == 0 && hs.shards_rebuilt == 0);
+    /* With the repaired drives only (two others offline), still correct. */
+    ol_storedrive_set_offline(sd[0], true);
+    ol_storedrive_set_offline(sd[1], true);
+    CHECK(check_all(1000) == 0);
+
+    /* Three drives offline: a PUT fails, the previous version stays. */
+    ol_storedrive_set_offline(sd[3], true);
+    CHECK_RC(put_obj(7, 5555), -OL_EQUORUM);
+    ol_storedrive_set_offline(sd[3], false);
+    CHECK(check_obj(7, 1007) == 0);
+    /* One offline: the PUT works; the drive comes back stale; heal fixes. */
+    ol_storedrive_set_offline(sd[0], false);
+    CHECK_RC(put_obj(7, 6666), 0);
+    ol_storedrive_set_offline(sd[1], false);
+    CHECK(check_obj(7, 6666) == 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_object(es, "bkt", "obj/0007", 8, &hs), 0);
+    CHECK(hs.shards_rebuilt == 1);
+    for (unsigned i = 0; i < N; i++)
+        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "obj/0007", 8, vm, 16), 1);
+
+    /* Delete: gone for reads and listings; heal removes the markers. */
+    for (unsigned i = 10; i < 15; i++) {
+        char key[32];
+        key_of(i, key);
+        CHECK_RC(ol_eset_delete(es, "bkt", key, strlen(key)), 0);
+        struct ol_eset_obj o;
+        CHECK_RC(ol_eset_stat(es, "bkt", key, strlen(key), NULL, &o), -OL_ENOKEY);
+    }
+    unsigned n = 0;
+    CHECK(ol_eset_list(es, "bkt", "", 0, 1000, count_cb, &n) == NOBJ - 5);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16) == 0);
+
+    /* Deleting the bucket's leftovers on a drive. */
+    CHECK_RC(ol_storedrive_bucket_create(sd[0], "other", 1), 0);
+    CHECK_RC(ol_storedrive_bucket_delete(sd[0], "other"), 0);
+
+    ol_eset_destroy(es);
+    for (unsigned i = 0; i < N; i++) {
+        ol_storedrive_destroy(sd[i]);
+        ol_store_close(st[i]);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
+    run(cmd);
+    return failures ? 1 : 0;
+}
