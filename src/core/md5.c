@@ -593,7 +593,8 @@ void ol_md5_async_wait(struct ol_md5_async *s, uint64_t seq)
     /* Forced to hash while other streams have nothing queued: give them a
      * moment to add theirs (a batch runs as soon as all have), rather than
      * hash this stream alone at a fraction of the SIMD width. */
-    if (s->hashed <= seq && s->count > 0 && tl_q.with_data < tl_q.n && ol_fiber_current())
+    if (ASYNC_WAIT_MS > 0 && s->hashed <= seq && s->count > 0 && tl_q.with_data < tl_q.n &&
+        ol_fiber_current())
         ol_io_sleep_ms(ASYNC_WAIT_MS);
     for (int i = 0; s->hashed <= seq && s->count > 0 && i <= OL_MD5_ASYNC_MAX; i++)
         run_batch();
