@@ -65,6 +65,10 @@ static const struct cfg_row rows[] = {
     I(ec_parity, 0, 8, "0", "EC: parity shards per set (0 with ec_data 0 = automatic)"),
     I(scrub_interval_ms, 0, 604800000, "3600000", "EC: pause between scrubber passes (0 = off)"),
     I(scrub_objects_per_sec, 1, 1000000, "50", "EC: objects the scrubber heals per second"),
+    I(ec_read_timeout_ms, 0, 600000, "2000", "EC: a shard read slower than this is rebuilt from parity (0 = wait)"),
+    I(ec_drive_fail_after, 1, 1000, "3", "EC: consecutive drive errors that take a drive offline"),
+    I(ec_drive_backoff_max_ms, 10, 3600000, "30000", "EC: longest pause between probes of an offline drive"),
+    I(ec_drive_check_ms, 10, 600000, "1000", "EC: how often the drive monitor checks the drives"),
 };
 
 #define NROWS (sizeof(rows) / sizeof(rows[0]))

@@ -55,6 +55,10 @@ struct ol_cfg {
     int64_t ec_parity;             /* m */
     int64_t scrub_interval_ms;     /* pause between scrubber passes; 0 = no scrubber */
     int64_t scrub_objects_per_sec; /* scrubber rate */
+    int64_t ec_read_timeout_ms;      /* slow shard read: rebuild from parity (0 = wait) */
+    int64_t ec_drive_fail_after;     /* consecutive errors that take a drive offline */
+    int64_t ec_drive_backoff_max_ms; /* cap of the offline drive's probe backoff */
+    int64_t ec_drive_check_ms;       /* drive monitor period */
     const char *const *drive_dirs; /* the data directories when more than one (main.c) */
     unsigned ndrive_dirs;
     /* users */

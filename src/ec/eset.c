@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/loop.h"
 #include "ec/codec.h"
 #include "ec/placement.h"
 #include "ec/stripe.h"
@@ -34,10 +36,14 @@ struct ol_eset {
     struct ol_ec_codec *codec;
     pthread_mutex_t codec_mu; /* ol_ec_reconstruct is single-threaded per codec */
     _Atomic bool heal_on_read;
+    _Atomic bool parallel;
+    _Atomic unsigned read_timeout_ms;
     uint64_t grace_ms;
+    uint64_t start_ms; /* HLC milliseconds when this set was opened */
     struct {
         _Atomic uint64_t reads, degraded_reads, heals_on_read, shards_healed_on_read;
         _Atomic uint64_t puts, puts_failed, list_slow_keys, list_skipped;
+        _Atomic uint64_t read_timeouts, puts_full;
     } st;
 };
 
@@ -68,6 +74,8 @@ void ol_eset_cfg_default(struct ol_eset_cfg *cfg)
     cfg->unit_bytes = OL_EC_DEFAULT_UNIT_BYTES;
     cfg->heal_on_read = true;
     cfg->incomplete_grace_ms = 3600 * 1000;
+    cfg->parallel = true;
+    cfg->read_timeout_ms = 0;
 }
 
 int ol_eset_create(const struct ol_eset_cfg *cfg, struct ol_eset **out)
@@ -96,7 +104,10 @@ int ol_eset_create(const struct ol_eset_cfg *cfg, struct ol_eset **out)
     }
     es->hlc = cfg->hlc;
     es->heal_on_read = cfg->heal_on_read;
+    es->parallel = cfg->parallel;
+    es->read_timeout_ms = cfg->read_timeout_ms;
     es->grace_ms = cfg->incomplete_grace_ms;
+    es->start_ms = ol_hlc_stamp_ms(ol_hlc_now(es->hlc));
     rc = ol_ec_placement_init(&es->place, es->n, es->k, es->m, cfg->deployment_id);
     if (rc < 0)
         goto out;
@@ -125,6 +136,16 @@ void ol_eset_set_heal_on_read(struct ol_eset *es, bool on)
     es->heal_on_read = on;
 }
 
+void ol_eset_set_read_timeout_ms(struct ol_eset *es, unsigned ms)
+{
+    es->read_timeout_ms = ms;
+}
+
+void ol_eset_set_parallel(struct ol_eset *es, bool on)
+{
+    es->parallel = on;
+}
+
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
 {
     out->reads = es->st.reads;
@@ -135,6 +156,8 @@ void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
     out->puts_failed = es->st.puts_failed;
     out->list_slow_keys = es->st.list_slow_keys;
     out->list_skipped = es->st.list_skipped;
+    out->read_timeouts = es->st.read_timeouts;
+    out->puts_full = es->st.puts_full;
 }
 
 static bool valid_name(const char *bucket, size_t klen)
@@ -161,6 +184,215 @@ static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struc
     memcpy(o->etag, sm->etag, sizeof(o->etag));
     o->etag[sizeof(o->etag) - 1] = '\0';
     o->shards = shards;
+}
+
+/* ---- fan-out: one drive call per fiber ---- */
+
+/* A batch of drive calls, one per drive at most.  Called from a fiber with
+ * `parallel` on, each call runs in its own fiber on the current loop, so a
+ * batch costs one drive latency instead of k+m; the caller parks until all
+ * are done or, with a timeout, until the timer fires (reads only: calls left
+ * running then are stragglers).  Outside a fiber (tests, plain threads) or
+ * when no fiber can be spawned, the calls run one after another in the
+ * caller.
+ *
+ * Lifetime.  The batch is on the heap with a reference per running fiber: a
+ * straggler may finish after its caller returned, so everything a call
+ * touches lives in the batch (the names, the vid, its read buffer), except
+ * what calls without a timeout borrow from the caller (writers, version
+ * arrays), which the caller keeps until every call is done.  Every field is
+ * touched by fibers of one loop only, so no atomics are needed. */
+enum fan_op { FAN_VERSIONS, FAN_BEGIN, FAN_WRITE, FAN_COMMIT, FAN_MARK, FAN_READ, FAN_DELETE };
+
+struct fan;
+
+struct fan_call {
+    struct fan *f;
+    uint8_t op;
+    bool done;
+    unsigned slot;  /* drive slot */
+    unsigned shard; /* the caller's index (shard number) */
+    void *w;        /* WRITE, COMMIT: the shard writer; BEGIN: the result */
+    const void *src;
+    uint64_t off;
+    size_t len;
+    struct ol_shard_meta sm;   /* COMMIT */
+    uint8_t *buf; /* READ, VERSIONS: the answer, owned until taken */
+    int rc;
+};
+
+struct fan {
+    struct ol_eset *es;
+    unsigned n, ndone, refs;
+    struct ol_fiber *waiter;
+    bool finished, timed_out;
+    unsigned timeout_ms;
+    size_t klen;
+    struct ol_version_id vid;
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    char key[OL_DRIVE_MAX_KEY];
+    struct fan_call c[OL_EC_MAX_UNITS];
+};
+
+static struct fan *fan_new(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                           const struct ol_version_id *vid)
+{
+    struct fan *f = malloc(sizeof(*f));
+    if (!f)
+        return NULL;
+    f->es = es;
+    f->n = f->ndone = 0;
+    f->refs = 1;
+    f->waiter = NULL;
+    f->finished = f->timed_out = false;
+    f->timeout_ms = 0;
+    f->klen = klen;
+    if (vid)
+        f->vid = *vid;
+    snprintf(f->bucket, sizeof(f->bucket), "%s", bucket);
+    memcpy(f->key, key, klen);
+    return f;
+}
+
+static struct fan_call *fan_add(struct fan *f, uint8_t op, unsigned slot, unsigned shard)
+{
+    OL_ASSERT(f->n < OL_EC_MAX_UNITS);
+    struct fan_call *c = &f->c[f->n++];
+    memset(c, 0, sizeof(*c));
+    c->f = f;
+    c->op = op;
+    c->slot = slot;
+    c->shard = shard;
+    return c;
+}
+
+static void fan_unref(struct fan *f)
+{
+    OL_ASSERT(f->refs > 0);
+    if (--f->refs > 0)
+        return;
+    for (unsigned i = 0; i < f->n; i++)
+        free(f->c[i].buf);
+    free(f);
+}
+
+static void fan_exec(struct fan_call *c)
+{
+    struct fan *f = c->f;
+    const struct ol_drive *d = &f->es->drive[c->slot];
+    switch (c->op) {
+    case FAN_VERSIONS:
+        c->buf = malloc(sizeof(struct ol_shard_meta) * ESET_MAX_VERSIONS);
+        c->rc = c->buf ? d->ops->versions(d->d, f->bucket, f->key, f->klen,
+                                          (struct ol_shard_meta *)c->buf, ESET_MAX_VERSIONS)
+                       : -ENOMEM;
+        break;
+    case FAN_BEGIN:
+        c->w = NULL;
+        c->rc = d->ops->shard_begin(d->d, f->bucket, f->key, f->klen, &f->vid, &c->w);
+        break;
+    case FAN_WRITE:
+        c->rc = d->ops->shard_write(c->w, c->src, c->len);
+        break;
+    case FAN_COMMIT:
+        c->rc = d->ops->shard_commit(c->w, &c->sm);
+        break;
+    case FAN_MARK:
+        c->rc = d->ops->mark_complete(d->d, f->bucket, f->key, f->klen, &f->vid);
+        break;
+    case FAN_READ:
+        c->buf = malloc(c->len ? c->len : 1);
+        c->rc = c->buf ? d->ops->read_shard(d->d, f->bucket, f->key, f->klen, &f->vid, c->off,
+                                            c->len, c->buf)
+                       : -ENOMEM;
+        break;
+    case FAN_DELETE:
+        c->rc = d->ops->delete_version(d->d, f->bucket, f->key, f->klen, &f->vid);
+        break;
+    default:
+        OL_ASSERT(0);
+    }
+}
+
+static void fan_fiber(void *arg)
+{
+    struct fan_call *c = arg;
+    struct fan *f = c->f;
+    fan_exec(c);
+    c->done = true;
+    f->ndone++;
+    if (f->waiter)
+        ol_fiber_wake(f->waiter);
+    fan_unref(f);
+}
+
+enum { FAN_TIMER_SLICE_MS = 10 };
+
+/* Sleeps in short slices so that it ends soon after the batch does (an
+ * io_uring timeout cannot be cancelled from here). */
+static void fan_timer(void *arg)
+{
+    struct fan *f = arg;
+    uint64_t end = ol_now_ms() + f->timeout_ms;
+    for (unsigned guard = 0; guard < 1000000 && !f->finished; guard++) {
+        uint64_t now = ol_now_ms();
+        if (now >= end)
+            break;
+        ol_io_sleep_ms(end - now < FAN_TIMER_SLICE_MS ? (unsigned)(end - now)
+                                                      : FAN_TIMER_SLICE_MS);
+    }
+    if (!f->finished) {
+        f->timed_out = true;
+        if (f->waiter)
+            ol_fiber_wake(f->waiter);
+    }
+    fan_unref(f);
+}
+
+/* Runs the batch; returns when every call is done, or (timeout_ms > 0, in a
+ * fiber) when the timer fired: then the calls not `done` are left running. */
+static void fan_run(struct fan *f, unsigned timeout_ms)
+{
+    struct ol_loop *loop = ol_loop_current();
+    struct ol_fiber *me = ol_fiber_current();
+    /* Calls on a shard writer stay in the caller's fiber: the store's writer
+     * hands a full buffer to a helper fiber and waits for it in its next
+     * call through a completion bound to the fiber that made the call, so
+     * one writer must be used from one fiber.  (Per-PUT writer fibers, one
+     * per shard for the PUT's life, would lift this; not built.) */
+    bool bound = f->n > 0 && (f->c[0].op == FAN_WRITE || f->c[0].op == FAN_COMMIT);
+    if (!me || !loop || !f->es->parallel || f->n <= 1 || bound) {
+        for (unsigned i = 0; i < f->n; i++) {
+            fan_exec(&f->c[i]);
+            f->c[i].done = true;
+            f->ndone++;
+        }
+        f->finished = true;
+        return;
+    }
+    for (unsigned i = 0; i < f->n; i++) {
+        f->refs++;
+        if (ol_fiber_spawn(loop, fan_fiber, &f->c[i]) != 0) {
+            /* No fiber left: the call runs here (backpressure, not failure). */
+            f->refs--;
+            fan_exec(&f->c[i]);
+            f->c[i].done = true;
+            f->ndone++;
+        }
+    }
+    if (timeout_ms > 0 && f->ndone < f->n) {
+        f->timeout_ms = timeout_ms;
+        f->refs++;
+        if (ol_fiber_spawn(loop, fan_timer, f) != 0)
+            f->refs--;
+    }
+    f->waiter = me;
+    /* Each round is woken by a finished call or the timer. */
+    for (unsigned guard = 0; f->ndone < f->n && !f->timed_out && guard < (1u << 20); guard++)
+        ol_fiber_park();
+    OL_ASSERT(f->ndone == f->n || f->timed_out);
+    f->waiter = NULL;
+    f->finished = true;
 }
 
 /* ---- resolving a key: the read rule ---- */
@@ -217,9 +449,26 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
     unsigned nvids = 0;
     r->answered = 0;
     r->found = false;
+    struct fan *f = fan_new(es, bucket, key, klen, NULL);
+    if (!f)
+        return -ENOMEM;
+    for (unsigned s = 0; s < es->n; s++)
+        fan_add(f, FAN_VERSIONS, s, s);
+    /* A drive that does not answer within the read timeout counts as silent,
+     * as an offline one does: the read rule copes with silent drives. */
+    fan_run(f, es->read_timeout_ms);
+    bool slow = false;
     for (unsigned s = 0; s < es->n; s++) {
-        const struct ol_drive *d = &es->drive[s];
-        r->nv[s] = d->ops->versions(d->d, bucket, key, klen, r->vers[s], ESET_MAX_VERSIONS);
+        struct fan_call *c = &f->c[s];
+        r->nv[s] = c->done ? c->rc : -ETIMEDOUT;
+        slow |= !c->done;
+        if (c->done && c->rc > 0)
+            memcpy(r->vers[s], c->buf, sizeof(struct ol_shard_meta) * (size_t)c->rc);
+    }
+    fan_unref(f);
+    if (slow)
+        atomic_fetch_add(&es->st.read_timeouts, 1);
+    for (unsigned s = 0; s < es->n; s++) {
         if (r->nv[s] < 0)
             continue;
         r->answered |= 1u << s;
@@ -266,12 +515,17 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
     }
     if (r->found)
         return (r->win.flags & OL_SHARD_DELETE_MARKER) ? -OL_ENOKEY : 0;
-    /* Nothing readable.  "Not there" only when the drives that did not answer
-     * could not make any version readable and no drive shows a version that
-     * was ever completed (an acknowledged object must not read as absent
-     * because too many of its drives are unreachable or lost). */
+    /* Nothing readable.  "Not there" only when no version seen could have
+     * been acknowledged and no drive shows a version that was ever completed
+     * (an acknowledged object must not read as absent because too many of its
+     * drives are unreachable or lost).  A PUT is acknowledged only once k+1
+     * shards are durable (k when m = 0), so a version whose visible shards
+     * plus the silent drives stay below that was never acknowledged: it is
+     * the leftover of a failed or interrupted PUT (kill -9), and the key reads
+     * as absent rather than unavailable. */
     unsigned silent = es->n - popcount(r->answered);
-    if (silent >= es->k || best_votes + silent >= es->k || any_complete)
+    unsigned ack_quorum = es->k + (es->m > 0 ? 1 : 0);
+    if (silent >= es->k || best_votes + silent >= ack_quorum || any_complete)
         return -OL_EQUORUM;
     return -OL_ENOKEY;
 }
@@ -297,10 +551,14 @@ struct ol_eset_put {
     uint8_t *parity; /* m units */
     size_t fill;
     uint64_t size;
-    int sticky; /* the first error; the PUT stays failed */
+    unsigned full; /* shards dropped because their drive is full */
+    int sticky;    /* the first error; the PUT stays failed */
 };
 
-static void put_drop(struct ol_eset_put *p, unsigned shard)
+/* Drops a shard from the PUT after its drive failed with err.  When too few
+ * are left, the PUT fails: -ENOSPC when full drives are why, else
+ * -OL_EQUORUM. */
+static void put_drop(struct ol_eset_put *p, unsigned shard, int err)
 {
     struct ol_eset *es = p->es;
     if (!p->w[shard])
@@ -308,8 +566,9 @@ static void put_drop(struct ol_eset_put *p, unsigned shard)
     es->drive[slot_of(es, p->rotation, shard)].ops->shard_abort(p->w[shard]);
     p->w[shard] = NULL;
     p->live--;
+    p->full += err == -ENOSPC;
     if (p->live < es->quorum && p->sticky == 0)
-        p->sticky = -OL_EQUORUM;
+        p->sticky = p->full > 0 ? -ENOSPC : -OL_EQUORUM;
 }
 
 static void put_free(struct ol_eset_put *p)
@@ -348,18 +607,26 @@ static int put_begin(struct ol_eset *es, const char *bucket, const char *key, si
             goto out;
         }
     }
-    int again = 0;
-    for (unsigned i = 0; i < es->n; i++) {
-        const struct ol_drive *d = &es->drive[slot_of(es, p->rotation, i)];
-        int r = d->ops->shard_begin(d->d, bucket, key, klen, &p->vid, &p->w[i]);
-        if (r == 0)
-            p->live++;
-        else
-            p->w[i] = NULL;
-        again += r == -EAGAIN;
+    int again = 0, full = 0;
+    struct fan *f = fan_new(es, bucket, key, klen, &p->vid);
+    if (!f) {
+        rc = -ENOMEM;
+        goto out;
     }
+    for (unsigned i = 0; i < es->n; i++)
+        fan_add(f, FAN_BEGIN, slot_of(es, p->rotation, i), i);
+    fan_run(f, 0);
+    for (unsigned i = 0; i < es->n; i++) {
+        int r = f->c[i].rc;
+        p->w[i] = r == 0 ? f->c[i].w : NULL;
+        p->live += r == 0;
+        again += r == -EAGAIN;
+        full += r == -ENOSPC;
+    }
+    fan_unref(f);
+    p->full = (unsigned)full;
     if (p->live < es->quorum) {
-        rc = again > 0 ? -EAGAIN : -OL_EQUORUM;
+        rc = again > 0 ? -EAGAIN : full > 0 ? -ENOSPC : -OL_EQUORUM;
         goto out;
     }
     *out = p;
@@ -392,14 +659,25 @@ static void put_flush(struct ol_eset_put *p, size_t u)
         par[j] = p->parity + (size_t)j * u;
     int rc = ol_ec_encode(es->codec, u, data, par);
     OL_ASSERT(rc == 0);
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (!f) {
+        if (p->sticky == 0)
+            p->sticky = -ENOMEM;
+        return;
+    }
     for (unsigned i = 0; i < es->n; i++) {
         if (!p->w[i])
             continue;
-        const uint8_t *src = i < es->k ? data[i] : par[i - es->k];
-        const struct ol_drive *d = &es->drive[slot_of(es, p->rotation, i)];
-        if (d->ops->shard_write(p->w[i], src, u) < 0)
-            put_drop(p, i);
+        struct fan_call *c = fan_add(f, FAN_WRITE, slot_of(es, p->rotation, i), i);
+        c->w = p->w[i];
+        c->src = i < es->k ? data[i] : par[i - es->k];
+        c->len = u;
     }
+    fan_run(f, 0);
+    for (unsigned j = 0; j < f->n; j++)
+        if (f->c[j].rc < 0)
+            put_drop(p, f->c[j].shard, f->c[j].rc);
+    fan_unref(f);
     p->fill = 0;
 }
 
@@ -430,10 +708,14 @@ int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len)
 static void rollback(struct ol_eset_put *p, uint32_t slots)
 {
     struct ol_eset *es = p->es;
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (!f)
+        return;
     for (unsigned s = 0; s < es->n; s++)
         if (slots & (1u << s))
-            (void)es->drive[s].ops->delete_version(es->drive[s].d, p->bucket, p->key, p->klen,
-                                                   &p->vid);
+            fan_add(f, FAN_DELETE, s, s);
+    fan_run(f, 0);
+    fan_unref(f);
 }
 
 int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
@@ -463,34 +745,53 @@ int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns
     sm.mtime_ns = mtime_ns;
     if (etag)
         strncpy(sm.etag, etag, sizeof(sm.etag) - 1);
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (!f) {
+        rc = -ENOMEM;
+        goto out;
+    }
     for (unsigned i = 0; i < es->n; i++) {
         if (!p->w[i])
             continue;
-        unsigned s = slot_of(es, p->rotation, i);
-        sm.shard = (uint8_t)i;
-        int r = es->drive[s].ops->shard_commit(p->w[i], &sm);
-        p->w[i] = NULL;
-        if (r == 0)
-            committed |= 1u << s;
-        durable += r == 0 || r == OL_DRIVE_SUPERSEDED;
+        struct fan_call *c = fan_add(f, FAN_COMMIT, slot_of(es, p->rotation, i), i);
+        c->w = p->w[i];
+        c->sm = sm;
+        c->sm.shard = (uint8_t)i;
+        p->w[i] = NULL; /* the commit consumes it */
     }
+    fan_run(f, 0);
+    unsigned full = p->full;
+    for (unsigned j = 0; j < f->n; j++) {
+        int r = f->c[j].rc;
+        if (r == 0)
+            committed |= 1u << f->c[j].slot;
+        durable += r == 0 || r == OL_DRIVE_SUPERSEDED;
+        full += r == -ENOSPC;
+    }
+    fan_unref(f);
     if (durable < es->quorum) {
         rollback(p, committed);
-        rc = -OL_EQUORUM;
+        rc = full > 0 ? -ENOSPC : -OL_EQUORUM;
         goto out;
     }
     /* Phase 2.  A drive that misses it keeps the older versions until a heal
      * or a later read marks it; reading does not depend on the flag. */
-    for (unsigned s = 0; s < es->n; s++)
-        if (committed & (1u << s))
-            (void)es->drive[s].ops->mark_complete(es->drive[s].d, p->bucket, p->key, p->klen,
-                                                  &p->vid);
+    f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (f) {
+        for (unsigned s = 0; s < es->n; s++)
+            if (committed & (1u << s))
+                fan_add(f, FAN_MARK, s, s);
+        fan_run(f, 0);
+        fan_unref(f);
+    }
     sm.shard = 0;
     obj_from_meta(&sm, durable, out);
 out:
     atomic_fetch_add(&es->st.puts, 1);
     if (rc < 0)
         atomic_fetch_add(&es->st.puts_failed, 1);
+    if (rc == -ENOSPC)
+        atomic_fetch_add(&es->st.puts_full, 1);
     put_free(p);
     return rc;
 }
@@ -578,7 +879,11 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
     int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
     if (rc < 0)
         return rc;
-    /* The healthy path: one span of each data shard the range touches. */
+    /* The healthy path: one span of each data shard the range touches, read
+     * at once; a shard slower than the read timeout counts as failed. */
+    struct fan *f = fan_new(es, bucket, key, klen, &w->vid);
+    if (!f)
+        return -ENOMEM;
     for (unsigned j = 0; j < es->k; j++) {
         rc = ol_ec_layout_shard_span(&l, off, len, j, &so[j], &sl[j]);
         OL_ASSERT(rc == 0);
@@ -590,20 +895,31 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
             *heal |= (r->answered & (1u << s)) != 0;
             continue;
         }
-        ubuf[j] = malloc(sl[j]);
-        if (!ubuf[j]) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        base[j] = so[j];
-        int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, so[j],
-                                             sl[j], ubuf[j]);
-        if (e < 0) {
-            failed |= 1u << j;
-            *heal |= healable(e);
-            vanished += e == -OL_ENOKEY;
-        }
+        struct fan_call *c = fan_add(f, FAN_READ, s, j);
+        c->off = so[j];
+        c->len = sl[j];
     }
+    fan_run(f, es->read_timeout_ms);
+    bool slow = false;
+    for (unsigned x = 0; x < f->n; x++) {
+        struct fan_call *c = &f->c[x];
+        unsigned j = c->shard;
+        if (!c->done || c->rc < 0) {
+            failed |= 1u << j;
+            slow |= !c->done;
+            if (c->done) {
+                *heal |= healable(c->rc);
+                vanished += c->rc == -OL_ENOKEY;
+            }
+            continue;
+        }
+        ubuf[j] = c->buf;
+        c->buf = NULL;
+        base[j] = so[j];
+    }
+    fan_unref(f);
+    if (slow)
+        atomic_fetch_add(&es->st.read_timeouts, 1);
     if (failed) {
         /* Degraded: rebuild the lost data shards over the union U of the
          * spans, from the same span of k other shards (the code is byte-wise
@@ -621,31 +937,50 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
         for (unsigned j = 0; j < es->k; j++)
             if (ubuf[j] && !(failed & (1u << j)) && so[j] == ua && sl[j] == ulen)
                 present |= 1u << j;
-        for (unsigned i = 0; i < es->n && popcount(present) < es->k; i++) {
-            if ((present | failed) & (1u << i))
-                continue;
-            unsigned s = slot_of(es, w->rotation, i);
-            if (!(r->have & (1u << s))) {
-                failed |= 1u << i;
-                *heal |= (r->answered & (1u << s)) != 0;
-                continue;
-            }
-            free(ubuf[i]);
-            ubuf[i] = malloc(ulen);
-            if (!ubuf[i]) {
+        /* Rounds: ask as many more shards as are missing (data first, then
+         * parity), all at once; each round asks at least one new shard or
+         * ends. */
+        for (unsigned round = 0; round < es->n && popcount(present) < es->k; round++) {
+            f = fan_new(es, bucket, key, klen, &w->vid);
+            if (!f) {
                 rc = -ENOMEM;
                 goto out;
             }
-            base[i] = ua;
-            int e = es->drive[s].ops->read_shard(es->drive[s].d, bucket, key, klen, &w->vid, ua,
-                                                 ulen, ubuf[i]);
-            if (e < 0) {
-                failed |= 1u << i;
-                *heal |= healable(e);
-                vanished += e == -OL_ENOKEY;
-                continue;
+            unsigned need = es->k - popcount(present);
+            for (unsigned i = 0; i < es->n && f->n < need; i++) {
+                if ((present | failed) & (1u << i))
+                    continue;
+                unsigned s = slot_of(es, w->rotation, i);
+                if (!(r->have & (1u << s))) {
+                    failed |= 1u << i;
+                    *heal |= (r->answered & (1u << s)) != 0;
+                    continue;
+                }
+                struct fan_call *c = fan_add(f, FAN_READ, s, i);
+                c->off = ua;
+                c->len = ulen;
             }
-            present |= 1u << i;
+            if (f->n == 0) {
+                fan_unref(f);
+                break;
+            }
+            fan_run(f, 0);
+            for (unsigned x = 0; x < f->n; x++) {
+                struct fan_call *c = &f->c[x];
+                unsigned i = c->shard;
+                if (c->rc < 0) {
+                    failed |= 1u << i;
+                    *heal |= healable(c->rc);
+                    vanished += c->rc == -OL_ENOKEY;
+                    continue;
+                }
+                free(ubuf[i]);
+                ubuf[i] = c->buf;
+                c->buf = NULL;
+                base[i] = ua;
+                present |= 1u << i;
+            }
+            fan_unref(f);
         }
         if (popcount(present) < es->k) {
             rc = vanished > es->n - es->k ? -OL_ENOKEY : -OL_EQUORUM;
@@ -883,6 +1218,14 @@ static int verify(struct ol_eset *es, const char *bucket, const char *key, size_
     return 0;
 }
 
+/* True for a version stamped before this set was opened: no PUT of this
+ * process can still be writing it, so if it never reached the write quorum it
+ * is the leftover of a PUT cut off by a crash or kill, not one in flight. */
+static bool before_start(const struct ol_eset *es, const struct ol_version_id *vid)
+{
+    return ol_hlc_stamp_ms(ol_version_id_stamp(vid)) < es->start_ms;
+}
+
 /* Removes, on the drives that answered, the versions of the key older than
  * `keep` (NULL: all versions count as newer) except on the slots in `marked`,
  * where mark_complete(keep) freed them already, and the versions newer than
@@ -899,7 +1242,7 @@ static unsigned prune(struct ol_eset *es, const char *bucket, const char *key, s
             int c = keep ? ol_version_id_cmp(v, keep) : 1;
             if (c == 0 || (c < 0 && (marked & (1u << s))))
                 continue;
-            if (c > 0 && age_ms(es, v) < es->grace_ms) {
+            if (c > 0 && age_ms(es, v) < es->grace_ms && !before_start(es, v)) {
                 left++;
                 continue;
             }
@@ -923,7 +1266,24 @@ static int heal_res(struct ol_eset *es, const char *bucket, const char *key, siz
         return rc;
     if (bad) {
         if (popcount(src) < es->k) {
+            /* A version never completed anywhere, on fewer drives than a PUT
+             * needs before it answers, from before this process started: a
+             * cut-off PUT that was never acknowledged.  It goes, and the
+             * previous version (if any) reads again. */
+            unsigned ack_quorum = es->k + (es->m > 0 ? 1 : 0);
+            if (r->complete == 0 && popcount(r->have) < ack_quorum && before_start(es, &w->vid) &&
+                r->answered == (1u << es->n) - 1) {
+                for (unsigned s = 0; s < es->n; s++)
+                    if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen,
+                                                         &w->vid) == 0)
+                        st->versions_removed++;
+                return 0;
+            }
             st->unrecoverable++;
+            ol_log_limited(OL_LOG_WARN,
+                           "heal %s/%.*s: %u good shards of %u holders (complete %x), cannot rebuild",
+                           bucket, (int)(klen > 200 ? 200 : klen), key, popcount(src),
+                           popcount(r->have), r->complete);
             return -OL_EQUORUM;
         }
         rc = rebuild(es, bucket, key, klen, w, bad, src, &done);
@@ -978,6 +1338,8 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
         (void)prune(es, bucket, key, klen, r, NULL, 0, st);
     } else if (rc == -OL_EQUORUM && r->answered == (1u << es->n) - 1) {
         st->unrecoverable++;
+        ol_log_limited(OL_LOG_WARN, "heal %s/%.*s: no version on enough drives to rebuild",
+                       bucket, (int)(klen > 200 ? 200 : klen), key);
     }
     free(r);
     return rc;

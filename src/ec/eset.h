@@ -67,16 +67,24 @@
  * drives answering, else -OL_EQUORUM.  Keys whose newest version is not
  * readable now (fewer than k drives) are skipped, as a read would fail.
  *
- * Calls and threads.  The drives are called one after another from the
- * calling thread (the server's version will fan out from a fiber and gather);
- * every call may be made from any number of threads at once.  The codec's
+ * Calls and threads.  Called from a fiber (core/loop.h) with `parallel` on,
+ * each step of an operation (the versions calls, shard_begin, each stripe's
+ * writes, the commits, the marks, the shard reads, the rollback) calls the
+ * drives at once, one fiber per drive call on the current loop, and gathers:
+ * a PUT or GET costs about one drive latency per step, not k+m.  A data
+ * shard read slower than `read_timeout_ms` is given up (left to finish on
+ * its own) and the range is rebuilt from other shards.  Outside a fiber the
+ * drives are called one after another from the calling thread.  Every
+ * function may be called from any number of threads at once.  The codec's
  * decode cache is shared behind a mutex (thread-per-core will give each core
  * its own codec).  Memory per call: one stripe (k+m units) per PUT, the
  * requested spans per read, k+m chunks of up to 256 KiB per heal.
  *
  * Errors: 0 or a negative errno / -OL_E*: -OL_ENOKEY (no such key, or a
  * delete marker), -OL_EQUORUM (fewer than the needed drives answered or hold
- * the data: retry later), -EINVAL, -ENOMEM, -EAGAIN (drives hold too many
+ * the data: retry later), -ENOSPC (a PUT or DELETE that lost its quorum
+ * because drives are full; nothing of it stays readable, the previous
+ * version is intact), -EINVAL, -ENOMEM, -EAGAIN (drives hold too many
  * incomplete versions of the key).
  */
 #ifndef OL_EC_ESET_H
@@ -100,6 +108,13 @@ struct ol_eset_cfg {
     uint8_t deployment_id[16];     /* the placement key */
     bool heal_on_read;             /* default true */
     uint64_t incomplete_grace_ms;  /* default 3600000 (one hour) */
+    /* Called from a fiber, issue the drive calls of one step to all drives at
+     * once, one fiber each (default true); see "Calls and threads". */
+    bool parallel;
+    /* A data shard read not answered in this long (in a fiber, parallel on)
+     * is given up: the read fetches other shards and reconstructs.  0 = wait
+     * (default). */
+    unsigned read_timeout_ms;
 };
 /* Fills the defaults; the caller sets k, m, drives, hlc, deployment_id. */
 void ol_eset_cfg_default(struct ol_eset_cfg *cfg);
@@ -107,6 +122,8 @@ void ol_eset_cfg_default(struct ol_eset_cfg *cfg);
 int ol_eset_create(const struct ol_eset_cfg *cfg, struct ol_eset **out);
 void ol_eset_destroy(struct ol_eset *es);
 void ol_eset_set_heal_on_read(struct ol_eset *es, bool on);
+void ol_eset_set_parallel(struct ol_eset *es, bool on);
+void ol_eset_set_read_timeout_ms(struct ol_eset *es, unsigned ms);
 
 /* What a read or a listing learns about a version. */
 struct ol_eset_obj {
@@ -194,6 +211,8 @@ struct ol_eset_stats {
     uint64_t puts, puts_failed;
     uint64_t list_slow_keys; /* keys a listing had to resolve with version calls */
     uint64_t list_skipped;   /* keys a listing skipped as unreadable now */
+    uint64_t read_timeouts;  /* reads that gave up on a slow shard (read_timeout_ms) */
+    uint64_t puts_full;      /* PUTs failed with -ENOSPC */
 };
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out);
 

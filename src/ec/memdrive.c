@@ -9,6 +9,7 @@
 
 #include "core/crc.h"
 #include "core/err.h"
+#include "core/loop.h"
 #include "core/log.h"
 
 struct md_version {
@@ -129,7 +130,11 @@ static int enter(struct ol_memdrive *md, bool mutating)
     pthread_mutex_lock(&md->mu);
     unsigned us = md->latency_us;
     pthread_mutex_unlock(&md->mu);
-    if (us) {
+    if (us && ol_fiber_current()) {
+        /* In a fiber, sleep on the loop (whole ms) so that the other fibers
+         * of the loop, the erasure set's fan-out among them, run meanwhile. */
+        ol_io_sleep_ms((us + 999) / 1000);
+    } else if (us) {
         struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }

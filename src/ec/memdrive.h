@@ -15,7 +15,8 @@
  *                once
  *   corrupt      flips one stored byte of a shard (the CRC then catches it)
  *   wipe         loses everything, as a replaced empty drive
- *   latency      sleeps this long in every call
+ *   latency      sleeps this long in every call (in a fiber: on the loop, in
+ *                whole milliseconds, so other fibers run meanwhile)
  *
  * Threads: every function may be called from any thread; one mutex per drive.
  * Memory: what is stored, plus one growing buffer per open writer.

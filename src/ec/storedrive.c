@@ -8,12 +8,17 @@
 #include "ec/storedrive.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/loop.h"
 #include "store/store.h"
 
 enum {
@@ -23,9 +28,33 @@ enum {
     SD_LIST_SCAN_MAX = 1u << 20, /* store versions one list_keys call looks at */
 };
 
+enum {
+    SD_MAX_OWNED = 16, /* stores a drive may open itself (replaced directories) */
+    SD_PATH_MAX = 4096,
+};
+
 struct ol_storedrive {
-    struct ol_store *st;
-    atomic_bool offline;
+    _Atomic(struct ol_store *) st;
+    atomic_bool offline; /* the admin's switch */
+    atomic_int state;    /* OL_SD_ONLINE, OL_SD_OFFLINE, OL_SD_FULL */
+    atomic_uint errors;  /* consecutive drive failures */
+    atomic_uint backoff_ms;
+    _Atomic uint64_t retry_at_ms;
+    atomic_int last_err;
+    struct ol_storedrive_policy pol;
+    struct {
+        _Atomic uint64_t failures, offline_events, online_events, reopens, probes;
+    } n;
+    atomic_bool came_back; /* consumed by ol_storedrive_take_came_back */
+    /* Identity of the directory (set_path): the FORMAT file's device and
+     * inode.  Only the thread that calls ol_storedrive_check touches these. */
+    char *path;
+    struct ol_store_opts opts;
+    bool have_id;
+    dev_t dev;
+    ino_t ino;
+    struct ol_store *owned[SD_MAX_OWNED]; /* closed by destroy */
+    unsigned nowned;
 };
 
 struct sd_writer {
@@ -112,11 +141,102 @@ static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm)
 
 /* ---- helpers ---- */
 
+/* ---- drive states (docs/EC.md, section 5.5) ---- */
+
+static uint64_t now_ms(void)
+{
+    return ol_now_ms();
+}
+
+/* Whether an error says the drive itself is failing (as opposed to an answer
+ * about the data: no such key, a corrupt block, a bad argument). */
+static bool drive_failure(int rc)
+{
+    switch (-rc) {
+    case EIO:
+    case EROFS:
+    case ENOENT:
+    case ENOTDIR:
+    case ETIMEDOUT:
+    case EBADF:
+    case ESTALE:
+    case ENXIO:
+    case ENODEV:
+    case EACCES:
+    case EPERM:
+    case OL_EFORMAT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void go_offline(struct ol_storedrive *sd, int why)
+{
+    int was = atomic_exchange(&sd->state, OL_SD_OFFLINE);
+    atomic_store(&sd->last_err, why);
+    if (was == OL_SD_OFFLINE)
+        return;
+    atomic_store(&sd->backoff_ms, sd->pol.backoff_min_ms);
+    atomic_store(&sd->retry_at_ms, now_ms() + sd->pol.backoff_min_ms);
+    atomic_fetch_add(&sd->n.offline_events, 1);
+    ol_warn("ec drive %s: offline (%s)", sd->path ? sd->path : "?", ol_strerror(why));
+}
+
+/* Records the outcome of a drive call; returns rc. */
+static int sd_note(struct ol_storedrive *sd, int rc)
+{
+    if (rc == -ENOSPC || rc == -EDQUOT) {
+        /* Full: writes are refused without trying until the backoff ends; the
+         * next write after it is the probe.  Reads go on. */
+        unsigned b = atomic_load(&sd->backoff_ms);
+        if (atomic_exchange(&sd->state, OL_SD_FULL) != OL_SD_FULL)
+            b = sd->pol.backoff_min_ms;
+        else
+            b = b * 2 > sd->pol.backoff_max_ms ? sd->pol.backoff_max_ms : b * 2;
+        atomic_store(&sd->backoff_ms, b);
+        atomic_store(&sd->retry_at_ms, now_ms() + b);
+        atomic_store(&sd->last_err, rc);
+        return -ENOSPC;
+    }
+    if (drive_failure(rc)) {
+        atomic_fetch_add(&sd->n.failures, 1);
+        atomic_store(&sd->last_err, rc);
+        if (atomic_fetch_add(&sd->errors, 1) + 1 >= sd->pol.fail_after)
+            go_offline(sd, rc);
+        return rc;
+    }
+    atomic_store(&sd->errors, 0);
+    return rc;
+}
+
+/* The store to use for a call, or NULL when the drive is out (the caller
+ * answers -EIO at once: an offline drive costs no waiting). */
 static struct ol_store *sd_store(struct ol_storedrive *sd)
 {
-    if (atomic_load(&sd->offline) || !sd->st)
+    if (atomic_load(&sd->offline) || atomic_load(&sd->state) == OL_SD_OFFLINE)
         return NULL;
-    return sd->st;
+    return atomic_load(&sd->st);
+}
+
+/* As sd_store, for calls that write: a full drive refuses them (-ENOSPC)
+ * until its backoff ends. */
+static int sd_store_w(struct ol_storedrive *sd, struct ol_store **st)
+{
+    *st = sd_store(sd);
+    if (!*st)
+        return -EIO;
+    if (atomic_load(&sd->state) == OL_SD_FULL && now_ms() < atomic_load(&sd->retry_at_ms))
+        return -ENOSPC;
+    return 0;
+}
+
+/* A write that worked on a full drive ends the FULL state. */
+static void sd_wrote(struct ol_storedrive *sd)
+{
+    int full = OL_SD_FULL;
+    if (atomic_compare_exchange_strong(&sd->state, &full, OL_SD_ONLINE))
+        atomic_store(&sd->backoff_ms, sd->pol.backoff_min_ms);
 }
 
 /* Store versions of one key (store order: newest written first), at most
@@ -202,19 +322,20 @@ static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t k
                           const struct ol_version_id *vid, void **w)
 {
     struct ol_storedrive *sd = d;
-    struct ol_store *st = sd_store(sd);
+    struct ol_store *st;
     *w = NULL;
-    if (!st)
-        return -EIO;
+    int rc = sd_store_w(sd, &st);
+    if (rc < 0)
+        return rc;
     if (klen == 0 || klen > OL_DRIVE_MAX_KEY || strlen(bucket) > OL_DRIVE_MAX_BUCKET)
         return -EINVAL;
-    int rc = ensure_bucket(st, bucket);
+    rc = sd_note(sd, ensure_bucket(st, bucket));
     if (rc < 0)
         return rc;
     struct sd_writer *sw = malloc(sizeof(*sw));
     if (!sw)
         return -ENOMEM;
-    rc = ol_store_write_begin(st, -1, &sw->w);
+    rc = sd_note(sd, ol_store_write_begin(st, -1, &sw->w));
     if (rc < 0) {
         free(sw);
         return rc;
@@ -231,9 +352,9 @@ static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t k
 static int sd_shard_write(void *w, const void *buf, size_t len)
 {
     struct sd_writer *sw = w;
-    if (atomic_load(&sw->sd->offline))
+    if (!sd_store(sw->sd))
         return -EIO;
-    return ol_store_write(sw->w, buf, len);
+    return sd_note(sw->sd, ol_store_write(sw->w, buf, len));
 }
 
 static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
@@ -252,18 +373,30 @@ static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
     info.meta = blob;
     info.meta_len = (uint32_t)meta_encode(sm, blob);
     char svid[OL_STORE_VID_MAX];
-    rc = ol_store_write_commit_object_v(sw->w, sw->bucket, sw->key, sw->klen, &info, NULL, svid);
+    rc = sd_note(sw->sd,
+                 ol_store_write_commit_object_v(sw->w, sw->bucket, sw->key, sw->klen, &info,
+                                                NULL, svid));
     if (rc < 0)
         goto out;
+    sd_wrote(sw->sd);
     /* A heal rewrites a shard under the same vid: the new store version
      * replaces the old one, which goes now. */
     v = malloc(sizeof(*v) * SD_SCAN_MAX);
     if (!v)
         goto out; /* the old copy stays until the next mark: harmless */
+    /* Only the copies written before this one go (they follow it in the
+     * scan's newest-first order): two heals rewriting one shard at once must
+     * not delete each other's copy and leave none. */
     int n = scan(st, sw->bucket, sw->key, sw->klen, v);
-    for (int i = 0; i < n; i++)
-        if (ol_version_id_cmp(&v[i].sm.vid, &sm->vid) == 0 && strcmp(v[i].svid, svid) != 0)
+    bool older = false;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i].svid, svid) == 0) {
+            older = true;
+            continue;
+        }
+        if (older && ol_version_id_cmp(&v[i].sm.vid, &sm->vid) == 0)
             (void)ol_store_delete_v(st, sw->bucket, sw->key, sw->klen, v[i].svid, NULL);
+    }
     rc = 0;
 out:
     free(v);
@@ -308,7 +441,7 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
         rc = 0; /* gone, and the oldest version left (newer) counts as complete */
     }
     free(v);
-    return rc;
+    return sd_note(d, rc);
 }
 
 static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
@@ -331,7 +464,7 @@ static int sd_versions(void *d, const char *bucket, const char *key, size_t klen
 out:
     free(v);
     free(all);
-    return rc;
+    return sd_note(d, rc);
 }
 
 static int sd_read_shard(void *d, const char *bucket, const char *key, size_t klen,
@@ -380,7 +513,7 @@ out:
     if (rd)
         ol_store_read_close(rd);
     free(v);
-    return rc;
+    return sd_note(d, rc);
 }
 
 static int sd_delete_version(void *d, const char *bucket, const char *key, size_t klen,
@@ -402,7 +535,7 @@ static int sd_delete_version(void *d, const char *bucket, const char *key, size_
             rc = e;
     }
     free(v);
-    return rc;
+    return sd_note(d, rc);
 }
 
 /* list_keys: the key being gathered and its versions. */
@@ -425,7 +558,7 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
     if (rc == -OL_ENOBUCKET)
         return 0;
     if (rc < 0)
-        return rc;
+        return sd_note(d, rc);
     g = calloc(1, sizeof(*g));
     if (!g) {
         rc = -ENOMEM;
@@ -481,7 +614,7 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
 out:
     ol_store_viter_close(it);
     free(g);
-    return rc;
+    return sd_note(d, rc);
 }
 
 struct sd_blist {
@@ -502,7 +635,7 @@ static int sd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
         return -EIO;
     struct sd_blist bl = {fn, ctx};
     int rc = ol_store_bucket_list(st, sd_bucket_cb, &bl);
-    return rc < 0 ? rc : 0;
+    return sd_note(d, rc < 0 ? rc : 0);
 }
 
 const struct ol_drive_ops ol_storedrive_ops = {
@@ -520,19 +653,34 @@ const struct ol_drive_ops ol_storedrive_ops = {
 
 /* ---- management ---- */
 
+void ol_storedrive_policy_default(struct ol_storedrive_policy *p)
+{
+    p->fail_after = 3;
+    p->backoff_min_ms = 100;
+    p->backoff_max_ms = 30000;
+}
+
 int ol_storedrive_create(struct ol_store *st, struct ol_storedrive **out)
 {
     struct ol_storedrive *sd = calloc(1, sizeof(*sd));
     if (!sd)
         return -ENOMEM;
-    sd->st = st;
+    atomic_init(&sd->st, st);
     atomic_init(&sd->offline, false);
+    atomic_init(&sd->state, OL_SD_ONLINE);
+    ol_storedrive_policy_default(&sd->pol);
+    atomic_init(&sd->backoff_ms, sd->pol.backoff_min_ms);
     *out = sd;
     return 0;
 }
 
 void ol_storedrive_destroy(struct ol_storedrive *sd)
 {
+    if (!sd)
+        return;
+    for (unsigned i = 0; i < sd->nowned; i++)
+        ol_store_close(sd->owned[i]);
+    free(sd->path);
     free(sd);
 }
 
@@ -544,22 +692,201 @@ struct ol_drive ol_storedrive_drive(struct ol_storedrive *sd)
 
 void ol_storedrive_set_store(struct ol_storedrive *sd, struct ol_store *st)
 {
-    sd->st = st;
+    atomic_store(&sd->st, st);
 }
 
 struct ol_store *ol_storedrive_store(const struct ol_storedrive *sd)
 {
-    return sd->st;
+    return atomic_load(&((struct ol_storedrive *)sd)->st);
 }
 
 void ol_storedrive_set_offline(struct ol_storedrive *sd, bool offline)
 {
     atomic_store(&sd->offline, offline);
+    if (!offline) {
+        /* The operator says it is back: probe an OFFLINE drive at the next
+         * check instead of waiting out its backoff. */
+        atomic_store(&sd->retry_at_ms, 0);
+        atomic_store(&sd->came_back, true);
+    }
 }
 
 bool ol_storedrive_offline(const struct ol_storedrive *sd)
 {
-    return atomic_load(&sd->offline);
+    struct ol_storedrive *m = (struct ol_storedrive *)sd;
+    return atomic_load(&m->offline) || atomic_load(&m->state) == OL_SD_OFFLINE;
+}
+
+void ol_storedrive_set_policy(struct ol_storedrive *sd, const struct ol_storedrive_policy *p)
+{
+    sd->pol = *p;
+    if (sd->pol.fail_after < 1)
+        sd->pol.fail_after = 1;
+    if (sd->pol.backoff_min_ms < 1)
+        sd->pol.backoff_min_ms = 1;
+    if (sd->pol.backoff_max_ms < sd->pol.backoff_min_ms)
+        sd->pol.backoff_max_ms = sd->pol.backoff_min_ms;
+    atomic_store(&sd->backoff_ms, sd->pol.backoff_min_ms);
+}
+
+/* The identity of the directory: its FORMAT file's device and inode.  0,
+ * -ENOENT (no FORMAT: an empty directory), -ENOTDIR, or another error. */
+static int dir_identity(const char *path, dev_t *dev, ino_t *ino)
+{
+    char f[SD_PATH_MAX];
+    struct stat sb;
+    if (snprintf(f, sizeof(f), "%s/FORMAT", path) >= (int)sizeof(f))
+        return -ENAMETOOLONG;
+    if (stat(f, &sb) != 0) {
+        int e = -errno;
+        if (e != -ENOENT)
+            return e;
+        /* No FORMAT: an empty directory, or no directory at all. */
+        if (stat(path, &sb) != 0)
+            return -ENODEV;
+        return S_ISDIR(sb.st_mode) ? -ENOENT : -ENOTDIR;
+    }
+    *dev = sb.st_dev;
+    *ino = sb.st_ino;
+    return 0;
+}
+
+int ol_storedrive_set_path(struct ol_storedrive *sd, const char *dir,
+                           const struct ol_store_opts *opts)
+{
+    char *p = strdup(dir);
+    if (!p)
+        return -ENOMEM;
+    free(sd->path);
+    sd->path = p;
+    sd->opts = *opts;
+    sd->have_id = dir_identity(dir, &sd->dev, &sd->ino) == 0;
+    return 0;
+}
+
+/* The probe of an offline drive: a tiny file written, synced and removed in
+ * its directory (catches a read-only or dead file system, which a stat would
+ * not). */
+static int probe_write(const char *path)
+{
+    char f[SD_PATH_MAX];
+    if (snprintf(f, sizeof(f), "%s/.probe", path) >= (int)sizeof(f))
+        return -ENAMETOOLONG;
+    int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    if (write(fd, "p", 1) != 1 || fsync(fd) != 0)
+        rc = errno ? -errno : -EIO;
+    close(fd);
+    if (unlink(f) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Opens the directory afresh (it was replaced: empty, or another drive's
+ * FORMAT) and makes it the drive's store.  The old store stays open until
+ * destroy, because calls that loaded it may still be running. */
+static int reopen(struct ol_storedrive *sd)
+{
+    if (sd->nowned >= SD_MAX_OWNED)
+        return -EMFILE;
+    struct ol_store *st = NULL;
+    int rc = ol_store_open(&st, sd->path, &sd->opts);
+    if (rc < 0)
+        return rc;
+    sd->owned[sd->nowned++] = st;
+    atomic_store(&sd->st, st);
+    sd->have_id = dir_identity(sd->path, &sd->dev, &sd->ino) == 0;
+    atomic_fetch_add(&sd->n.reopens, 1);
+    return 0;
+}
+
+static void back_online(struct ol_storedrive *sd)
+{
+    atomic_store(&sd->errors, 0);
+    atomic_store(&sd->backoff_ms, sd->pol.backoff_min_ms);
+    atomic_store(&sd->state, OL_SD_ONLINE);
+    atomic_store(&sd->last_err, 0);
+    atomic_fetch_add(&sd->n.online_events, 1);
+    atomic_store(&sd->came_back, true);
+    ol_info("ec drive %s: online again", sd->path ? sd->path : "?");
+}
+
+int ol_storedrive_check(struct ol_storedrive *sd)
+{
+    if (atomic_load(&sd->offline))
+        return OL_SD_ONLINE; /* the admin's switch wins; nothing to probe */
+    int state = atomic_load(&sd->state);
+    if (!sd->path)
+        goto out;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    if (state != OL_SD_OFFLINE) {
+        /* A directory removed or replaced under a running store goes
+         * unnoticed by the store (its files stay open): look for it. */
+        int rc = dir_identity(sd->path, &dev, &ino);
+        if (rc < 0 || (sd->have_id && (dev != sd->dev || ino != sd->ino)))
+            go_offline(sd, rc < 0 ? rc : -OL_EFORMAT);
+        goto out;
+    }
+    if (now_ms() < atomic_load(&sd->retry_at_ms))
+        goto out;
+    atomic_fetch_add(&sd->n.probes, 1);
+    int rc = dir_identity(sd->path, &dev, &ino);
+    if (rc == 0 && sd->have_id && dev == sd->dev && ino == sd->ino)
+        rc = probe_write(sd->path); /* the same directory */
+    else if (rc == 0 || rc == -ENOENT)
+        rc = reopen(sd); /* a replacement: empty, or formatted elsewhere */
+    if (rc == 0) {
+        back_online(sd);
+    } else {
+        unsigned b = atomic_load(&sd->backoff_ms) * 2;
+        b = b > sd->pol.backoff_max_ms ? sd->pol.backoff_max_ms : b;
+        atomic_store(&sd->backoff_ms, b);
+        atomic_store(&sd->retry_at_ms, now_ms() + b);
+        atomic_store(&sd->last_err, rc);
+    }
+out:
+    return atomic_load(&sd->state);
+}
+
+void ol_storedrive_set_failed(struct ol_storedrive *sd, int err)
+{
+    go_offline(sd, err < 0 ? err : -EIO);
+}
+
+bool ol_storedrive_take_came_back(struct ol_storedrive *sd)
+{
+    return atomic_exchange(&sd->came_back, false);
+}
+
+void ol_storedrive_info(const struct ol_storedrive *sd, struct ol_storedrive_info *out)
+{
+    struct ol_storedrive *m = (struct ol_storedrive *)sd;
+    memset(out, 0, sizeof(*out));
+    out->state = atomic_load(&m->offline) ? OL_SD_ADMIN_OFFLINE : atomic_load(&m->state);
+    out->last_err = atomic_load(&m->last_err);
+    out->consecutive_errors = atomic_load(&m->errors);
+    out->backoff_ms = atomic_load(&m->backoff_ms);
+    uint64_t at = atomic_load(&m->retry_at_ms), now = now_ms();
+    out->retry_in_ms = out->state == OL_SD_ONLINE || at <= now ? 0 : at - now;
+    out->failures = atomic_load(&m->n.failures);
+    out->offline_events = atomic_load(&m->n.offline_events);
+    out->online_events = atomic_load(&m->n.online_events);
+    out->reopens = atomic_load(&m->n.reopens);
+    out->probes = atomic_load(&m->n.probes);
+}
+
+const char *ol_storedrive_state_name(int state)
+{
+    switch (state) {
+    case OL_SD_ONLINE: return "online";
+    case OL_SD_OFFLINE: return "offline";
+    case OL_SD_FULL: return "full";
+    case OL_SD_ADMIN_OFFLINE: return "offline-admin";
+    default: return "?";
+    }
 }
 
 int ol_storedrive_bucket_create(struct ol_storedrive *sd, const char *bucket, int64_t ctime_ns)
@@ -569,10 +896,9 @@ int ol_storedrive_bucket_create(struct ol_storedrive *sd, const char *bucket, in
         return -EIO;
     int rc = ol_store_bucket_create(st, bucket, ctime_ns);
     if (rc < 0 && rc != -EEXIST && rc != -OL_EBUCKETEXISTS)
-        return rc;
-    return ensure_bucket(st, bucket);
+        return sd_note(sd, rc);
+    return sd_note(sd, ensure_bucket(st, bucket));
 }
-
 int ol_storedrive_bucket_delete(struct ol_storedrive *sd, const char *bucket)
 {
     struct ol_store *st = sd_store(sd);

@@ -21,18 +21,64 @@
  * A bucket is created (with versioning ENABLED) on demand by shard_begin, so
  * a replaced, empty drive accepts shards during a heal.
  *
- * Offline: ol_storedrive_set_offline makes every call fail with -EIO (the
- * admin's "take this drive out", and the tests' unavailable drive).
+ * Drive states (docs/EC.md, section 5.5).  A drive is ONLINE, OFFLINE or
+ * FULL (and the admin's switch, ol_storedrive_set_offline, takes it out
+ * whatever its state).
+ *   - Calls that fail in a way that says the drive is failing (-EIO, -EROFS,
+ *     -ENOENT, -ENOTDIR, -ETIMEDOUT, -ESTALE, -OL_EFORMAT...) are counted;
+ *     after `fail_after` in a row the drive goes OFFLINE.  Answers about
+ *     the data (-OL_ENOKEY, -OL_ECORRUPT, -EINVAL) reset the count.
+ *   - An OFFLINE drive answers every call with -EIO at once (the set skips
+ *     it without waiting).  ol_storedrive_check, called periodically by one
+ *     thread (the server's drive monitor), probes it after a backoff that
+ *     starts at backoff_min_ms and doubles to backoff_max_ms: the same
+ *     directory (FORMAT's device and inode unchanged) must take a tiny
+ *     synced write; an empty directory in its place (a replaced drive) or
+ *     another drive's is opened as a fresh store (formatting the empty one).
+ *     Success: ONLINE, and ol_storedrive_take_came_back says so once, so
+ *     that the caller heals the set.
+ *   - ol_storedrive_check also notices an ONLINE drive whose directory was
+ *     removed, replaced or turned into a file (the store's open files would
+ *     hide that) and takes it OFFLINE.
+ *   - -ENOSPC (or -EDQUOT) makes the drive FULL: calls that write answer
+ *     -ENOSPC at once until the backoff ends, then the next write is tried;
+ *     its success makes the drive ONLINE.  Reads go on.
+ * The state is a handful of atomics: calls from any thread read it without
+ * a lock.
  */
 #ifndef OL_EC_STOREDRIVE_H
 #define OL_EC_STOREDRIVE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "ec/drive.h"
 
 struct ol_store;
+struct ol_store_opts;
 struct ol_storedrive;
+
+enum ol_storedrive_state {
+    OL_SD_ONLINE = 0,
+    OL_SD_OFFLINE = 1,
+    OL_SD_FULL = 2,
+    OL_SD_ADMIN_OFFLINE = 3, /* only reported by ol_storedrive_info */
+};
+
+struct ol_storedrive_policy {
+    unsigned fail_after;     /* consecutive failures that take a drive offline (3) */
+    unsigned backoff_min_ms; /* first probe after this (100) */
+    unsigned backoff_max_ms; /* doubling up to this (30000) */
+};
+void ol_storedrive_policy_default(struct ol_storedrive_policy *p);
+
+struct ol_storedrive_info {
+    int state;        /* enum ol_storedrive_state */
+    int last_err;     /* the last failure (0 once back online) */
+    unsigned consecutive_errors, backoff_ms;
+    uint64_t retry_in_ms; /* until the next probe (offline) or write (full) */
+    uint64_t failures, offline_events, online_events, reopens, probes;
+};
 
 extern const struct ol_drive_ops ol_storedrive_ops;
 
@@ -44,8 +90,29 @@ struct ol_drive ol_storedrive_drive(struct ol_storedrive *sd);
  * call may be in flight. */
 void ol_storedrive_set_store(struct ol_storedrive *sd, struct ol_store *st);
 struct ol_store *ol_storedrive_store(const struct ol_storedrive *sd);
+/* The admin's switch (any thread).  Switching back on counts as coming
+ * back (ol_storedrive_take_came_back). */
 void ol_storedrive_set_offline(struct ol_storedrive *sd, bool offline);
+/* True when calls would be refused: the admin's switch or OFFLINE. */
 bool ol_storedrive_offline(const struct ol_storedrive *sd);
+void ol_storedrive_set_policy(struct ol_storedrive *sd, const struct ol_storedrive_policy *p);
+/* Tells the drive its directory and how to open a store there, so that
+ * ol_storedrive_check can watch it and open a replacement.  Stores the drive
+ * opens itself are closed by ol_storedrive_destroy; the one given to
+ * ol_storedrive_create stays the caller's. */
+int ol_storedrive_set_path(struct ol_storedrive *sd, const char *dir,
+                           const struct ol_store_opts *opts);
+/* Watches and probes (see above); one thread at a time; may open a store
+ * (blocking: LMDB open, formatting).  Returns the state after the check. */
+int ol_storedrive_check(struct ol_storedrive *sd);
+/* Takes the drive OFFLINE now (err: why; e.g. its store could not be opened
+ * at start: created with a NULL store and a path, it is opened by a later
+ * probe). */
+void ol_storedrive_set_failed(struct ol_storedrive *sd, int err);
+/* True once after the drive came back online (probe or admin switch). */
+bool ol_storedrive_take_came_back(struct ol_storedrive *sd);
+void ol_storedrive_info(const struct ol_storedrive *sd, struct ol_storedrive_info *out);
+const char *ol_storedrive_state_name(int state);
 
 /* Creates bucket on the drive with versioning ENABLED; 0 also when it
  * exists. */

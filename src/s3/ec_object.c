@@ -24,6 +24,7 @@
 #include "ec/eset.h"
 #include "ec/placement.h"
 #include "ec/storedrive.h"
+#include "s3/ec_multipart.h"
 #include "s3/meta.h"
 #include "s3/object.h"
 #include "store/store.h"
@@ -46,10 +47,12 @@ struct ol_s3_ec {
     struct ol_eset **sets;
     struct ol_hlc hlc;
     int64_t scrub_interval_ms, scrub_per_sec;
+    int64_t drive_check_ms; /* the drive monitor's period */
     struct {
         _Atomic uint64_t heal_requests, healed_objects, healed_shards, corrupt_shards;
         _Atomic uint64_t scrub_passes, scrub_objects, scrub_shards, scrub_errors;
         _Atomic uint64_t quorum_errors;
+        _Atomic uint64_t monitor_heals; /* heals after a drive came back */
     } st;
 };
 
@@ -119,6 +122,11 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
     so.compact_pct = (unsigned)cfg->compact_pct;
     so.commit_batch = (unsigned)cfg->commit_batch;
     so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
+    struct ol_storedrive_policy pol;
+    ol_storedrive_policy_default(&pol);
+    pol.fail_after = (unsigned)cfg->ec_drive_fail_after;
+    pol.backoff_max_ms = (unsigned)cfg->ec_drive_backoff_max_ms;
+    ec->drive_check_ms = cfg->ec_drive_check_ms;
     for (unsigned i = 0; i < n; i++) {
         ec->paths[i] = strdup(dirs[i]);
         if (!ec->paths[i]) {
@@ -130,9 +138,22 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
             snprintf(err, errlen, "cannot create %s: %s", dirs[i], strerror(-rc));
             goto fail;
         }
-        rc = ol_store_open(&ec->stores[i], dirs[i], &so);
+        /* A drive that cannot be opened (failed, read-only, not a
+         * directory) starts OFFLINE: the sets serve without it while they
+         * have enough drives, and the drive monitor opens it once it works. */
+        int orc = ol_store_open(&ec->stores[i], dirs[i], &so);
+        if (orc < 0) {
+            ec->stores[i] = NULL;
+            fprintf(stderr, "openlake: drive %s cannot be opened (%s): starting it offline\n",
+                    dirs[i], ol_strerror(orc));
+        }
+        rc = ol_storedrive_create(ec->stores[i], &ec->drives[i]);
         if (rc == 0)
-            rc = ol_storedrive_create(ec->stores[i], &ec->drives[i]);
+            ol_storedrive_set_policy(ec->drives[i], &pol);
+        if (rc == 0)
+            rc = ol_storedrive_set_path(ec->drives[i], dirs[i], &so);
+        if (rc == 0 && orc < 0)
+            ol_storedrive_set_failed(ec->drives[i], orc);
         if (rc < 0) {
             snprintf(err, errlen, "cannot open the drive %s: %s", dirs[i], ol_strerror(rc));
             goto fail;
@@ -149,6 +170,7 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
         c.m = ec->m;
         c.drives = drv;
         c.hlc = &ec->hlc;
+        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
         memcpy(c.deployment_id, ec_deploy_id, 16);
         rc = ol_eset_create(&c, &ec->sets[s]);
         if (rc < 0) {
@@ -181,6 +203,23 @@ static struct ol_eset *set_of(struct ol_s3_ec *ec, const char *bucket, const cha
     return ec->sets[t.set];
 }
 
+struct ol_eset *ol_s3_ec_set_of(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                                size_t klen)
+{
+    return set_of(ec, bucket, key, klen);
+}
+
+unsigned ol_s3_ec_nsets(const struct ol_s3_ec *ec)
+{
+    return ec->nsets;
+}
+
+struct ol_eset *ol_s3_ec_set(struct ol_s3_ec *ec, unsigned i)
+{
+    OL_ASSERT(i < ec->nsets);
+    return ec->sets[i];
+}
+
 /* ---- errors ---- */
 
 static int ec_error(struct ol_s3_req *r, int rc)
@@ -193,11 +232,24 @@ static int ec_error(struct ol_s3_req *r, int rc)
         atomic_fetch_add(&r->ctx->ec->st.quorum_errors, 1);
         return ol_s3_error(r, OL_S3_SlowDown,
                            "Too few drives of the erasure set are available; retry later.");
+    case ENOSPC:
+        /* S3 has no "storage full" error (507 is WebDAV's): 503 SlowDown
+         * tells clients to back off, and the state can change (space freed,
+         * a drive replaced).  The message says what happened. */
+        atomic_fetch_add(&r->ctx->ec->st.quorum_errors, 1);
+        return ol_s3_error(r, OL_S3_SlowDown,
+                           "Too few drives of the erasure set have free space to store "
+                           "the object; nothing was stored.");
     case OL_ENOKEY:
         return ol_s3_error(r, OL_S3_NoSuchKey, "The specified key does not exist.");
     default:
         return ol_s3_error_from(r, rc);
     }
+}
+
+int ol_s3_ec_error(struct ol_s3_req *r, int rc)
+{
+    return ec_error(r, rc);
 }
 
 static int not_implemented(struct ol_s3_req *r)
@@ -227,6 +279,11 @@ static int bucket_exists(struct ol_s3_ec *ec, const char *bucket)
     if (answered < (ec->ndrives + 1) / 2)
         return -OL_EQUORUM;
     return have > 0 && 2 * have >= answered;
+}
+
+int ol_s3_ec_bucket_exists(struct ol_s3_ec *ec, const char *bucket)
+{
+    return bucket_exists(ec, bucket);
 }
 
 /* Creates the bucket on every drive that lacks it; returns how many hold it. */
@@ -428,8 +485,11 @@ static void hex16(const uint8_t *b, char *out)
     out[32] = 0;
 }
 
-/* Splits the stored etag field into the S3 ETag and the metadata length. */
-static void etag_split(const char *field, char etag[64], uint64_t *meta_len)
+/* Splits the stored etag field into the S3 ETag, the metadata length and,
+ * for a multipart manifest ("<etag>:<meta length>:<object size>",
+ * s3/ec_multipart.h), the object's size (UINT64_MAX for a plain object). */
+static void etag_split(const char *field, char etag[64], uint64_t *meta_len,
+                       uint64_t *manifest_size)
 {
     const char *c = strchr(field, ':');
     size_t n = c ? (size_t)(c - field) : strlen(field);
@@ -437,7 +497,52 @@ static void etag_split(const char *field, char etag[64], uint64_t *meta_len)
         n = 63;
     memcpy(etag, field, n);
     etag[n] = 0;
-    *meta_len = c ? strtoull(c + 1, NULL, 10) : 0;
+    char *end = NULL;
+    *meta_len = c ? strtoull(c + 1, &end, 10) : 0;
+    *manifest_size = c && end && *end == ':' ? strtoull(end + 1, NULL, 10) : UINT64_MAX;
+}
+
+void ol_s3_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
+                         uint64_t *manifest_size)
+{
+    etag_split(field, etag, meta_len, manifest_size);
+}
+
+int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, uint8_t md5[16])
+{
+    uint8_t *buf = malloc(EC_CHUNK_BYTES);
+    if (!buf)
+        return -ENOMEM;
+    struct ol_md5 ctx;
+    ol_md5_init(&ctx);
+    uint64_t got = 0;
+    int rc = 0;
+    /* Each round reads at least one byte or ends the loop. */
+    while (rc == 0 && got < len) {
+        size_t want = len - got < EC_CHUNK_BYTES ? (size_t)(len - got) : EC_CHUNK_BYTES;
+        ssize_t n = ol_s3_body_read(r, buf, want);
+        if (n <= 0) {
+            rc = n < 0 ? (int)n : -OL_EINCOMPLETE;
+            break;
+        }
+        ol_md5_update(&ctx, buf, (size_t)n);
+        rc = ol_eset_put_write(p, buf, (size_t)n);
+        got += (uint64_t)n;
+    }
+    if (rc == 0) {
+        /* The end of an aws-chunked body (and its signature) is checked by
+         * one more read. */
+        ssize_t n = ol_s3_body_read(r, buf, 1);
+        if (n > 0)
+            rc = -OL_EINCOMPLETE;
+        else if (n < 0)
+            rc = (int)n;
+    }
+    ol_md5_final(&ctx, md5);
+    if (rc == 0)
+        rc = ol_s3_check_content_md5(r, md5);
+    free(buf);
+    return rc;
 }
 
 static int ec_put_object(struct ol_s3_req *r)
@@ -460,11 +565,11 @@ static int ec_put_object(struct ol_s3_req *r)
         return ex < 0 ? ec_error(r, ex) : ol_s3_error_from(r, -OL_ENOBUCKET);
     }
     uint8_t *meta = malloc(OL_S3_META_MAX);
-    uint8_t *buf = malloc(EC_CHUNK_BYTES);
     struct ol_eset_put *p = NULL;
+    struct ol_s3_ec_manifest *prev = NULL;
     struct ol_eset *es = set_of(ec, r->bucket, r->key, r->key_len);
     int rc = -ENOMEM;
-    if (!meta || !buf)
+    if (!meta)
         goto fail;
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0) {
@@ -473,40 +578,17 @@ static int ec_put_object(struct ol_s3_req *r)
                          "Your metadata headers exceed the maximum allowed metadata size.");
         goto out;
     }
+    /* A multipart object being replaced: its parts are freed once the new
+     * version is in (s3/ec_multipart.h). */
+    (void)ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &prev);
     rc = ol_eset_put_begin(es, r->bucket, r->key, r->key_len, &p);
     if (rc < 0)
         goto fail;
     if (ml > 0)
         rc = ol_eset_put_write(p, meta, (size_t)ml);
-    struct ol_md5 md5;
-    ol_md5_init(&md5);
-    uint64_t got = 0;
-    /* Each round reads at least one byte or ends the loop. */
-    while (rc == 0 && got < (uint64_t)len) {
-        size_t want = (uint64_t)len - got < EC_CHUNK_BYTES ? (size_t)((uint64_t)len - got)
-                                                           : EC_CHUNK_BYTES;
-        ssize_t n = ol_s3_body_read(r, buf, want);
-        if (n <= 0) {
-            rc = n < 0 ? (int)n : -OL_EINCOMPLETE;
-            break;
-        }
-        ol_md5_update(&md5, buf, (size_t)n);
-        rc = ol_eset_put_write(p, buf, (size_t)n);
-        got += (uint64_t)n;
-    }
-    if (rc == 0) {
-        /* The end of an aws-chunked body (and its signature) is checked by
-         * one more read. */
-        ssize_t n = ol_s3_body_read(r, buf, 1);
-        if (n > 0)
-            rc = -OL_EINCOMPLETE;
-        else if (n < 0)
-            rc = (int)n;
-    }
     uint8_t dig[16];
-    ol_md5_final(&md5, dig);
     if (rc == 0)
-        rc = ol_s3_check_content_md5(r, dig);
+        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
     if (rc < 0) {
         ol_eset_put_abort(p);
         p = NULL;
@@ -524,6 +606,8 @@ static int ec_put_object(struct ol_s3_req *r)
     p = NULL;
     if (rc < 0)
         goto fail;
+    ol_s3_ec_manifest_release(ec, prev);
+    prev = NULL;
     char q[72];
     snprintf(q, sizeof(q), "\"%s\"", etag);
     struct ol_http_hdr h[] = {{"ETag", q}};
@@ -536,8 +620,8 @@ fail:
         ol_http_set_close(r->conn);
     rc = ec_error(r, rc);
 out:
+    ol_s3_ec_manifest_free(prev);
     free(meta);
-    free(buf);
     return rc;
 }
 
@@ -561,11 +645,13 @@ static int ec_get_object(struct ol_s3_req *r)
     if (rc < 0)
         return ec_error(r, rc);
     char etag[64];
-    uint64_t ml;
-    etag_split(o.etag, etag, &ml);
+    uint64_t ml, msize;
+    etag_split(o.etag, etag, &ml, &msize);
     if (ml > o.size || ml > OL_S3_META_MAX)
         return ec_error(r, -OL_ECORRUPT);
-    uint64_t size = o.size - ml;
+    /* A completed multipart upload is a manifest of its parts. */
+    uint64_t size = msize != UINT64_MAX ? msize : o.size - ml;
+    struct ol_s3_ec_manifest *mf = NULL;
     struct ol_obj_info info = {.size = size, .mtime_ns = o.mtime_ns};
     memcpy(info.etag, etag, sizeof(info.etag));
     char qetag[72], lm[32], crange[96];
@@ -599,11 +685,14 @@ static int ec_get_object(struct ol_s3_req *r)
      * read names the version stat resolved: never a mix of versions. */
     if (ml > 0)
         rc = ol_eset_read(es, r->bucket, r->key, r->key_len, &o.vid, 0, ml, meta, NULL);
+    if (rc == 0 && msize != UINT64_MAX && !r->http->is_head)
+        rc = ol_s3_ec_manifest_load(ec, r->bucket, r->key, r->key_len, &o, ml, &mf);
     size_t first = 0;
     if (rc == 0 && len > 0 && !r->http->is_head) {
         first = len < EC_CHUNK_BYTES ? (size_t)len : EC_CHUNK_BYTES;
-        rc = ol_eset_read(es, r->bucket, r->key, r->key_len, &o.vid, ml + start, first, buf,
-                          NULL);
+        rc = mf ? ol_s3_ec_manifest_read(mf, start, first, buf)
+                : ol_eset_read(es, r->bucket, r->key, r->key_len, &o.vid, ml + start, first,
+                               buf, NULL);
     }
     if (rc < 0) {
         rc = ec_error(r, rc);
@@ -637,8 +726,9 @@ static int ec_get_object(struct ol_s3_req *r)
     while (left > 0) {
         if (n == 0) {
             n = left < EC_CHUNK_BYTES ? (size_t)left : EC_CHUNK_BYTES;
-            rc = ol_eset_read(es, r->bucket, r->key, r->key_len, &o.vid, ml + off, n, buf,
-                              NULL);
+            rc = mf ? ol_s3_ec_manifest_read(mf, off, n, buf)
+                    : ol_eset_read(es, r->bucket, r->key, r->key_len, &o.vid, ml + off, n, buf,
+                                   NULL);
             if (rc < 0) {
                 /* Headers are out: cutting the connection tells the client. */
                 ol_log_limited(OL_LOG_ERROR, "EC GET %s at %" PRIu64 ": %s", r->bucket, off,
@@ -654,6 +744,7 @@ static int ec_get_object(struct ol_s3_req *r)
         n = 0;
     }
 out:
+    ol_s3_ec_manifest_free(mf);
     free(meta);
     free(buf);
     return rc;
@@ -667,10 +758,17 @@ static int ec_delete_object(struct ol_s3_req *r)
     int ex = bucket_exists(ec, r->bucket);
     if (ex <= 0)
         return ex < 0 ? ec_error(r, ex) : ol_s3_error_from(r, -OL_ENOBUCKET);
+    struct ol_s3_ec_manifest *prev = NULL;
+    (void)ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &prev);
     int rc = ol_eset_delete(set_of(ec, r->bucket, r->key, r->key_len), r->bucket, r->key,
                             r->key_len);
-    if (rc < 0)
+    if (rc < 0) {
+        ol_s3_ec_manifest_free(prev);
         return ec_error(r, rc);
+    }
+    /* After the delete, never before: a part must not go while an object
+     * still refers to it. */
+    ol_s3_ec_manifest_release(ec, prev);
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 
@@ -720,6 +818,8 @@ int ol_s3_ec_dispatch(struct ol_s3_req *r)
                            "The specified method is not allowed against this resource.");
     }
     if (!r->key) {
+        if (get && ol_s3_has_param(r, "uploads"))
+            return ol_s3_list_uploads(r);
         if (!plain_params(r, get))
             return not_implemented(r);
         if (put)
@@ -731,6 +831,20 @@ int ol_s3_ec_dispatch(struct ol_s3_req *r)
         if (get)
             return ec_list_objects(r);
         return not_implemented(r);
+    }
+    bool post = m.n == 4 && memcmp(m.p, "POST", 4) == 0;
+    bool upload = ol_s3_has_param(r, "uploadId");
+    if (post && ol_s3_has_param(r, "uploads"))
+        return ol_s3_ec_create_multipart(r);
+    if (upload && !ol_s3_header(r, "x-amz-copy-source")) {
+        if (put && ol_s3_has_param(r, "partNumber"))
+            return ol_s3_ec_upload_part(r);
+        if (post)
+            return ol_s3_ec_complete_multipart(r);
+        if (get)
+            return ol_s3_list_parts(r);
+        if (del)
+            return ol_s3_ec_abort_multipart(r);
     }
     if (!plain_params(r, false))
         return not_implemented(r);
@@ -789,9 +903,9 @@ static int iter_cb(void *ctx, const char *key, size_t klen, const struct ol_eset
     struct ec_ent *e = &it->tmp[it->ntmp++];
     e->klen = (uint32_t)klen;
     memcpy(e->key, key, klen);
-    uint64_t ml;
-    etag_split(o->etag, e->etag, &ml);
-    e->size = o->size >= ml ? o->size - ml : 0;
+    uint64_t ml, msize;
+    etag_split(o->etag, e->etag, &ml, &msize);
+    e->size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
     e->mtime_ns = o->mtime_ns;
     return it->ntmp >= EC_ITER_PAGE * it->ec->nsets ? 1 : 0;
 }
@@ -840,7 +954,15 @@ static void iter_position(struct ol_s3_ec_iter *it, const char *from, size_t fro
     it->floor_len = 0;
     if (from_len > OL_DRIVE_MAX_KEY)
         from_len = OL_DRIVE_MAX_KEY;
-    if (!inclusive || from_len == 0) {
+    /* Keys that begin with NUL are the multipart namespace (uploads and
+     * parts, s3/ec_multipart.h); S3 keys cannot hold NUL, so every listing
+     * starts after all of them. */
+    if (from_len == 0 || from[0] == 0) {
+        memcpy(it->cur, OL_S3_EC_MP_LIST_FLOOR, 2);
+        it->cur_len = 2;
+        return;
+    }
+    if (!inclusive) {
         memcpy(it->cur, from, from_len);
         it->cur_len = from_len;
         return;
@@ -1043,6 +1165,44 @@ void ol_s3_ec_scrub_fiber(void *arg)
     }
 }
 
+/* The drive monitor: checks and probes every drive (ec/storedrive.h) each
+ * ec_drive_check_ms; when a drive came back (the same directory, or an empty
+ * or other one in its place, or the admin's switch), heals everything so
+ * that the set returns to full redundancy without waiting for the scrubber.
+ * The heal runs here, in this fiber: the checks pause meanwhile, which only
+ * delays noticing other drives. */
+void ol_s3_ec_monitor_fiber(void *arg)
+{
+    struct ol_s3_ctx *ctx = arg;
+    struct ol_s3_ec *ec = ctx->ec;
+    struct ol_loop *loop = ol_loop_current();
+    if (!ec)
+        return;
+    unsigned period = ec->drive_check_ms > 0 ? (unsigned)ec->drive_check_ms : 1000;
+    while (!ol_loop_stopping(loop)) {
+        /* Short slices so that a stop is noticed. */
+        for (unsigned slept = 0; slept < period && !ol_loop_stopping(loop); slept += 100)
+            ol_io_sleep_ms(period - slept < 100 ? period - slept : 100);
+        if (ol_loop_stopping(loop))
+            break;
+        bool back = false;
+        for (unsigned i = 0; i < ec->ndrives; i++) {
+            (void)ol_storedrive_check(ec->drives[i]);
+            back |= ol_storedrive_take_came_back(ec->drives[i]);
+        }
+        if (!back)
+            continue;
+        spread_buckets(ec, ol_wall_ns());
+        struct ol_eset_heal_stats hs = {0};
+        for (unsigned s = 0; s < ec->nsets && !ol_loop_stopping(loop); s++)
+            if (ol_eset_heal_all(ec->sets[s], &hs) < 0)
+                atomic_fetch_add(&ec->st.scrub_errors, 1);
+        count_heal(ec, &hs);
+        atomic_fetch_add(&ec->st.monitor_heals, 1);
+        atomic_fetch_add(&ec->st.scrub_shards, hs.shards_rebuilt);
+    }
+}
+
 static int send_json(struct ol_s3_req *r, int status, const char *body, size_t len)
 {
     struct ol_http_hdr h[] = {{"Content-Type", "application/json"},
@@ -1131,7 +1291,8 @@ static int admin_info(struct ol_s3_req *r)
     JS("{\"mode\":\"erasure\",\"k\":%u,\"m\":%u,\"drives\":[", ec->k, ec->m);
     for (unsigned i = 0; i < ec->ndrives; i++) {
         struct statvfs sv;
-        bool off = ol_storedrive_offline(ec->drives[i]);
+        struct ol_storedrive_info di;
+        ol_storedrive_info(ec->drives[i], &di);
         uint64_t total = 0, avail = 0;
         if (statvfs(ec->paths[i], &sv) == 0) {
             total = (uint64_t)sv.f_blocks * sv.f_frsize;
@@ -1143,8 +1304,15 @@ static int admin_info(struct ol_s3_req *r)
         JS("%s{\"index\":%u,\"set\":%u,\"path\":", i ? "," : "", i, i / (ec->k + ec->m));
         json_str(b, cap, &n, ec->paths[i]);
         JS(",\"state\":\"%s\",\"total_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
-           ",\"live_bytes\":%" PRIu64 ",\"corrupt_blocks\":%" PRIu64 "}",
-           off ? "offline" : "online", total, avail, ss.live_bytes, ss.corrupt_blocks);
+           ",\"live_bytes\":%" PRIu64 ",\"corrupt_blocks\":%" PRIu64,
+           ol_storedrive_state_name(di.state), total, avail, ss.live_bytes, ss.corrupt_blocks);
+        JS(",\"last_error\":");
+        json_str(b, cap, &n, di.last_err ? ol_strerror(di.last_err) : "");
+        JS(",\"errors\":%u,\"retry_in_ms\":%" PRIu64 ",\"failures\":%" PRIu64
+           ",\"offline_events\":%" PRIu64 ",\"online_events\":%" PRIu64
+           ",\"reopens\":%" PRIu64 "}",
+           di.consecutive_errors, di.retry_in_ms, di.failures, di.offline_events,
+           di.online_events, di.reopens);
     }
     JS("],\"sets\":[");
     for (unsigned s = 0; s < ec->nsets; s++) {
@@ -1207,11 +1375,17 @@ void ol_s3_ec_metrics(struct ol_s3_ec *ec, char *b, size_t cap, size_t *np)
         t.shards_healed_on_read += x.shards_healed_on_read;
         t.puts += x.puts;
         t.puts_failed += x.puts_failed;
+        t.read_timeouts += x.read_timeouts;
+        t.puts_full += x.puts_full;
     }
-    unsigned offline = 0;
-    uint64_t corrupt = 0;
+    unsigned offline = 0, full = 0;
+    uint64_t corrupt = 0, failures = 0;
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        offline += ol_storedrive_offline(ec->drives[i]);
+        struct ol_storedrive_info di;
+        ol_storedrive_info(ec->drives[i], &di);
+        offline += di.state == OL_SD_OFFLINE || di.state == OL_SD_ADMIN_OFFLINE;
+        full += di.state == OL_SD_FULL;
+        failures += di.failures;
         struct ol_store_stats ss = {0};
         if (ol_storedrive_store(ec->drives[i]))
             ol_store_stats(ol_storedrive_store(ec->drives[i]), &ss);
@@ -1219,12 +1393,22 @@ void ol_s3_ec_metrics(struct ol_s3_ec *ec, char *b, size_t cap, size_t *np)
     }
     JS("# TYPE openlake_ec_reads_total counter\n");
     JS("openlake_ec_drives %u\nopenlake_ec_drives_offline %u\n", ec->ndrives, offline);
+    JS("openlake_ec_drives_full %u\n", full);
+    JS("openlake_ec_drive_failures_total %" PRIu64 "\n", failures);
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_storedrive_info di;
+        ol_storedrive_info(ec->drives[i], &di);
+        JS("openlake_ec_drive_state{drive=\"%u\",state=\"%s\"} 1\n", i,
+           ol_storedrive_state_name(di.state));
+    }
     JS("openlake_ec_reads_total %" PRIu64 "\n", t.reads);
     JS("openlake_ec_degraded_reads_total %" PRIu64 "\n", t.degraded_reads);
     JS("openlake_ec_heals_on_read_total %" PRIu64 "\n", t.heals_on_read);
     JS("openlake_ec_shards_healed_on_read_total %" PRIu64 "\n", t.shards_healed_on_read);
     JS("openlake_ec_puts_total %" PRIu64 "\n", t.puts);
     JS("openlake_ec_puts_failed_total %" PRIu64 "\n", t.puts_failed);
+    JS("openlake_ec_puts_full_total %" PRIu64 "\n", t.puts_full);
+    JS("openlake_ec_read_timeouts_total %" PRIu64 "\n", t.read_timeouts);
     JS("openlake_ec_quorum_errors_total %" PRIu64 "\n", atomic_load(&ec->st.quorum_errors));
     JS("openlake_ec_heal_requests_total %" PRIu64 "\n", atomic_load(&ec->st.heal_requests));
     JS("openlake_ec_healed_objects_total %" PRIu64 "\n", atomic_load(&ec->st.healed_objects));
@@ -1235,6 +1419,7 @@ void ol_s3_ec_metrics(struct ol_s3_ec *ec, char *b, size_t cap, size_t *np)
     JS("openlake_ec_scrub_shards_rebuilt_total %" PRIu64 "\n",
        atomic_load(&ec->st.scrub_shards));
     JS("openlake_ec_scrub_errors_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_errors));
+    JS("openlake_ec_monitor_heals_total %" PRIu64 "\n", atomic_load(&ec->st.monitor_heals));
     JS("openlake_store_corrupt_blocks_total %" PRIu64 "\n", corrupt);
     *np = n;
 }

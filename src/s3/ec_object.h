@@ -6,7 +6,8 @@
  * the router sends every request to ol_s3_ec_dispatch: buckets (create, head,
  * delete, list), PutObject (single PUT), GetObject/HeadObject (Range,
  * conditional headers), DeleteObject and ListObjects v1/v2 (list.c, through
- * the iterator below).  Every other operation answers 501 NotImplemented.
+ * the iterator below), and multipart uploads (s3/ec_multipart.h).  Every
+ * other operation answers 501 NotImplemented.
  *
  * Object layout.  The erasure set stores, as one object, the S3 metadata
  * blob (s3/meta.h) followed by the body; the etag field of the shard
@@ -42,6 +43,9 @@ int ol_s3_ec_admin(struct ol_s3_req *r);
 void ol_s3_ec_metrics(struct ol_s3_ec *ec, char *b, size_t cap, size_t *n);
 /* The scrubber: a fiber on loop 0 (arg: the struct ol_s3_ctx). */
 void ol_s3_ec_scrub_fiber(void *arg);
+/* The drive monitor: checks, probes and reopens drives, heals after one
+ * came back.  A fiber on loop 0 (arg: the struct ol_s3_ctx). */
+void ol_s3_ec_monitor_fiber(void *arg);
 
 /* A key iterator over the deployment with ol_store_iter's contract (list.c
  * lists through it): keys in byte order, each with its body size, ETag and
@@ -54,5 +58,25 @@ int ol_s3_ec_iter_next(struct ol_s3_ec_iter *it, const char **key, size_t *key_l
 int ol_s3_ec_iter_seek(struct ol_s3_ec_iter *it, const char *from, size_t from_len,
                        bool inclusive);
 void ol_s3_ec_iter_close(struct ol_s3_ec_iter *it);
+
+/* ---- shared with the multipart handlers (s3/ec_multipart.c) ---- */
+
+struct ol_eset;
+struct ol_eset_put;
+/* The erasure set that holds bucket/key; the sets by index. */
+struct ol_eset *ol_s3_ec_set_of(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                                size_t klen);
+unsigned ol_s3_ec_nsets(const struct ol_s3_ec *ec);
+struct ol_eset *ol_s3_ec_set(struct ol_s3_ec *ec, unsigned i);
+/* Sends the S3 error for an eset/store error (quorum: 503 SlowDown). */
+int ol_s3_ec_error(struct ol_s3_req *r, int rc);
+/* 1 when the bucket exists, 0 when not, or -OL_EQUORUM. */
+int ol_s3_ec_bucket_exists(struct ol_s3_ec *ec, const char *bucket);
+/* Streams the request body (len bytes) into p, computing its MD5 and
+ * checking Content-MD5.  0 or an error (p is left to the caller). */
+int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, uint8_t md5[16]);
+/* Splits a stored etag field ("<etag>[:<meta length>[:<manifest size>]]"). */
+void ol_s3_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
+                         uint64_t *manifest_size);
 
 #endif

@@ -16,6 +16,7 @@
 #include "s3/checksum.h"
 #include "s3/list.h"
 #include "s3/ec_object.h"
+#include "s3/ec_multipart.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -672,11 +673,14 @@ int ol_s3_list_uploads(struct ol_s3_req *r)
     c.max = max;
     c.out = &b;
 
-    ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    /* Erasure-coded drives keep uploads as objects (s3/ec_multipart.h). */
+    ret = r->ctx->ec ? ol_s3_ec_bucket_check(r->ctx->ec, r->bucket)
+                     : ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
     if (ret == 0)
         ret = ol_list_buf_init(&b, max);
     if (ret == 0 && max > 0) {
-        ret = ol_store_upload_list(r->ctx->store, r->bucket, ol_uploads_one, &c);
+        ret = r->ctx->ec ? ol_s3_ec_upload_list(r->ctx->ec, r->bucket, ol_uploads_one, &c)
+                         : ol_store_upload_list(r->ctx->store, r->bucket, ol_uploads_one, &c);
         if (ret >= 0)
             ret = c.err;
     }
@@ -796,11 +800,17 @@ int ol_s3_list_parts(struct ol_s3_req *r)
         ret = ol_s3_error_from(r, -ENOMEM);
         goto out;
     }
-    ret = ol_store_upload_get(r->ctx->store, p_id->value, ol_parts_check_upload, &c);
+    if (r->ctx->ec)
+        ret = ol_s3_ec_upload_get(r->ctx->ec, r->bucket, p_id->value, ol_parts_check_upload, &c);
+    else
+        ret = ol_store_upload_get(r->ctx->store, p_id->value, ol_parts_check_upload, &c);
     if (ret >= 0 && !c.match)
         ret = -OL_ENOUPLOAD;
     if (ret >= 0 && max > 0)
-        ret = ol_store_part_list(r->ctx->store, p_id->value, marker, ol_parts_one, &c);
+        ret = r->ctx->ec ? ol_s3_ec_part_list(r->ctx->ec, r->bucket, p_id->value, marker,
+                                              ol_parts_one, &c)
+                         : ol_store_part_list(r->ctx->store, p_id->value, marker, ol_parts_one,
+                                              &c);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;

@@ -278,6 +278,65 @@ static int hexval(char c)
     return -1;
 }
 
+int ol_s3_complete_parse(const char *body, size_t len, struct ol_complete_part *parts,
+                         uint32_t *n)
+{
+    struct complete_doc d = {.parts = parts};
+    *n = 0;
+    if (ol_xml_parse(body, len, on_elem, on_text, &d) != 0 || d.bad || d.n == 0)
+        return -EINVAL;
+    *n = d.n;
+    return 0;
+}
+
+int ol_s3_multipart_etag(const struct ol_complete_part *parts, uint32_t n, char out[64])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    if (!md)
+        return -ENOMEM;
+    EVP_DigestInit_ex(md, EVP_md5(), NULL);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t bin[16], pd[OL_CK_MAX_BYTES];
+        char e[33];
+        enum ol_ck_algo pa;
+        bool ok = ol_ck_part_etag_decode(parts[i].etag, e, &pa, pd) && strlen(e) == 32;
+        for (int k = 0; ok && k < 16; k++) {
+            int h = hexval(e[2 * k]), l = hexval(e[2 * k + 1]);
+            ok = h >= 0 && l >= 0;
+            bin[k] = (uint8_t)(h << 4 | l);
+        }
+        if (!ok) {
+            EVP_MD_CTX_free(md);
+            return -OL_EINVALIDPART;
+        }
+        EVP_DigestUpdate(md, bin, 16);
+    }
+    uint8_t digest[16];
+    unsigned dl;
+    EVP_DigestFinal_ex(md, digest, &dl);
+    EVP_MD_CTX_free(md);
+    int w = 0;
+    for (int k = 0; k < 16; k++)
+        w += snprintf(out + w, 64 - (size_t)w, "%02x", digest[k]);
+    snprintf(out + w, 64 - (size_t)w, "-%u", n);
+    return 0;
+}
+
+int ol_s3_complete_error(struct ol_s3_req *r, int rc)
+{
+    const char *msg = NULL;
+    if (rc == -OL_EINVALIDPART)
+        msg = "One or more of the specified parts could not be found. The part may not "
+              "have been uploaded, or the specified entity tag may not match the part's "
+              "entity tag.";
+    else if (rc == -OL_EPARTORDER)
+        msg = "The list of parts was not in ascending order. Parts must be ordered by part "
+              "number.";
+    else if (rc == -OL_ETOOSMALL)
+        msg = "Your proposed upload is smaller than the minimum allowed size.";
+    return msg ? ol_s3_error(r, ol_s3_code_from_err(rc), msg) : ol_s3_error_from(r, rc);
+}
+
 /* ---- CompleteMultipartUpload: the object's checksum and part sizes ---- */
 
 #define PARTS_META_MAX 4096 /* run-length part sizes kept for GET ?partNumber= */
@@ -396,7 +455,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         rc = ol_s3_error_from(r, rc);
         goto out;
     }
-    if (ol_xml_parse(body, got, on_elem, on_text, &d) != 0 || d.bad || d.n == 0) {
+    if (ol_s3_complete_parse(body, got, d.parts, &d.n) < 0) {
         rc = ol_s3_error(r, OL_S3_MalformedXML,
                          "The XML you provided was not well-formed or did not validate against "
                          "our published schema.");
@@ -429,30 +488,12 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
             memcpy(d.parts[i].etag, sp[pn].etag, sizeof(d.parts[i].etag));
     }
     /* The multipart ETag: MD5 over the parts' binary MD5s, then "-N". */
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(md, EVP_md5(), NULL);
-    for (uint32_t i = 0; i < d.n; i++) {
-        uint8_t bin[16], pd[OL_CK_MAX_BYTES];
-        char e[33];
-        enum ol_ck_algo pa;
-        bool ok = ol_ck_part_etag_decode(d.parts[i].etag, e, &pa, pd) && strlen(e) == 32;
-        for (int k = 0; ok && k < 16; k++) {
-            int h = hexval(e[2 * k]), l = hexval(e[2 * k + 1]);
-            ok = h >= 0 && l >= 0;
-            bin[k] = (uint8_t)(h << 4 | l);
-        }
-        if (!ok) {
-            EVP_MD_CTX_free(md);
-            rc = ol_s3_error(r, OL_S3_InvalidPart,
-                             "One or more of the specified parts could not be found.");
-            goto out;
-        }
-        EVP_DigestUpdate(md, bin, 16);
+    char mp_etag[64];
+    if (ol_s3_multipart_etag(d.parts, d.n, mp_etag) < 0) {
+        rc = ol_s3_error(r, OL_S3_InvalidPart,
+                         "One or more of the specified parts could not be found.");
+        goto out;
     }
-    uint8_t digest[16];
-    unsigned dl;
-    EVP_DigestFinal_ex(md, digest, &dl);
-    EVP_MD_CTX_free(md);
 
     /* The object takes the metadata given when the upload was created, with
      * its own checksum and part sizes in place of the upload's entries. */
@@ -483,10 +524,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     free(rle);
     struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n, .meta = meta,
                                .meta_len = (uint32_t)mlen};
-    int w = 0;
-    for (int k = 0; k < 16; k++)
-        w += snprintf(info.etag + w, sizeof(info.etag) - (size_t)w, "%02x", digest[k]);
-    snprintf(info.etag + w, sizeof(info.etag) - (size_t)w, "-%u", d.n);
+    snprintf(info.etag, sizeof(info.etag), "%s", mp_etag);
     rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
                                      (uint64_t)r->ctx->cfg->min_part_bytes, &info,
                                      has_cond ? &cond : NULL);
@@ -498,17 +536,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         goto out;
     }
     if (rc < 0) {
-        const char *msg = NULL;
-        if (rc == -OL_EINVALIDPART)
-            msg = "One or more of the specified parts could not be found. The part may not "
-                  "have been uploaded, or the specified entity tag may not match the part's "
-                  "entity tag.";
-        else if (rc == -OL_EPARTORDER)
-            msg = "The list of parts was not in ascending order. Parts must be ordered by part "
-                  "number.";
-        else if (rc == -OL_ETOOSMALL)
-            msg = "Your proposed upload is smaller than the minimum allowed size.";
-        rc = msg ? ol_s3_error(r, ol_s3_code_from_err(rc), msg) : ol_s3_error_from(r, rc);
+        rc = ol_s3_complete_error(r, rc);
         goto out;
     }
     struct ol_xml x;

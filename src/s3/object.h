@@ -63,4 +63,20 @@ int ol_s3_read_conditions(const struct ol_s3_req *r, const struct ol_obj_info *i
 int ol_s3_send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
                           const struct ol_http_hdr *extra, size_t nextra);
 
+/* ---- CompleteMultipartUpload pieces (multipart.c), shared with ec_multipart.c ---- */
+
+#define OL_S3_MAX_PARTS 10000
+struct ol_complete_part;
+/* Parses a CompleteMultipartUpload document into parts (room for
+ * OL_S3_MAX_PARTS), in document order, ETags unquoted.  0, or -EINVAL when the
+ * document is malformed or lists no part. */
+int ol_s3_complete_parse(const char *body, size_t len, struct ol_complete_part *parts,
+                         uint32_t *n);
+/* The multipart ETag "<md5 of the parts' binary MD5s>-<n>" of the parts'
+ * (stored) ETags.  0, or -OL_EINVALIDPART when an ETag is not an MD5. */
+int ol_s3_multipart_etag(const struct ol_complete_part *parts, uint32_t n, char out[64]);
+/* Sends the S3 error of a failed completion (InvalidPart, InvalidPartOrder,
+ * EntityTooSmall with S3's messages, else ol_s3_error_from). */
+int ol_s3_complete_error(struct ol_s3_req *r, int rc);
+
 #endif

@@ -151,6 +151,9 @@ static void start_accepting(void *arg)
     if (ol_loop_id(w->loop) == 0 && w->srv->ec) {
         rc = ol_fiber_spawn(w->loop, ol_s3_ec_scrub_fiber, &w->srv->router.ctx);
         OL_ASSERT(rc == 0);
+        /* The drive monitor: drive states, probes, heal after a return. */
+        rc = ol_fiber_spawn(w->loop, ol_s3_ec_monitor_fiber, &w->srv->router.ctx);
+        OL_ASSERT(rc == 0);
         return;
     }
     /* Loop 0 also runs the bucket lifecycle worker (s3.h). */

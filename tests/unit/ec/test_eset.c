@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/err.h"
+#include "core/loop.h"
 #include "core/hlc.h"
 #include "ec/codec.h"
 #include "ec/eset.h"
@@ -861,6 +862,121 @@ static void test_args(void)
     set_close(&s);
 }
 
+/* ---- fan-out in fibers ---- */
+
+struct fiber_test {
+    struct set s;
+    int failures;
+    double put_ms, get_ms, slow_get_ms, seq_put_ms;
+    uint64_t timeouts;
+    int done;
+};
+
+static double ms_since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void fiber_body(void *arg)
+{
+    struct fiber_test *ft = arg;
+    struct set *s = &ft->s;
+    struct obj o = {.size = 3 * 64 * 1024 + 5, .seed = 99};
+    snprintf(o.key, sizeof(o.key), "fan");
+    uint8_t *want = malloc(o.size), *got = malloc(o.size);
+    gen(o.seed, want, o.size);
+    for (unsigned i = 0; i < s->n; i++)
+        ol_memdrive_set_latency_us(s->md[i], 20000);
+    struct timespec t0;
+    /* One PUT: begin, one write per stripe (one stripe here), commit, mark:
+     * four rounds of drive calls.  Begin and mark go in parallel; the
+     * writes and commits stay in this fiber (store writers are bound to a
+     * fiber): 20 + 6 x 20 + 6 x 20 + 20 ms = 280 ms against 480 ms. */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ft->failures += ol_eset_put(s->es, "b", o.key, strlen(o.key), want, o.size, "e", NULL) != 0;
+    ft->put_ms = ms_since(&t0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ft->failures += ol_eset_read(s->es, "b", o.key, strlen(o.key), NULL, 0, o.size, got, NULL) != 0;
+    ft->get_ms = ms_since(&t0);
+    ft->failures += memcmp(want, got, o.size) != 0;
+    /* A slow data drive: the read gives up on it after the timeout and
+     * rebuilds its unit from parity. */
+    struct ol_eset_obj st;
+    ft->failures += ol_eset_stat(s->es, "b", o.key, strlen(o.key), NULL, &st) != 0;
+    ol_memdrive_set_latency_us(s->md[(0 + 0) % s->n], 0);
+    for (unsigned i = 0; i < s->n; i++)
+        ol_memdrive_set_latency_us(s->md[i], 1000);
+    unsigned slow = 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        struct ol_shard_meta sm[4];
+        int nv = ol_memdrive_ops.versions(s->md[i], "b", o.key, strlen(o.key), sm, 4);
+        if (nv > 0 && sm[0].shard == 1)
+            slow = i;
+    }
+    ol_memdrive_set_latency_us(s->md[slow], 400000);
+    ol_eset_set_read_timeout_ms(s->es, 30);
+    memset(got, 0, o.size);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ft->failures += ol_eset_read(s->es, "b", o.key, strlen(o.key), &st.vid, 0, o.size, got,
+                                 NULL) != 0;
+    ft->slow_get_ms = ms_since(&t0);
+    ft->failures += memcmp(want, got, o.size) != 0;
+    struct ol_eset_stats es;
+    ol_eset_stats(s->es, &es);
+    ft->timeouts = es.read_timeouts;
+    /* The same PUT with parallel calls off: one call at a time. */
+    for (unsigned i = 0; i < s->n; i++)
+        ol_memdrive_set_latency_us(s->md[i], 20000);
+    ol_eset_set_parallel(s->es, false);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ft->failures += ol_eset_put(s->es, "b", o.key, strlen(o.key), want, o.size, "e", NULL) != 0;
+    ft->seq_put_ms = ms_since(&t0);
+    ol_eset_set_parallel(s->es, true);
+    for (unsigned i = 0; i < s->n; i++)
+        ol_memdrive_set_latency_us(s->md[i], 0);
+    free(want);
+    free(got);
+    ft->done = 1;
+    ol_loop_stop(ol_loop_current());
+}
+
+static struct fiber_test *g_ft;
+
+static void fiber_spawner(void *arg)
+{
+    (void)arg;
+    struct ol_loop *loop = ol_loop_current();
+    if (ol_fiber_spawn(loop, fiber_body, g_ft) != 0)
+        abort();
+}
+
+static void test_fanout(void)
+{
+    struct fiber_test *ft = calloc(1, sizeof(*ft));
+    set_open(&ft->s, 4, 2, 64 * 1024);
+    g_ft = ft;
+    struct ol_loop *loop;
+    struct ol_loop_opts lo = {.id = 0, .max_fibers = 64};
+    CHECK(ol_loop_create(&loop, &lo) == 0);
+    CHECK(ol_loop_post(loop, fiber_spawner, NULL) == 0);
+    CHECK(ol_loop_run(loop) == 0);
+    ol_loop_destroy(loop);
+    CHECK(ft->done);
+    CHECK_EQ(ft->failures, 0);
+    CHECK(ft->put_ms < 380);
+    CHECK(ft->seq_put_ms > 400);
+    /* GET: one versions round and one read round. */
+    CHECK(ft->get_ms < 100);
+    CHECK(ft->slow_get_ms < 150);
+    CHECK(ft->timeouts >= 1);
+    printf("  fan-out: PUT %.0f ms (sequential %.0f ms), GET %.0f ms, GET with a 400 ms "
+           "drive %.0f ms\n", ft->put_ms, ft->seq_put_ms, ft->get_ms, ft->slow_get_ms);
+    set_close(&ft->s);
+    free(ft);
+}
+
 int main(void)
 {
     ol_hlc_init(&hlc, 7, 0xabcdef, NULL, NULL);
@@ -872,6 +988,7 @@ int main(void)
     test_wipe_heal_corrupt();
     test_concurrent_puts();
     test_wide();
+    test_fanout();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("%s (%.1f s)\n", failures ? "FAIL" : "PASS", secs);

@@ -304,6 +304,72 @@ int main(void)
     CHECK_RC(ol_eset_heal_all(es, &hs), 0);
     CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16) == 0);
 
+    /* Drive states: a directory renamed away is noticed by the check and
+     * the drive goes offline (calls fail at once); PUTs go on with five; put
+     * back, it is probed after its backoff, comes back, and a heal rebuilds
+     * exactly what it missed.  Then an empty directory in its place is
+     * opened as a fresh store and healed to full redundancy. */
+    {
+        struct ol_store_opts o;
+        ol_store_opts_default(&o);
+        o.inline_bytes = 4096;
+        o.map_bytes = 1ull << 30;
+        o.max_loops = 1;
+        o.segment_bytes = 8u << 20;
+        struct ol_storedrive_policy pol = {.fail_after = 2, .backoff_min_ms = 300,
+                                           .backoff_max_ms = 600};
+        ol_storedrive_set_policy(sd[2], &pol);
+        CHECK_RC(ol_storedrive_set_path(sd[2], dirs[2], &o), 0);
+        char away[96], cmd[256];
+        snprintf(away, sizeof(away), "%s.away", dirs[2]);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_ONLINE);
+        CHECK(rename(dirs[2], away) == 0);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE);
+        CHECK(ol_storedrive_offline(sd[2]));
+        CHECK_RC(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0020", 8, vm, 16), -EIO);
+        CHECK_RC(put_obj(20, 7777), 0);
+        CHECK(check_obj(20, 7777) == 0);
+        CHECK(rename(away, dirs[2]) == 0);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE); /* backoff not over */
+        CHECK(!ol_storedrive_take_came_back(sd[2]));
+        usleep(330 * 1000);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_ONLINE);
+        CHECK(ol_storedrive_take_came_back(sd[2]));
+        CHECK(!ol_storedrive_take_came_back(sd[2]));
+        memset(&hs, 0, sizeof(hs));
+        CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+        CHECK(hs.shards_rebuilt == 1);
+
+        /* Replaced by an empty directory. */
+        snprintf(cmd, sizeof(cmd), "mv '%s' '%s' && mkdir '%s'", dirs[2], away, dirs[2]);
+        run(cmd);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE);
+        usleep(330 * 1000);
+        CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_ONLINE);
+        struct ol_storedrive_info di;
+        ol_storedrive_info(sd[2], &di);
+        CHECK(di.reopens == 1 && di.offline_events == 2 && di.online_events == 2);
+        CHECK(ol_storedrive_store(sd[2]) != st[2]);
+        memset(&hs, 0, sizeof(hs));
+        CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+        fprintf(stderr, "replaced drive: rebuilt %llu of %llu objects\n",
+                (unsigned long long)hs.shards_rebuilt, (unsigned long long)hs.objects);
+        CHECK(hs.shards_rebuilt == NOBJ - 5);
+        memset(&hs, 0, sizeof(hs));
+        CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+        CHECK(hs.shards_rebuilt == 0 && hs.unrecoverable == 0);
+        /* Full redundancy again: the two drives other than the healed one
+         * may go and every object still reads. */
+        ol_storedrive_set_offline(sd[0], true);
+        ol_storedrive_set_offline(sd[1], true);
+        CHECK(check_obj(20, 7777) == 0);
+        CHECK(check_obj(21, 1021) == 0);
+        ol_storedrive_set_offline(sd[0], false);
+        ol_storedrive_set_offline(sd[1], false);
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", away);
+        run(cmd);
+    }
+
     /* Deleting the bucket's leftovers on a drive. */
     CHECK_RC(ol_storedrive_bucket_create(sd[0], "other", 1), 0);
     CHECK_RC(ol_storedrive_bucket_delete(sd[0], "other"), 0);

@@ -1,0 +1,1015 @@
+/* Multipart uploads over erasure-coded drives: see s3/ec_multipart.h. */
+#include "s3/ec_multipart.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/cfg.h"
+#include "core/crc.h"
+#include "core/err.h"
+#include "core/hlc.h"
+#include "core/log.h"
+#include "ec/eset.h"
+#include "s3/ec_object.h"
+#include "s3/meta.h"
+#include "s3/object.h"
+#include "store/store.h"
+
+#define MP_ID_LEN 32u                            /* hex digits of an upload id */
+#define MP_UKEY_LEN (4u + MP_ID_LEN)             /* "\0mu\0" + id */
+#define MP_PPREFIX_LEN (4u + MP_ID_LEN + 1u)     /* "\0mp\0" + id + "\0" */
+#define MP_PKEY_LEN (MP_PPREFIX_LEN + 5u)        /* ... + part number, 5 digits */
+#define MP_LIST_PAGE 256u                        /* keys per ol_eset_list call */
+#define MP_MAX_UPLOADS 10000u                    /* uploads one listing looks at */
+#define MP_COMPLETE_DOC_MAX (4u << 20)
+#define OL_S3_MAX_KEY_BYTES 1024u                 /* the router's key limit */
+#define MP_REC_MAX (sizeof(struct up_head) + OL_S3_MAX_KEY_BYTES + OL_S3_META_MAX)
+
+/* ---- on-drive records (little-endian hosts; docs/EC.md, section 7) ---- */
+
+#define UP_MAGIC 0x554d4c4fu /* "OLMU" */
+#define MF_MAGIC 0x464d4c4fu /* "OLMF" */
+#define MP_REC_VERSION 1
+
+/* The upload record: this head, then the key, then the S3 metadata blob. */
+struct up_head {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t reserved0;
+    uint32_t key_len;
+    uint32_t meta_len;
+    int64_t ctime_ns;
+    uint32_t crc; /* CRC32C of the head (this field zero), the key and the blob */
+    uint32_t reserved1;
+};
+_Static_assert(sizeof(struct up_head) == 32, "upload record head size is on-disk format");
+
+/* The manifest record (after the object's metadata blob): this head, then
+ * nparts entries in ascending part number. */
+struct mf_head {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t reserved0;
+    uint32_t nparts;
+    uint32_t crc; /* CRC32C of the head (this field zero) and the entries */
+    uint64_t size; /* the object's size: the sum of the part sizes */
+    char upload_id[MP_ID_LEN];
+    uint8_t reserved1[8];
+};
+_Static_assert(sizeof(struct mf_head) == 64, "manifest head size is on-disk format");
+
+struct mf_part {
+    uint32_t part_no;
+    uint32_t reserved;
+    uint64_t size;
+    uint8_t vid[OL_VERSION_ID_BYTES]; /* the part object's version */
+    uint8_t md5[16];
+};
+_Static_assert(sizeof(struct mf_part) == 48, "manifest entry size is on-disk format");
+
+struct ol_s3_ec_manifest {
+    struct ol_s3_ec *ec;
+    char bucket[64];
+    char id[MP_ID_LEN + 1];
+    uint32_t n;
+    uint64_t size;
+    struct mf_part *parts;
+    uint64_t *offs; /* object offset of each part's first byte */
+};
+
+/* ---- names ---- */
+
+static bool id_valid(const char *s, size_t n)
+{
+    if (n != MP_ID_LEN)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return true;
+}
+
+static void upload_key(const char *id, char out[MP_UKEY_LEN])
+{
+    memcpy(out, "\0mu\0", 4);
+    memcpy(out + 4, id, MP_ID_LEN);
+}
+
+static void part_key(const char *id, uint32_t part_no, char out[MP_PKEY_LEN + 1])
+{
+    memcpy(out, "\0mp\0", 4);
+    memcpy(out + 4, id, MP_ID_LEN);
+    out[MP_PPREFIX_LEN - 1] = 0;
+    OL_ASSERT(part_no <= OL_S3_MAX_PARTS);
+    for (unsigned i = 0; i < 5; i++) {
+        out[MP_PKEY_LEN - 1 - i] = (char)('0' + part_no % 10);
+        part_no /= 10;
+    }
+    out[MP_PKEY_LEN] = 0;
+}
+
+static int new_upload_id(char out[MP_ID_LEN + 1])
+{
+    static const char d[] = "0123456789abcdef";
+    uint8_t b[MP_ID_LEN / 2];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+        return -EIO;
+    for (unsigned i = 0; i < sizeof(b); i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[MP_ID_LEN] = 0;
+    return 0;
+}
+
+static bool key_is(const struct ol_s3_req *r, const char *key, size_t klen)
+{
+    return r->key && klen == r->key_len && memcmp(key, r->key, klen) == 0;
+}
+
+/* ---- upload records ---- */
+
+struct upload {
+    char id[MP_ID_LEN + 1];
+    char key[OL_S3_MAX_KEY_BYTES];
+    size_t klen;
+    int64_t ctime_ns;
+    uint32_t meta_len;
+    uint8_t meta[OL_S3_META_MAX];
+};
+
+/* Loads the record of upload id in bucket: 0, -OL_ENOUPLOAD, -OL_EQUORUM,
+ * -OL_ECORRUPT. */
+static int upload_load(struct ol_s3_ec *ec, const char *bucket, const char *id,
+                       struct upload *u)
+{
+    char k[MP_UKEY_LEN];
+    upload_key(id, k);
+    struct ol_eset *es = ol_s3_ec_set_of(ec, bucket, k, sizeof(k));
+    struct ol_eset_obj o;
+    uint8_t *rec = NULL;
+    int rc = ol_eset_stat(es, bucket, k, sizeof(k), NULL, &o);
+    if (rc == -OL_ENOKEY)
+        return -OL_ENOUPLOAD;
+    if (rc < 0)
+        return rc;
+    if (o.size < sizeof(struct up_head) || o.size > MP_REC_MAX)
+        return -OL_ECORRUPT;
+    rec = malloc(o.size);
+    if (!rec)
+        return -ENOMEM;
+    rc = ol_eset_read(es, bucket, k, sizeof(k), &o.vid, 0, o.size, rec, NULL);
+    if (rc == -OL_ENOKEY)
+        rc = -OL_ENOUPLOAD;
+    if (rc < 0)
+        goto out;
+    struct up_head h;
+    memcpy(&h, rec, sizeof(h));
+    uint32_t crc = h.crc;
+    memset(rec + offsetof(struct up_head, crc), 0, sizeof(h.crc));
+    rc = -OL_ECORRUPT;
+    if (h.magic != UP_MAGIC || h.version != MP_REC_VERSION || h.key_len == 0 ||
+        h.key_len > OL_S3_MAX_KEY_BYTES || h.meta_len > OL_S3_META_MAX ||
+        sizeof(h) + h.key_len + h.meta_len != o.size || ol_crc32c(rec, o.size) != crc)
+        goto out;
+    memcpy(u->id, id, MP_ID_LEN);
+    u->id[MP_ID_LEN] = 0;
+    memcpy(u->key, rec + sizeof(h), h.key_len);
+    u->klen = h.key_len;
+    u->ctime_ns = h.ctime_ns;
+    u->meta_len = h.meta_len;
+    memcpy(u->meta, rec + sizeof(h) + h.key_len, h.meta_len);
+    rc = 0;
+out:
+    free(rec);
+    return rc;
+}
+
+/* The upload the request names (uploadId), which must belong to its key. */
+static int upload_of_request(struct ol_s3_req *r, struct upload **out)
+{
+    const struct ol_s3_param *p = ol_s3_param(r, "uploadId");
+    *out = NULL;
+    if (!p || !id_valid(p->value, p->value_len))
+        return -OL_ENOUPLOAD;
+    struct upload *u = malloc(sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    int rc = upload_load(r->ctx->ec, r->bucket, p->value, u);
+    if (rc == 0 && !key_is(r, u->key, u->klen))
+        rc = -OL_ENOUPLOAD;
+    if (rc < 0) {
+        free(u);
+        return rc;
+    }
+    *out = u;
+    return 0;
+}
+
+/* ---- listing internal keys across the sets ---- */
+
+/* Calls fn for every key of the bucket that starts with prefix and sorts
+ * after (after, alen), set by set (each set in key order, the sets one after
+ * another: callers sort).  fn returns non-zero to stop. */
+struct prefix_walk {
+    const char *prefix;
+    size_t plen;
+    int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o);
+    void *ctx;
+    bool stop;
+    char last[64];
+    size_t last_len;
+};
+
+static int walk_cb(void *arg, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    struct prefix_walk *w = arg;
+    if (klen < w->plen || klen > sizeof(w->last) || memcmp(key, w->prefix, w->plen) != 0) {
+        w->stop = true;
+        return 1;
+    }
+    memcpy(w->last, key, klen);
+    w->last_len = klen;
+    if (w->fn(w->ctx, key, klen, o) != 0) {
+        w->stop = true;
+        return 1;
+    }
+    return 0;
+}
+
+static int walk_prefix(struct ol_s3_ec *ec, const char *bucket, const char *prefix, size_t plen,
+                       const char *after, size_t alen,
+                       int (*fn)(void *ctx, const char *key, size_t klen,
+                                 const struct ol_eset_obj *o),
+                       void *ctx)
+{
+    OL_ASSERT(alen <= 64 && plen <= alen);
+    for (unsigned s = 0; s < ol_s3_ec_nsets(ec); s++) {
+        struct prefix_walk w = {.prefix = prefix, .plen = plen, .fn = fn, .ctx = ctx};
+        memcpy(w.last, after, alen);
+        w.last_len = alen;
+        /* Each round lists one page; a set holds at most the part or upload
+         * keys the bounds allow, so the rounds are bounded too. */
+        for (unsigned round = 0; round < 4 * (OL_S3_MAX_PARTS + MP_MAX_UPLOADS) / MP_LIST_PAGE;
+             round++) {
+            int rc = ol_eset_list(ol_s3_ec_set(ec, s), bucket, w.last, w.last_len, MP_LIST_PAGE,
+                                  walk_cb, &w);
+            if (rc < 0)
+                return rc;
+            if (w.stop || (unsigned)rc < MP_LIST_PAGE)
+                break;
+        }
+    }
+    return 0;
+}
+
+struct part_ent {
+    uint32_t part_no;
+    uint64_t size;
+    int64_t mtime_ns;
+    char md5[33];
+    struct ol_version_id vid;
+};
+
+struct part_set {
+    struct part_ent *v;
+    unsigned n, cap;
+    uint32_t after;
+};
+
+static int part_cb(void *arg, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    struct part_set *ps = arg;
+    if (klen != MP_PKEY_LEN)
+        return 0;
+    uint32_t pn = 0;
+    for (unsigned i = MP_PPREFIX_LEN; i < MP_PKEY_LEN; i++) {
+        if (key[i] < '0' || key[i] > '9')
+            return 0;
+        pn = pn * 10 + (uint32_t)(key[i] - '0');
+    }
+    if (pn < 1 || pn > OL_S3_MAX_PARTS || pn <= ps->after)
+        return 0;
+    if (ps->n == ps->cap) {
+        unsigned cap = ps->cap ? ps->cap * 2 : 64;
+        void *nv = realloc(ps->v, cap * sizeof(*ps->v));
+        if (!nv)
+            return 1;
+        ps->v = nv;
+        ps->cap = cap;
+    }
+    struct part_ent *e = &ps->v[ps->n++];
+    e->part_no = pn;
+    e->size = o->size;
+    e->mtime_ns = o->mtime_ns;
+    e->vid = o->vid;
+    char etag[64];
+    uint64_t ml, msize;
+    ol_s3_ec_etag_split(o->etag, etag, &ml, &msize);
+    snprintf(e->md5, sizeof(e->md5), "%.32s", etag);
+    return 0;
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+    const struct part_ent *x = a, *y = b;
+    return x->part_no < y->part_no ? -1 : x->part_no > y->part_no;
+}
+
+/* The stored parts of upload id with a number above after, ascending. */
+static int parts_collect(struct ol_s3_ec *ec, const char *bucket, const char *id, uint32_t after,
+                         struct part_set *ps)
+{
+    char prefix[MP_PKEY_LEN + 1];
+    part_key(id, 0, prefix);
+    memset(ps, 0, sizeof(*ps));
+    ps->after = after;
+    size_t alen = MP_PPREFIX_LEN;
+    if (after > 0) {
+        part_key(id, after, prefix);
+        alen = MP_PKEY_LEN;
+    }
+    int rc = walk_prefix(ec, bucket, prefix, MP_PPREFIX_LEN, prefix, alen, part_cb, ps);
+    if (rc < 0) {
+        free(ps->v);
+        ps->v = NULL;
+        ps->n = 0;
+        return rc;
+    }
+    if (ps->n > 1)
+        qsort(ps->v, ps->n, sizeof(*ps->v), part_cmp);
+    return 0;
+}
+
+static const struct part_ent *part_find(const struct part_set *ps, uint32_t pn)
+{
+    size_t lo = 0, hi = ps->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ps->v[mid].part_no == pn)
+            return &ps->v[mid];
+        if (ps->v[mid].part_no < pn)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* ---- manifests ---- */
+
+void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m)
+{
+    if (!m)
+        return;
+    free(m->parts);
+    free(m->offs);
+    free(m);
+}
+
+static bool manifest_has(const struct ol_s3_ec_manifest *m, uint32_t pn)
+{
+    size_t lo = 0, hi = m ? m->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->parts[mid].part_no == pn)
+            return true;
+        if (m->parts[mid].part_no < pn)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+/* Checks the entries and fills the offsets. */
+static int manifest_index(struct ol_s3_ec_manifest *m)
+{
+    m->offs = malloc(sizeof(*m->offs) * (m->n ? m->n : 1));
+    if (!m->offs)
+        return -ENOMEM;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < m->n; i++) {
+        if (m->parts[i].part_no < 1 || m->parts[i].part_no > OL_S3_MAX_PARTS ||
+            (i > 0 && m->parts[i].part_no <= m->parts[i - 1].part_no))
+            return -OL_ECORRUPT;
+        m->offs[i] = off;
+        off += m->parts[i].size;
+    }
+    return off == m->size ? 0 : -OL_ECORRUPT;
+}
+
+int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                           size_t klen, const struct ol_eset_obj *o, uint64_t meta_len,
+                           struct ol_s3_ec_manifest **out)
+{
+    *out = NULL;
+    if (o->size < meta_len + sizeof(struct mf_head) ||
+        o->size - meta_len > sizeof(struct mf_head) + OL_S3_MAX_PARTS * sizeof(struct mf_part))
+        return -OL_ECORRUPT;
+    size_t len = (size_t)(o->size - meta_len);
+    uint8_t *rec = malloc(len);
+    struct ol_s3_ec_manifest *m = calloc(1, sizeof(*m));
+    int rc = -ENOMEM;
+    if (!rec || !m)
+        goto out;
+    struct ol_eset *es = ol_s3_ec_set_of(ec, bucket, key, klen);
+    rc = ol_eset_read(es, bucket, key, klen, &o->vid, meta_len, len, rec, NULL);
+    if (rc < 0)
+        goto out;
+    struct mf_head h;
+    memcpy(&h, rec, sizeof(h));
+    uint32_t crc = h.crc;
+    memset(rec + offsetof(struct mf_head, crc), 0, sizeof(h.crc));
+    rc = -OL_ECORRUPT;
+    if (h.magic != MF_MAGIC || h.version != MP_REC_VERSION || h.nparts == 0 ||
+        h.nparts > OL_S3_MAX_PARTS ||
+        sizeof(h) + (size_t)h.nparts * sizeof(struct mf_part) != len || ol_crc32c(rec, len) != crc || !id_valid(h.upload_id, MP_ID_LEN))
+        goto out;
+    m->ec = ec;
+    snprintf(m->bucket, sizeof(m->bucket), "%s", bucket);
+    memcpy(m->id, h.upload_id, MP_ID_LEN);
+    m->id[MP_ID_LEN] = 0;
+    m->n = h.nparts;
+    m->size = h.size;
+    m->parts = malloc(sizeof(*m->parts) * m->n);
+    if (!m->parts) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    memcpy(m->parts, rec + sizeof(h), sizeof(*m->parts) * m->n);
+    rc = manifest_index(m);
+    if (rc < 0)
+        goto out;
+    *out = m;
+    m = NULL;
+out:
+    if (rc == -OL_ECORRUPT)
+        ol_log_limited(OL_LOG_ERROR, "EC multipart: bad manifest in bucket %s", bucket);
+    ol_s3_ec_manifest_free(m);
+    free(rec);
+    return rc;
+}
+
+int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len, void *buf)
+{
+    if (off > m->size || len > m->size - off)
+        return -EINVAL;
+    /* The first part whose end lies beyond off. */
+    size_t lo = 0, hi = m->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->offs[mid] + m->parts[mid].size <= off)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint8_t *p = buf;
+    /* Each round reads from one part. */
+    for (size_t i = lo; len > 0; i++) {
+        if (i >= m->n)
+            return -OL_ECORRUPT;
+        uint64_t in = off - m->offs[i];
+        if (m->parts[i].size == 0)
+            continue;
+        size_t take = m->parts[i].size - in < len ? (size_t)(m->parts[i].size - in) : len;
+        char k[MP_PKEY_LEN + 1];
+        part_key(m->id, m->parts[i].part_no, k);
+        struct ol_version_id vid;
+        memcpy(vid.b, m->parts[i].vid, sizeof(vid.b));
+        int rc = ol_eset_read(ol_s3_ec_set_of(m->ec, m->bucket, k, MP_PKEY_LEN), m->bucket, k,
+                              MP_PKEY_LEN, &vid, in, take, p, NULL);
+        if (rc < 0) {
+            /* A part that is gone must never read as a shorter object. */
+            ol_log_limited(OL_LOG_ERROR, "EC multipart: part %u of upload %s in %s: %s",
+                           m->parts[i].part_no, m->id, m->bucket, ol_strerror(rc));
+            return rc == -OL_ENOKEY || rc == -EINVAL ? -OL_ECORRUPT : rc;
+        }
+        p += take;
+        off += take;
+        len -= take;
+    }
+    return 0;
+}
+
+int ol_s3_ec_manifest_prev(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                           size_t klen, struct ol_s3_ec_manifest **out)
+{
+    *out = NULL;
+    struct ol_eset_obj o;
+    int rc = ol_eset_stat(ol_s3_ec_set_of(ec, bucket, key, klen), bucket, key, klen, NULL, &o);
+    if (rc == -OL_ENOKEY)
+        return 0;
+    if (rc < 0)
+        return rc;
+    char etag[64];
+    uint64_t ml, msize;
+    ol_s3_ec_etag_split(o.etag, etag, &ml, &msize);
+    if (msize == UINT64_MAX)
+        return 0;
+    return ol_s3_ec_manifest_load(ec, bucket, key, klen, &o, ml, out);
+}
+
+static void part_delete(struct ol_s3_ec *ec, const char *bucket, const char *id, uint32_t pn)
+{
+    char k[MP_PKEY_LEN + 1];
+    part_key(id, pn, k);
+    int rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, MP_PKEY_LEN), bucket, k, MP_PKEY_LEN);
+    if (rc < 0)
+        ol_log_limited(OL_LOG_WARN, "EC multipart: cannot free part %u of upload %s in %s: %s",
+                       pn, id, bucket, ol_strerror(rc));
+}
+
+void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m)
+{
+    if (!m)
+        return;
+    for (uint32_t i = 0; i < m->n; i++)
+        part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
+    ol_s3_ec_manifest_free(m);
+}
+
+/* Deletes every stored part of upload id that keep (may be NULL) does not
+ * list, then (with record) the upload record.  0 or the listing's error. */
+static int upload_free(struct ol_s3_ec *ec, const char *bucket, const char *id,
+                       const struct ol_s3_ec_manifest *keep, bool record)
+{
+    struct part_set ps;
+    int rc = parts_collect(ec, bucket, id, 0, &ps);
+    if (rc < 0)
+        return rc;
+    for (unsigned i = 0; i < ps.n; i++)
+        if (!manifest_has(keep, ps.v[i].part_no))
+            part_delete(ec, bucket, id, ps.v[i].part_no);
+    free(ps.v);
+    if (record) {
+        char k[MP_UKEY_LEN];
+        upload_key(id, k);
+        rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+    }
+    return rc;
+}
+
+/* ---- handlers ---- */
+
+static int not_implemented(struct ol_s3_req *r)
+{
+    return ol_s3_error(r, OL_S3_NotImplemented,
+                       "This operation is not implemented with erasure-coded drives yet.");
+}
+
+static bool checksum_headers(struct ol_s3_req *r)
+{
+    for (unsigned i = 0; i < r->http->head.nheaders; i++) {
+        const struct ol_slice *n = &r->http->head.headers[i].name;
+        if (n->n >= 15 && strncasecmp(n->p, "x-amz-checksum-", 15) == 0)
+            return true;
+    }
+    return ol_s3_header(r, "x-amz-sdk-checksum-algorithm") || ol_s3_header(r, "x-amz-trailer");
+}
+
+int ol_s3_ec_create_multipart(struct ol_s3_req *r)
+{
+    struct ol_s3_ec *ec = r->ctx->ec;
+    if (checksum_headers(r) || ol_s3_header(r, "x-amz-tagging"))
+        return not_implemented(r);
+    int ex = ol_s3_ec_bucket_exists(ec, r->bucket);
+    if (ex <= 0)
+        return ex < 0 ? ol_s3_ec_error(r, ex) : ol_s3_error_from(r, -OL_ENOBUCKET);
+    uint8_t *rec = malloc(MP_REC_MAX);
+    int rc = -ENOMEM;
+    if (!rec)
+        return ol_s3_ec_error(r, rc);
+    struct up_head h = {.magic = UP_MAGIC, .version = MP_REC_VERSION,
+                        .key_len = (uint32_t)r->key_len, .ctime_ns = r->now_ns};
+    int ml = ol_s3_meta_encode(r, rec + sizeof(h) + r->key_len, OL_S3_META_MAX);
+    if (ml < 0) {
+        rc = ol_s3_error(r, OL_S3_InvalidArgument,
+                         "Your metadata headers exceed the maximum allowed metadata size.");
+        goto out;
+    }
+    h.meta_len = (uint32_t)ml;
+    memcpy(rec, &h, sizeof(h));
+    memcpy(rec + sizeof(h), r->key, r->key_len);
+    size_t len = sizeof(h) + r->key_len + (size_t)ml;
+    uint32_t crc = ol_crc32c(rec, len);
+    memcpy(rec + offsetof(struct up_head, crc), &crc, sizeof(crc));
+    char id[MP_ID_LEN + 1], k[MP_UKEY_LEN];
+    rc = new_upload_id(id);
+    if (rc == 0) {
+        upload_key(id, k);
+        rc = ol_eset_put(ol_s3_ec_set_of(ec, r->bucket, k, sizeof(k)), r->bucket, k, sizeof(k),
+                         rec, len, "upload", NULL);
+    }
+    if (rc < 0) {
+        rc = ol_s3_ec_error(r, rc);
+        goto out;
+    }
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, "InitiateMultipartUploadResult");
+    ol_xml_str(&x, "Bucket", r->bucket);
+    ol_xml_text(&x, "Key", r->key, r->key_len);
+    ol_xml_str(&x, "UploadId", id);
+    ol_xml_end_doc(&x);
+    rc = ol_s3_send_xml(r, 200, &x);
+    ol_xml_free(&x);
+out:
+    free(rec);
+    return rc;
+}
+
+int ol_s3_ec_upload_part(struct ol_s3_req *r)
+{
+    struct ol_s3_ec *ec = r->ctx->ec;
+    const struct ol_s3_param *pn = ol_s3_param(r, "partNumber");
+    char *end = NULL;
+    long part = pn ? strtol(pn->value, &end, 10) : 0;
+    struct upload *u = NULL;
+    struct ol_eset_put *p = NULL;
+    int rc;
+    if (!pn || !end || *end || part < 1 || part > OL_S3_MAX_PARTS) {
+        rc = ol_s3_error(r, OL_S3_InvalidArgument,
+                         "Part number must be an integer between 1 and 10000, inclusive.");
+        goto refuse;
+    }
+    if (checksum_headers(r)) {
+        rc = not_implemented(r);
+        goto refuse;
+    }
+    int64_t len = ol_s3_body_length(r);
+    if (len < 0) {
+        rc = ol_s3_error(r, OL_S3_MissingContentLength,
+                         "You must provide the Content-Length HTTP header.");
+        goto refuse;
+    }
+    if (len > r->ctx->cfg->max_object_bytes) {
+        rc = ol_s3_error(r, OL_S3_EntityTooLarge,
+                         "Your proposed upload exceeds the maximum allowed size.");
+        goto refuse;
+    }
+    rc = upload_of_request(r, &u);
+    if (rc < 0) {
+        rc = rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
+        goto refuse;
+    }
+    char k[MP_PKEY_LEN + 1];
+    part_key(u->id, (uint32_t)part, k);
+    rc = ol_eset_put_begin(ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN), r->bucket, k,
+                           MP_PKEY_LEN, &p);
+    uint8_t dig[16];
+    if (rc == 0)
+        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
+    if (rc < 0) {
+        if (p)
+            ol_eset_put_abort(p);
+        p = NULL;
+        rc = ol_s3_ec_error(r, rc);
+        goto refuse;
+    }
+    static const char hx[] = "0123456789abcdef";
+    char etag[33], q[40];
+    for (int i = 0; i < 16; i++) {
+        etag[2 * i] = hx[dig[i] >> 4];
+        etag[2 * i + 1] = hx[dig[i] & 15];
+    }
+    etag[32] = 0;
+    rc = ol_eset_put_commit(p, etag, r->now_ns, NULL);
+    p = NULL;
+    if (rc < 0) {
+        rc = ol_s3_ec_error(r, rc);
+        goto out;
+    }
+    snprintf(q, sizeof(q), "\"%s\"", etag);
+    struct ol_http_hdr h[] = {{"ETag", q}};
+    rc = ol_s3_send_empty(r, 200, h, 1);
+    goto out;
+refuse:
+    /* The body was not (fully) read: the connection cannot be reused. */
+    if (!ol_http_body_done(r->conn))
+        ol_http_set_close(r->conn);
+out:
+    free(u);
+    return rc;
+}
+
+/* Builds the manifest of the listed parts (validated against the stored
+ * ones) and its record.  -OL_EPARTORDER, -OL_EINVALIDPART, -OL_ETOOSMALL. */
+static int manifest_build(const struct upload *u, const struct ol_complete_part *cp, uint32_t n,
+                          const struct part_set *ps, uint64_t min_part,
+                          struct ol_s3_ec_manifest *m)
+{
+    for (uint32_t i = 1; i < n; i++)
+        if (cp[i].part_no <= cp[i - 1].part_no)
+            return -OL_EPARTORDER;
+    m->parts = calloc(n, sizeof(*m->parts));
+    if (!m->parts)
+        return -ENOMEM;
+    m->n = n;
+    memcpy(m->id, u->id, sizeof(m->id));
+    for (uint32_t i = 0; i < n; i++) {
+        const struct part_ent *e = part_find(ps, cp[i].part_no);
+        if (!e || strcasecmp(e->md5, cp[i].etag) != 0)
+            return -OL_EINVALIDPART;
+        struct mf_part *mp = &m->parts[i];
+        mp->part_no = e->part_no;
+        mp->size = e->size;
+        memcpy(mp->vid, e->vid.b, sizeof(mp->vid));
+        for (int k = 0; k < 16; k++) {
+            unsigned v = 0;
+            sscanf(e->md5 + 2 * k, "%2x", &v);
+            mp->md5[k] = (uint8_t)v;
+        }
+        m->size += e->size;
+    }
+    for (uint32_t i = 0; i + 1 < n; i++)
+        if (m->parts[i].size < min_part)
+            return -OL_ETOOSMALL;
+    return manifest_index(m);
+}
+
+int ol_s3_ec_complete_multipart(struct ol_s3_req *r)
+{
+    struct ol_s3_ec *ec = r->ctx->ec;
+    struct upload *u = NULL;
+    struct ol_complete_part *cp = NULL;
+    struct part_set ps = {0};
+    struct ol_s3_ec_manifest m = {.ec = ec}, *prev = NULL;
+    char *body = NULL;
+    uint8_t *obj = NULL;
+    size_t got = 0;
+    uint32_t n = 0;
+    int rc;
+    if (ol_s3_header(r, "if-match") || ol_s3_header(r, "if-none-match") || checksum_headers(r)) {
+        ol_http_set_close(r->conn);
+        return not_implemented(r);
+    }
+    rc = upload_of_request(r, &u);
+    if (rc < 0) {
+        ol_http_set_close(r->conn);
+        return rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
+    }
+    snprintf(m.bucket, sizeof(m.bucket), "%s", r->bucket);
+    cp = malloc(sizeof(*cp) * OL_S3_MAX_PARTS);
+    if (!cp) {
+        rc = ol_s3_ec_error(r, -ENOMEM);
+        goto out;
+    }
+    rc = ol_s3_read_doc(r, MP_COMPLETE_DOC_MAX, &body, &got);
+    if (rc < 0) {
+        ol_http_set_close(r->conn);
+        rc = ol_s3_error_from(r, rc);
+        goto out;
+    }
+    if (ol_s3_complete_parse(body, got, cp, &n) < 0) {
+        rc = ol_s3_error(r, OL_S3_MalformedXML,
+                         "The XML you provided was not well-formed or did not validate against "
+                         "our published schema.");
+        goto out;
+    }
+    rc = parts_collect(ec, r->bucket, u->id, 0, &ps);
+    if (rc == 0)
+        rc = manifest_build(u, cp, n, &ps, (uint64_t)r->ctx->cfg->min_part_bytes, &m);
+    char etag[64];
+    if (rc == 0) {
+        /* The ETag from the stored MD5s (lower case whatever the client sent). */
+        for (uint32_t i = 0; i < n; i++)
+            snprintf(cp[i].etag, sizeof(cp[i].etag), "%s", part_find(&ps, cp[i].part_no)->md5);
+        rc = ol_s3_multipart_etag(cp, n, etag);
+    }
+    if (rc < 0) {
+        rc = rc == -OL_EQUORUM || rc == -ENOMEM ? ol_s3_ec_error(r, rc)
+                                                : ol_s3_complete_error(r, rc);
+        goto out;
+    }
+    /* The object: the upload's metadata blob, then the manifest record. */
+    size_t rec_len = sizeof(struct mf_head) + (size_t)n * sizeof(struct mf_part);
+    size_t len = u->meta_len + rec_len;
+    obj = malloc(len);
+    if (!obj) {
+        rc = ol_s3_ec_error(r, -ENOMEM);
+        goto out;
+    }
+    struct mf_head h = {.magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = n,
+                        .size = m.size};
+    memcpy(h.upload_id, u->id, MP_ID_LEN);
+    uint8_t *rec = obj + u->meta_len;
+    memcpy(obj, u->meta, u->meta_len);
+    memcpy(rec, &h, sizeof(h));
+    memcpy(rec + sizeof(h), m.parts, (size_t)n * sizeof(struct mf_part));
+    uint32_t crc = ol_crc32c(rec, rec_len);
+    memcpy(rec + offsetof(struct mf_head, crc), &crc, sizeof(crc));
+    char field[64];
+    int fl = snprintf(field, sizeof(field), "%s:%u:%" PRIu64, etag, u->meta_len, m.size);
+    OL_ASSERT(fl > 0 && (size_t)fl < sizeof(field));
+    /* Replacing a multipart object: its parts go once the new one is in. */
+    (void)ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &prev);
+    rc = ol_eset_put(ol_s3_ec_set_of(ec, r->bucket, r->key, r->key_len), r->bucket, r->key,
+                     r->key_len, obj, len, field, NULL);
+    if (rc < 0) {
+        rc = ol_s3_ec_error(r, rc);
+        goto out;
+    }
+    /* The order keeps every step crash-safe (s3/ec_multipart.h): the record,
+     * then the parts the object does not use, then the replaced object's. */
+    int e = upload_free(ec, r->bucket, u->id, &m, true);
+    if (e < 0)
+        ol_log_limited(OL_LOG_WARN, "EC multipart: completed upload %s not cleaned up: %s",
+                       u->id, ol_strerror(e));
+    if (prev && strcmp(prev->id, u->id) != 0)
+        ol_s3_ec_manifest_release(ec, prev);
+    else
+        ol_s3_ec_manifest_free(prev);
+    prev = NULL;
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, "CompleteMultipartUploadResult");
+    char loc[160], qetag[72];
+    snprintf(loc, sizeof(loc), "/%s/", r->bucket);
+    ol_xml_str(&x, "Location", loc);
+    ol_xml_str(&x, "Bucket", r->bucket);
+    ol_xml_text(&x, "Key", r->key, r->key_len);
+    snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
+    ol_xml_str(&x, "ETag", qetag);
+    ol_xml_end_doc(&x);
+    rc = ol_s3_send_xml(r, 200, &x);
+    ol_xml_free(&x);
+out:
+    ol_s3_ec_manifest_free(prev);
+    free(m.parts);
+    free(m.offs);
+    free(ps.v);
+    free(obj);
+    free(body);
+    free(cp);
+    free(u);
+    return rc;
+}
+
+int ol_s3_ec_abort_multipart(struct ol_s3_req *r)
+{
+    struct ol_s3_ec *ec = r->ctx->ec;
+    struct upload *u = NULL;
+    int rc = upload_of_request(r, &u);
+    if (rc < 0)
+        return rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
+    /* A Complete that stopped before removing the record: the key's object
+     * uses some of the parts, which stay. */
+    struct ol_s3_ec_manifest *cur = NULL;
+    rc = ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &cur);
+    if (rc == 0) {
+        bool keep = cur && strcmp(cur->id, u->id) == 0;
+        rc = upload_free(ec, r->bucket, u->id, keep ? cur : NULL, true);
+    }
+    ol_s3_ec_manifest_free(cur);
+    free(u);
+    if (rc < 0)
+        return ol_s3_ec_error(r, rc);
+    return ol_s3_send_empty(r, 204, NULL, 0);
+}
+
+/* ---- sources of list.c ---- */
+
+int ol_s3_ec_bucket_check(struct ol_s3_ec *ec, const char *bucket)
+{
+    int ex = ol_s3_ec_bucket_exists(ec, bucket);
+    return ex < 0 ? ex : ex == 0 ? -OL_ENOBUCKET : 0;
+}
+
+static void upload_info(const char *bucket, const struct upload *u, struct ol_upload_info *ui)
+{
+    memset(ui, 0, sizeof(*ui));
+    snprintf(ui->upload_id, sizeof(ui->upload_id), "%s", u->id);
+    snprintf(ui->bucket, sizeof(ui->bucket), "%s", bucket);
+    ui->key = u->key;
+    ui->key_len = u->klen;
+    ui->ctime_ns = u->ctime_ns;
+}
+
+int ol_s3_ec_upload_get(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+                        int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx)
+{
+    if (!id_valid(upload_id, strlen(upload_id)))
+        return -OL_ENOUPLOAD;
+    struct upload *u = malloc(sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    int rc = upload_load(ec, bucket, upload_id, u);
+    if (rc == 0) {
+        struct ol_upload_info ui;
+        upload_info(bucket, u, &ui);
+        (void)fn(ctx, &ui);
+    }
+    free(u);
+    return rc;
+}
+
+struct id_set {
+    char (*ids)[MP_ID_LEN + 1];
+    unsigned n, cap;
+};
+
+static int id_cb(void *arg, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)o;
+    struct id_set *is = arg;
+    if (klen != MP_UKEY_LEN || !id_valid(key + 4, MP_ID_LEN))
+        return 0;
+    if (is->n == MP_MAX_UPLOADS)
+        return 1;
+    if (is->n == is->cap) {
+        unsigned cap = is->cap ? is->cap * 2 : 64;
+        void *nv = realloc(is->ids, cap * sizeof(*is->ids));
+        if (!nv)
+            return 1;
+        is->ids = nv;
+        is->cap = cap;
+    }
+    memcpy(is->ids[is->n], key + 4, MP_ID_LEN);
+    is->ids[is->n++][MP_ID_LEN] = 0;
+    return 0;
+}
+
+struct up_ent {
+    struct upload *u;
+};
+
+static int up_cmp(const void *a, const void *b)
+{
+    const struct upload *x = ((const struct up_ent *)a)->u, *y = ((const struct up_ent *)b)->u;
+    int c = memcmp(x->key, y->key, x->klen < y->klen ? x->klen : y->klen);
+    if (c == 0)
+        c = x->klen < y->klen ? -1 : x->klen > y->klen;
+    return c ? c : strcmp(x->id, y->id);
+}
+
+int ol_s3_ec_upload_list(struct ol_s3_ec *ec, const char *bucket,
+                         int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx)
+{
+    struct id_set is = {0};
+    struct up_ent *v = NULL;
+    unsigned nv = 0;
+    int rc = walk_prefix(ec, bucket, "\0mu\0", 4, "\0mu\0", 4, id_cb, &is);
+    if (rc < 0)
+        goto out;
+    v = calloc(is.n ? is.n : 1, sizeof(*v));
+    rc = -ENOMEM;
+    if (!v)
+        goto out;
+    for (unsigned i = 0; i < is.n; i++) {
+        struct upload *u = malloc(sizeof(*u));
+        if (!u)
+            goto out;
+        int e = upload_load(ec, bucket, is.ids[i], u);
+        if (e < 0) {
+            /* Gone since the listing (completed or aborted), or unreadable
+             * now: a listing shows what it can. */
+            free(u);
+            continue;
+        }
+        v[nv++].u = u;
+    }
+    qsort(v, nv, sizeof(*v), up_cmp);
+    for (unsigned i = 0; i < nv; i++) {
+        struct ol_upload_info ui;
+        upload_info(bucket, v[i].u, &ui);
+        if (fn(ctx, &ui) != 0)
+            break;
+    }
+    rc = 0;
+out:
+    for (unsigned i = 0; i < nv; i++)
+        free(v[i].u);
+    free(v);
+    free(is.ids);
+    return rc;
+}
+
+int ol_s3_ec_part_list(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+                       uint32_t after, int (*fn)(void *ctx, const struct ol_part_info *p),
+                       void *ctx)
+{
+    if (!id_valid(upload_id, strlen(upload_id)))
+        return -OL_ENOUPLOAD;
+    struct part_set ps;
+    int rc = parts_collect(ec, bucket, upload_id, after, &ps);
+    if (rc < 0)
+        return rc;
+    for (unsigned i = 0; i < ps.n; i++) {
+        struct ol_part_info pi = {.part_no = ps.v[i].part_no, .size = ps.v[i].size,
+                                  .mtime_ns = ps.v[i].mtime_ns};
+        snprintf(pi.etag, sizeof(pi.etag), "%s", ps.v[i].md5);
+        if (fn(ctx, &pi) != 0)
+            break;
+    }
+    free(ps.v);
+    return 0;
+}

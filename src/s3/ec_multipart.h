@@ -1,0 +1,89 @@
+/* Multipart uploads over erasure-coded drives (docs/EC.md, section 7).
+ *
+ * Every uploaded part is an erasure-coded object of its own, and so is the
+ * upload itself; both live in the real bucket under keys that begin with NUL,
+ * which no S3 key can hold (the router refuses it), so they can never collide
+ * with an S3 key, and the listing iterator (ec_object.c) starts after them:
+ *
+ *   "\0mu\0<upload id>"                  the upload record: key, metadata, time
+ *   "\0mp\0<upload id>\0<part, 5 digits>" a part's bytes, its MD5 as the etag
+ *
+ * The upload id is 32 lowercase hex digits (random).  Each key is placed on
+ * its set by the ordinary placement hash, so the parts of one upload spread
+ * over the sets.
+ *
+ * CompleteMultipartUpload writes the object as a *manifest*: an ordinary
+ * erasure-coded object whose body is the S3 metadata blob followed by a
+ * manifest record (the upload id and, per part, its number, size, MD5 and
+ * the version id of the part object), and whose stored etag field is
+ * "<md5-of-md5s>-<N>:<meta length>:<object size>" (the third field marks a
+ * manifest and gives the listing its size).  No data is copied; a GET reads
+ * the parts, each read pinned to the version the manifest names, so a part
+ * that vanished fails the read loudly rather than returning a short object.
+ *
+ * Ordering (crash safety).  Parts go only after the index no longer needs
+ * them: Complete writes the manifest, then deletes the upload record, then
+ * the parts it did not list; an overwrite or delete of a manifest object
+ * frees the old parts after the new version (or delete marker) is in; Abort
+ * deletes the parts, then the record, keeping any part that the key's
+ * current manifest refers to (a Complete that crashed before deleting its
+ * record).  A crash between the steps leaves orphans (garbage, never a torn
+ * object).
+ *
+ * Threads: every call runs on the request's fiber, like ec_object.c.
+ */
+#ifndef OL_S3_EC_MULTIPART_H
+#define OL_S3_EC_MULTIPART_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/s3.h"
+
+struct ol_s3_ec;
+struct ol_eset_obj;
+struct ol_upload_info;
+struct ol_part_info;
+
+/* Listings start after this key: every internal key sorts below it. */
+#define OL_S3_EC_MP_LIST_FLOOR "\0\xff"
+
+/* Handlers (routed by ol_s3_ec_dispatch). */
+int ol_s3_ec_create_multipart(struct ol_s3_req *r);
+int ol_s3_ec_upload_part(struct ol_s3_req *r);
+int ol_s3_ec_complete_multipart(struct ol_s3_req *r);
+int ol_s3_ec_abort_multipart(struct ol_s3_req *r);
+
+/* The sources of list.c's ListMultipartUploads and ListParts, with
+ * ol_store_bucket_get's / ol_store_upload_*'s / ol_store_part_list's
+ * contracts (borrowed pointers valid during fn; meta is not filled). */
+int ol_s3_ec_bucket_check(struct ol_s3_ec *ec, const char *bucket);
+int ol_s3_ec_upload_get(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+                        int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+int ol_s3_ec_upload_list(struct ol_s3_ec *ec, const char *bucket,
+                         int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+int ol_s3_ec_part_list(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+                       uint32_t after, int (*fn)(void *ctx, const struct ol_part_info *p),
+                       void *ctx);
+
+/* ---- manifest objects ---- */
+
+struct ol_s3_ec_manifest;
+/* Reads the manifest of bucket/key's version o (its metadata blob is
+ * meta_len bytes).  -OL_ECORRUPT when the record does not check. */
+int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                           size_t klen, const struct ol_eset_obj *o, uint64_t meta_len,
+                           struct ol_s3_ec_manifest **out);
+/* Reads object bytes [off, off + len) from the parts (exactly, or an error). */
+int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len, void *buf);
+void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m);
+/* The manifest of bucket/key's current version, if it is one (*out NULL
+ * otherwise, and on any error: the caller goes on, at worst leaving
+ * orphaned parts).  Take it before replacing or deleting the key. */
+int ol_s3_ec_manifest_prev(struct ol_s3_ec *ec, const char *bucket, const char *key,
+                           size_t klen, struct ol_s3_ec_manifest **out);
+/* Deletes the parts of m (best effort) and frees m; NULL is a no-op.  Call
+ * it only once the key no longer refers to m. */
+void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m);
+
+#endif

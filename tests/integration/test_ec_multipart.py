@@ -1,0 +1,217 @@
+"""Multipart uploads on an erasure-coded server (6 drives, 4+2): boto3 and the
+aws CLI.
+
+Parts are erasure-coded objects of their own and a completed upload is a
+manifest that refers to them (docs/EC.md, section 7).  Checked: bytes and the
+multipart ETag, ranged GETs across part boundaries, ListParts and
+ListMultipartUploads, the completion errors, abort, that overwrite, delete,
+abort and unused parts give the drives' space back, that no internal key shows
+in a listing, that a multipart object survives two wiped drives, and `aws s3
+cp` of a 20 MiB file up and down.
+"""
+import filecmp
+import json
+import random
+import shutil
+import subprocess
+
+import pytest
+from botocore.exceptions import ClientError
+
+import helpers
+
+MIB = helpers.MIB
+
+
+class ECServer(helpers.Server):
+    def command(self):
+        cmd = super().command()
+        i = cmd.index(str(self.data_dir))
+        cmd[i] = str(self.workdir / "d{1...6}")
+        return cmd + ["--ec_data", "4", "--ec_parity", "2", "--scrub_interval_ms", "0"]
+
+    def wipe(self, i):
+        shutil.rmtree(self.workdir / f"d{i + 1}")
+
+
+@pytest.fixture
+def ec(tmp_path):
+    srv = ECServer(tmp_path / "ec", threads=2)
+    srv.start()
+    yield srv
+    srv.close()
+
+
+def live_bytes(srv):
+    out = subprocess.run([str(helpers.openlake_binary()), "admin", "info", "--endpoint",
+                          srv.endpoint], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return sum(d["live_bytes"] for d in json.loads(out.stdout)["drives"])
+
+
+def upload(s3, bucket, key, parts, **kw):
+    mpu = s3.create_multipart_upload(Bucket=bucket, Key=key, **kw)
+    uid = mpu["UploadId"]
+    done = []
+    for n, body in enumerate(parts, 1):
+        r = s3.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=n, Body=body)
+        assert r["ETag"] == f'"{helpers.md5_hex(body)}"'
+        done.append({"PartNumber": n, "ETag": r["ETag"]})
+    return uid, done
+
+
+def code_of(call):
+    with pytest.raises(ClientError) as e:
+        call()
+    return helpers.error_code(e.value)
+
+
+def test_ec_multipart(ec):
+    s3 = helpers.make_client(ec.endpoint)
+    bucket = helpers.unique_bucket("ecmp")
+    s3.create_bucket(Bucket=bucket)
+    rnd = random.Random(7)
+    base = live_bytes(ec)
+
+    # Three parts; ListParts and ListMultipartUploads; Complete; read back.
+    parts = [rnd.randbytes(5 * MIB), rnd.randbytes(5 * MIB), rnd.randbytes(1024)]
+    data = b"".join(parts)
+    uid, done = upload(s3, bucket, "big/obj", parts, ContentType="text/x-test",
+                       Metadata={"color": "blue"})
+    lp = s3.list_parts(Bucket=bucket, Key="big/obj", UploadId=uid)
+    assert [(p["PartNumber"], p["Size"], p["ETag"]) for p in lp["Parts"]] == \
+        [(d["PartNumber"], len(b), d["ETag"]) for d, b in zip(done, parts)]
+    lp2 = s3.list_parts(Bucket=bucket, Key="big/obj", UploadId=uid, MaxParts=2)
+    assert lp2["IsTruncated"] and [p["PartNumber"] for p in lp2["Parts"]] == [1, 2]
+    lp3 = s3.list_parts(Bucket=bucket, Key="big/obj", UploadId=uid, PartNumberMarker=2)
+    assert [p["PartNumber"] for p in lp3["Parts"]] == [3]
+    ups = s3.list_multipart_uploads(Bucket=bucket)["Uploads"]
+    assert [(u["Key"], u["UploadId"]) for u in ups] == [("big/obj", uid)]
+    # Uploads are not objects.
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    r = s3.complete_multipart_upload(Bucket=bucket, Key="big/obj", UploadId=uid,
+                                     MultipartUpload={"Parts": done})
+    etag = helpers.multipart_etag(parts)
+    assert r["ETag"] == etag
+    got = s3.get_object(Bucket=bucket, Key="big/obj")
+    assert got["Body"].read() == data
+    assert got["ETag"] == etag and got["ContentLength"] == len(data)
+    assert got["ContentType"] == "text/x-test" and got["Metadata"] == {"color": "blue"}
+    h = s3.head_object(Bucket=bucket, Key="big/obj")
+    assert h["ContentLength"] == len(data) and h["ETag"] == etag
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
+    assert code_of(lambda: s3.list_parts(Bucket=bucket, Key="big/obj",
+                                         UploadId=uid)) == "NoSuchUpload"
+    # The parts are stored once, erasure-coded (x 1.5), and never copied
+    # (small shards live in the index, outside live_bytes).
+    assert live_bytes(ec) - base >= 10 * MIB * 1.5
+    assert live_bytes(ec) - base < len(data) * 1.5 + 2 * MIB
+
+    # Ranges inside parts and across part boundaries.
+    b1, b2 = 5 * MIB, 10 * MIB
+    for a, z in [(0, 0), (b1 - 10, b1 + 10), (b1 - 1, b1), (b2 - 5, len(data) - 1),
+                 (100, len(data) - 100), (b2, b2 + 1023), (b1, b2 - 1), (len(data) - 1,
+                                                                          len(data) - 1)]:
+        r = s3.get_object(Bucket=bucket, Key="big/obj", Range=f"bytes={a}-{z}")
+        assert r["Body"].read() == data[a:z + 1], (a, z)
+        assert r["ContentRange"] == f"bytes {a}-{z}/{len(data)}"
+    r = s3.get_object(Bucket=bucket, Key="big/obj", Range="bytes=-2000")
+    assert r["Body"].read() == data[-2000:]
+
+    # Completion errors; the upload survives them and can still be aborted.
+    small = [rnd.randbytes(1024), rnd.randbytes(2048)]
+    uid2, done2 = upload(s3, bucket, "err", small)
+
+    def complete(plist, up=uid2, key="err"):
+        return lambda: s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up,
+                                                    MultipartUpload={"Parts": plist})
+    assert code_of(complete(done2[::-1])) == "InvalidPartOrder"
+    assert code_of(complete([done2[0], {"PartNumber": 2, "ETag": done2[0]["ETag"]}])) == \
+        "InvalidPart"
+    assert code_of(complete([done2[0], {"PartNumber": 3, "ETag": done2[1]["ETag"]}])) == \
+        "InvalidPart"
+    assert code_of(complete(done2)) == "EntityTooSmall"
+    bogus = "0123456789abcdef0123456789abcdef"
+    assert code_of(complete(done2, up=bogus)) == "NoSuchUpload"
+    assert code_of(complete(done2, key="other")) == "NoSuchUpload"
+    assert code_of(lambda: s3.upload_part(Bucket=bucket, Key="err", UploadId=bogus,
+                                          PartNumber=1, Body=b"x")) == "NoSuchUpload"
+    assert code_of(lambda: s3.list_parts(Bucket=bucket, Key="err",
+                                         UploadId="nope")) == "NoSuchUpload"
+    assert [p["PartNumber"] for p in
+            s3.list_parts(Bucket=bucket, Key="err", UploadId=uid2)["Parts"]] == [1, 2]
+    s3.abort_multipart_upload(Bucket=bucket, Key="err", UploadId=uid2)
+    assert code_of(lambda: s3.abort_multipart_upload(Bucket=bucket, Key="err",
+                                                     UploadId=uid2)) == "NoSuchUpload"
+    assert code_of(lambda: s3.list_parts(Bucket=bucket, Key="err",
+                                         UploadId=uid2)) == "NoSuchUpload"
+    assert "Uploads" not in s3.list_multipart_uploads(Bucket=bucket)
+    # A one-part upload below the minimum is fine (the last part may be small).
+    uid3, done3 = upload(s3, bucket, "one", [b"tiny"])
+    s3.complete_multipart_upload(Bucket=bucket, Key="one", UploadId=uid3,
+                                 MultipartUpload={"Parts": done3})
+    assert s3.get_object(Bucket=bucket, Key="one")["Body"].read() == b"tiny"
+
+    # Complete with a subset: the unused part's space is given back.
+    sub = [rnd.randbytes(5 * MIB), rnd.randbytes(3 * MIB), rnd.randbytes(777)]
+    before = live_bytes(ec)
+    uid4, done4 = upload(s3, bucket, "sub", sub)
+    s3.complete_multipart_upload(Bucket=bucket, Key="sub", UploadId=uid4,
+                                 MultipartUpload={"Parts": [done4[0], done4[2]]})
+    assert s3.get_object(Bucket=bucket, Key="sub")["Body"].read() == sub[0] + sub[2]
+    assert live_bytes(ec) - before < (5 * MIB + 777) * 1.5 + MIB
+
+    # Listing: only the S3 keys, with the multipart objects' sizes.
+    objs = s3.list_objects_v2(Bucket=bucket)["Contents"]
+    assert [(o["Key"], o["Size"], o["ETag"]) for o in objs] == [
+        ("big/obj", len(data), etag), ("one", 4, helpers.multipart_etag([b"tiny"])),
+        ("sub", 5 * MIB + 777, helpers.multipart_etag([sub[0], sub[2]]))]
+
+    # Two drives wiped: the multipart object still reads back whole.
+    ec.stop()
+    ec.wipe(0)
+    ec.wipe(3)
+    ec.start()
+    assert s3.get_object(Bucket=bucket, Key="big/obj")["Body"].read() == data
+    r = s3.get_object(Bucket=bucket, Key="big/obj", Range=f"bytes={b1 - 7}-{b2 + 7}")
+    assert r["Body"].read() == data[b1 - 7:b2 + 8]
+
+    # Overwrite one multipart object and delete the others: the parts go.
+    base2 = live_bytes(ec)
+    s3.put_object(Bucket=bucket, Key="big/obj", Body=b"plain now")
+    assert s3.get_object(Bucket=bucket, Key="big/obj")["Body"].read() == b"plain now"
+    s3.delete_object(Bucket=bucket, Key="sub")
+    s3.delete_object(Bucket=bucket, Key="one")
+    assert code_of(lambda: s3.get_object(Bucket=bucket, Key="sub")) == "NoSuchKey"
+    assert base2 - live_bytes(ec) > (len(data) + 5 * MIB) * 1.5 * 0.6  # two drives were empty
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]] == ["big/obj"]
+    # A multipart object replacing another multipart object.
+    uid5, done5 = upload(s3, bucket, "big/obj", [rnd.randbytes(5 * MIB), b"end"])
+    s3.complete_multipart_upload(Bucket=bucket, Key="big/obj", UploadId=uid5,
+                                 MultipartUpload={"Parts": done5})
+    mid = live_bytes(ec)
+    uid6, done6 = upload(s3, bucket, "big/obj", [b"again"])
+    s3.complete_multipart_upload(Bucket=bucket, Key="big/obj", UploadId=uid6,
+                                 MultipartUpload={"Parts": done6})
+    assert mid - live_bytes(ec) > 5 * MIB
+    assert s3.get_object(Bucket=bucket, Key="big/obj")["Body"].read() == b"again"
+    s3.delete_object(Bucket=bucket, Key="big/obj")
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    s3.delete_bucket(Bucket=bucket)
+
+
+def test_ec_multipart_aws_cli(ec, tmp_path):
+    s3 = helpers.make_client(ec.endpoint)
+    bucket = helpers.unique_bucket("ecli")
+    s3.create_bucket(Bucket=bucket)
+    aws = helpers.aws_runner(ec.endpoint, tmp_path)
+    src = tmp_path / "src.bin"
+    helpers.write_random_file(src, 20 * MIB)
+    aws("s3", "cp", src, f"s3://{bucket}/dir/file.bin")
+    h = s3.head_object(Bucket=bucket, Key="dir/file.bin")
+    assert h["ContentLength"] == 20 * MIB and h["ETag"].endswith('-3"')
+    dst = tmp_path / "dst.bin"
+    aws("s3", "cp", f"s3://{bucket}/dir/file.bin", dst)
+    assert filecmp.cmp(src, dst, shallow=False)
+    out = aws("s3", "ls", f"s3://{bucket}/dir/")
+    assert str(20 * MIB) in str(out)
