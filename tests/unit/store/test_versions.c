@@ -143,7 +143,9 @@ static void test_cleanup(struct ol_store *st, const char *long_key)
         struct ol_version_info vi;
         int rc = ol_store_viter_next(it, &k, &kl, &vi);
         char key[1100];
-        memcpy(key, k, kl);
+        /* k points into the iterator, and only when rc == 0. */
+        if (rc == 0)
+            memcpy(key, k, kl);
         ol_store_viter_close(it);
         if (rc)
             break;
