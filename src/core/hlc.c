@@ -15,8 +15,12 @@
 /* The largest wall time a stamp can hold (48 bits of milliseconds). */
 #define OL_HLC_MAX_MS ((1ull << (64 - OL_HLC_LOGICAL_BITS)) - 1)
 
+/* 64 URL-safe characters in ASCII order (so text order equals stamp order).
+ * '-' is left out on purpose: an id starting with it reads as an option to
+ * command-line tools (aws s3api ... --version-id -xyz); '~' takes its place at
+ * the top. */
 static const char alphabet[64] =
-    "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz";
+    "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz~";
 
 static int64_t system_ms(void *ctx)
 {
@@ -142,16 +146,16 @@ void ol_version_id_format(const struct ol_version_id *v, char out[OL_VERSION_ID_
 
 static int decode_char(char ch)
 {
-    if (ch == '-')
-        return 0;
     if (ch >= '0' && ch <= '9')
-        return 1 + (ch - '0');
+        return ch - '0';
     if (ch >= 'A' && ch <= 'Z')
-        return 11 + (ch - 'A');
+        return 10 + (ch - 'A');
     if (ch == '_')
-        return 37;
+        return 36;
     if (ch >= 'a' && ch <= 'z')
-        return 38 + (ch - 'a');
+        return 37 + (ch - 'a');
+    if (ch == '~')
+        return 63;
     return -1;
 }
 

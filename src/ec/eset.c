@@ -199,10 +199,11 @@ static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struc
  * Lifetime.  The batch is on the heap with a reference per running fiber: a
  * straggler may finish after its caller returned, so everything a call
  * touches lives in the batch (the names, the vid, its read buffer), except
- * what calls without a timeout borrow from the caller (writers, version
- * arrays), which the caller keeps until every call is done.  Every field is
+ * what calls without a timeout borrow from the caller, which it keeps until
+ * every call is done.  Shard writers are not fanned out here: see the
+ * per-shard writer fibers of the PUT below.  Every field is
  * touched by fibers of one loop only, so no atomics are needed. */
-enum fan_op { FAN_VERSIONS, FAN_BEGIN, FAN_WRITE, FAN_COMMIT, FAN_MARK, FAN_READ, FAN_DELETE };
+enum fan_op { FAN_VERSIONS, FAN_MARK, FAN_READ, FAN_DELETE };
 
 struct fan;
 
@@ -212,11 +213,8 @@ struct fan_call {
     bool done;
     unsigned slot;  /* drive slot */
     unsigned shard; /* the caller's index (shard number) */
-    void *w;        /* WRITE, COMMIT: the shard writer; BEGIN: the result */
-    const void *src;
-    uint64_t off;
+    uint64_t off;   /* READ */
     size_t len;
-    struct ol_shard_meta sm;   /* COMMIT */
     uint8_t *buf; /* READ, VERSIONS: the answer, owned until taken */
     int rc;
 };
@@ -287,16 +285,6 @@ static void fan_exec(struct fan_call *c)
                                           (struct ol_shard_meta *)c->buf, ESET_MAX_VERSIONS)
                        : -ENOMEM;
         break;
-    case FAN_BEGIN:
-        c->w = NULL;
-        c->rc = d->ops->shard_begin(d->d, f->bucket, f->key, f->klen, &f->vid, &c->w);
-        break;
-    case FAN_WRITE:
-        c->rc = d->ops->shard_write(c->w, c->src, c->len);
-        break;
-    case FAN_COMMIT:
-        c->rc = d->ops->shard_commit(c->w, &c->sm);
-        break;
     case FAN_MARK:
         c->rc = d->ops->mark_complete(d->d, f->bucket, f->key, f->klen, &f->vid);
         break;
@@ -355,13 +343,7 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
 {
     struct ol_loop *loop = ol_loop_current();
     struct ol_fiber *me = ol_fiber_current();
-    /* Calls on a shard writer stay in the caller's fiber: the store's writer
-     * hands a full buffer to a helper fiber and waits for it in its next
-     * call through a completion bound to the fiber that made the call, so
-     * one writer must be used from one fiber.  (Per-PUT writer fibers, one
-     * per shard for the PUT's life, would lift this; not built.) */
-    bool bound = f->n > 0 && (f->c[0].op == FAN_WRITE || f->c[0].op == FAN_COMMIT);
-    if (!me || !loop || !f->es->parallel || f->n <= 1 || bound) {
+    if (!me || !loop || !f->es->parallel || f->n <= 1) {
         for (unsigned i = 0; i < f->n; i++) {
             fan_exec(&f->c[i]);
             f->c[i].done = true;
@@ -537,6 +519,34 @@ static struct eset_res *res_alloc(void)
 
 /* ---- PUT ---- */
 
+/* Per-shard writer fibers.  The store's writer hands a full buffer to a
+ * helper fiber and waits for it in its next call through a completion bound
+ * to the calling fiber, so a writer must be used from one fiber for its whole
+ * life.  Called from a fiber with `parallel` on, a PUT therefore gives each
+ * shard its own fiber: it begins the shard, then runs every command the
+ * request fiber posts to it (write, commit, abort) until the writer is
+ * consumed.  The queue is one command deep: the request fiber posts a step to
+ * every live shard and waits for all acknowledgements before reusing its
+ * stripe buffers, so each step costs the slowest drive's latency instead of
+ * the sum.  Workers never outlive the PUT: every command is waited for, and
+ * the last one (commit or abort) ends the fiber.  A shard whose fiber cannot
+ * be spawned (pool exhausted) is run inline by the request fiber instead. */
+enum put_cmd { PW_IDLE, PW_WRITE, PW_COMMIT, PW_ABORT };
+
+struct ol_eset_put;
+
+struct put_worker {
+    struct ol_eset_put *p;
+    unsigned shard;
+    struct ol_fiber *fiber; /* while the worker waits for commands */
+    bool inline_w;          /* no fiber: the request fiber calls the drive */
+    uint8_t cmd;            /* enum put_cmd; PW_IDLE when none is pending */
+    const void *src;        /* PW_WRITE */
+    size_t len;
+    struct ol_shard_meta sm; /* PW_COMMIT */
+    int rc;                  /* the last command's answer */
+};
+
 struct ol_eset_put {
     struct ol_eset *es;
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
@@ -553,7 +563,101 @@ struct ol_eset_put {
     uint64_t size;
     unsigned full; /* shards dropped because their drive is full */
     int sticky;    /* the first error; the PUT stays failed */
+    bool workers;  /* shards run in put_worker fibers */
+    unsigned pending;          /* commands posted and not yet acknowledged */
+    struct ol_fiber *waiter;   /* the request fiber, while it waits */
+    struct put_worker pw[OL_EC_MAX_UNITS];
 };
+
+static const struct ol_drive *put_drive(const struct ol_eset_put *p, unsigned shard)
+{
+    return &p->es->drive[slot_of(p->es, p->rotation, shard)];
+}
+
+/* Runs one command on a writer; returns the drive's answer.  Commit and
+ * abort consume the writer. */
+static int put_exec(struct ol_eset_put *p, struct put_worker *wk, void *w)
+{
+    const struct ol_drive *d = put_drive(p, wk->shard);
+    switch (wk->cmd) {
+    case PW_WRITE:
+        return d->ops->shard_write(w, wk->src, wk->len);
+    case PW_COMMIT:
+        return d->ops->shard_commit(w, &wk->sm);
+    case PW_ABORT:
+        d->ops->shard_abort(w);
+        return 0;
+    default:
+        OL_ASSERT(0);
+        return -EINVAL;
+    }
+}
+
+static void put_ack(struct ol_eset_put *p)
+{
+    OL_ASSERT(p->pending > 0);
+    if (--p->pending == 0 && p->waiter)
+        ol_fiber_wake(p->waiter);
+}
+
+static void put_worker_fiber(void *arg)
+{
+    struct put_worker *wk = arg;
+    struct ol_eset_put *p = wk->p;
+    const struct ol_drive *d = put_drive(p, wk->shard);
+    void *w = NULL;
+    int rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &p->vid, &w);
+    wk->rc = rc;
+    p->w[wk->shard] = rc == 0 ? w : NULL;
+    bool live = rc == 0;
+    if (live)
+        wk->fiber = ol_fiber_current();
+    put_ack(p);
+    /* Each round runs one command; the writer is consumed by the last. */
+    for (unsigned guard = 0; live && guard < (1u << 30); guard++) {
+        for (unsigned g = 0; wk->cmd == PW_IDLE && g < (1u << 30); g++)
+            ol_fiber_park();
+        OL_ASSERT(wk->cmd != PW_IDLE);
+        bool last = wk->cmd != PW_WRITE;
+        wk->rc = put_exec(p, wk, w);
+        wk->cmd = PW_IDLE;
+        if (last) {
+            live = false;
+            wk->fiber = NULL;
+        }
+        /* The request fiber runs only after this fiber returns or parks
+         * (a wake just makes it ready), so nothing here touches p late. */
+        put_ack(p);
+    }
+}
+
+/* Posts a command to shard i (whose writer is live); inline shards run it now. */
+static void put_post(struct ol_eset_put *p, unsigned i, uint8_t cmd)
+{
+    struct put_worker *wk = &p->pw[i];
+    OL_ASSERT(p->w[i] != NULL && wk->cmd == PW_IDLE);
+    wk->cmd = cmd;
+    if (!p->workers || wk->inline_w) {
+        wk->rc = put_exec(p, wk, p->w[i]);
+        wk->cmd = PW_IDLE;
+        return;
+    }
+    OL_ASSERT(wk->fiber != NULL);
+    p->pending++;
+    ol_fiber_wake(wk->fiber);
+}
+
+/* Waits until every posted command has been acknowledged. */
+static void put_wait(struct ol_eset_put *p)
+{
+    if (p->pending == 0)
+        return;
+    p->waiter = ol_fiber_current();
+    for (unsigned guard = 0; p->pending > 0 && guard < (1u << 30); guard++)
+        ol_fiber_park();
+    OL_ASSERT(p->pending == 0);
+    p->waiter = NULL;
+}
 
 /* Drops a shard from the PUT after its drive failed with err.  When too few
  * are left, the PUT fails: -ENOSPC when full drives are why, else
@@ -563,7 +667,8 @@ static void put_drop(struct ol_eset_put *p, unsigned shard, int err)
     struct ol_eset *es = p->es;
     if (!p->w[shard])
         return;
-    es->drive[slot_of(es, p->rotation, shard)].ops->shard_abort(p->w[shard]);
+    put_post(p, shard, PW_ABORT);
+    put_wait(p);
     p->w[shard] = NULL;
     p->live--;
     p->full += err == -ENOSPC;
@@ -574,13 +679,38 @@ static void put_drop(struct ol_eset_put *p, unsigned shard, int err)
 static void put_free(struct ol_eset_put *p)
 {
     for (unsigned i = 0; i < p->es->n; i++)
-        if (p->w[i]) {
-            struct ol_eset *es = p->es;
-            es->drive[slot_of(es, p->rotation, i)].ops->shard_abort(p->w[i]);
-        }
+        if (p->w[i])
+            put_post(p, i, PW_ABORT);
+    put_wait(p);
     free(p->stripe);
     free(p->parity);
     free(p);
+}
+
+/* Begins every shard: in its own fiber when possible, else inline. */
+static void put_begin_shards(struct ol_eset_put *p)
+{
+    struct ol_eset *es = p->es;
+    struct ol_loop *loop = ol_loop_current();
+    p->workers = ol_fiber_current() != NULL && loop != NULL && es->parallel;
+    for (unsigned i = 0; i < es->n; i++) {
+        struct put_worker *wk = &p->pw[i];
+        wk->p = p;
+        wk->shard = i;
+        wk->inline_w = !p->workers;
+        if (p->workers) {
+            p->pending++;
+            if (ol_fiber_spawn(loop, put_worker_fiber, wk) == 0)
+                continue;
+            p->pending--;
+            wk->inline_w = true;
+        }
+        const struct ol_drive *d = put_drive(p, i);
+        void *w = NULL;
+        wk->rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &p->vid, &w);
+        p->w[i] = wk->rc == 0 ? w : NULL;
+    }
+    put_wait(p);
 }
 
 static int put_begin(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
@@ -607,24 +737,15 @@ static int put_begin(struct ol_eset *es, const char *bucket, const char *key, si
             goto out;
         }
     }
-    int again = 0, full = 0;
-    struct fan *f = fan_new(es, bucket, key, klen, &p->vid);
-    if (!f) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (unsigned i = 0; i < es->n; i++)
-        fan_add(f, FAN_BEGIN, slot_of(es, p->rotation, i), i);
-    fan_run(f, 0);
+    put_begin_shards(p);
+    unsigned again = 0, full = 0;
     for (unsigned i = 0; i < es->n; i++) {
-        int r = f->c[i].rc;
-        p->w[i] = r == 0 ? f->c[i].w : NULL;
+        int r = p->pw[i].rc;
         p->live += r == 0;
         again += r == -EAGAIN;
         full += r == -ENOSPC;
     }
-    fan_unref(f);
-    p->full = (unsigned)full;
+    p->full = full;
     if (p->live < es->quorum) {
         rc = again > 0 ? -EAGAIN : full > 0 ? -ENOSPC : -OL_EQUORUM;
         goto out;
@@ -644,8 +765,8 @@ int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, s
 }
 
 /* Encodes the buffered stripe with units of u bytes and writes unit i to
- * shard i's drive.  The bytes past p->fill up to k * u are zeros (the
- * shortened last stripe's padding, stripe.h). */
+ * shard i's drive, all shards at once.  The bytes past p->fill up to k * u
+ * are zeros (the shortened last stripe's padding, stripe.h). */
 static void put_flush(struct ol_eset_put *p, size_t u)
 {
     struct ol_eset *es = p->es;
@@ -659,25 +780,19 @@ static void put_flush(struct ol_eset_put *p, size_t u)
         par[j] = p->parity + (size_t)j * u;
     int rc = ol_ec_encode(es->codec, u, data, par);
     OL_ASSERT(rc == 0);
-    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
-    if (!f) {
-        if (p->sticky == 0)
-            p->sticky = -ENOMEM;
-        return;
-    }
+    uint32_t posted = 0;
     for (unsigned i = 0; i < es->n; i++) {
         if (!p->w[i])
             continue;
-        struct fan_call *c = fan_add(f, FAN_WRITE, slot_of(es, p->rotation, i), i);
-        c->w = p->w[i];
-        c->src = i < es->k ? data[i] : par[i - es->k];
-        c->len = u;
+        p->pw[i].src = i < es->k ? data[i] : par[i - es->k];
+        p->pw[i].len = u;
+        put_post(p, i, PW_WRITE);
+        posted |= 1u << i;
     }
-    fan_run(f, 0);
-    for (unsigned j = 0; j < f->n; j++)
-        if (f->c[j].rc < 0)
-            put_drop(p, f->c[j].shard, f->c[j].rc);
-    fan_unref(f);
+    put_wait(p);
+    for (unsigned i = 0; i < es->n; i++)
+        if ((posted & (1u << i)) && p->pw[i].rc < 0)
+            put_drop(p, i, p->pw[i].rc);
     p->fill = 0;
 }
 
@@ -745,30 +860,27 @@ int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns
     sm.mtime_ns = mtime_ns;
     if (etag)
         strncpy(sm.etag, etag, sizeof(sm.etag) - 1);
-    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
-    if (!f) {
-        rc = -ENOMEM;
-        goto out;
-    }
+    uint32_t posted = 0;
     for (unsigned i = 0; i < es->n; i++) {
         if (!p->w[i])
             continue;
-        struct fan_call *c = fan_add(f, FAN_COMMIT, slot_of(es, p->rotation, i), i);
-        c->w = p->w[i];
-        c->sm = sm;
-        c->sm.shard = (uint8_t)i;
-        p->w[i] = NULL; /* the commit consumes it */
+        p->pw[i].sm = sm;
+        p->pw[i].sm.shard = (uint8_t)i;
+        put_post(p, i, PW_COMMIT);
+        posted |= 1u << i;
     }
-    fan_run(f, 0);
+    put_wait(p);
     unsigned full = p->full;
-    for (unsigned j = 0; j < f->n; j++) {
-        int r = f->c[j].rc;
+    for (unsigned i = 0; i < es->n; i++) {
+        if (!(posted & (1u << i)))
+            continue;
+        p->w[i] = NULL; /* the commit consumed it */
+        int r = p->pw[i].rc;
         if (r == 0)
-            committed |= 1u << f->c[j].slot;
+            committed |= 1u << slot_of(es, p->rotation, i);
         durable += r == 0 || r == OL_DRIVE_SUPERSEDED;
         full += r == -ENOSPC;
     }
-    fan_unref(f);
     if (durable < es->quorum) {
         rollback(p, committed);
         rc = full > 0 ? -ENOSPC : -OL_EQUORUM;
@@ -776,7 +888,7 @@ int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns
     }
     /* Phase 2.  A drive that misses it keeps the older versions until a heal
      * or a later read marks it; reading does not depend on the flag. */
-    f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
     if (f) {
         for (unsigned s = 0; s < es->n; s++)
             if (committed & (1u << s))
@@ -1544,6 +1656,13 @@ static int add_bucket(void *ctx, const char *bucket)
 
 int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st)
 {
+    return ol_eset_heal_all_cb(es, st, NULL, NULL);
+}
+
+int ol_eset_heal_all_cb(struct ol_eset *es, struct ol_eset_heal_stats *st,
+                        void (*progress)(void *ctx, const struct ol_eset_heal_stats *st),
+                        void *ctx)
+{
     struct bucket_names b = {0};
     int rc = 0;
     for (unsigned s = 0; s < es->n && b.err == 0; s++)
@@ -1565,6 +1684,8 @@ int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st)
         int n;
         while ((n = merge_next(&mg, &slots, ent)) == 1) {
             int e = ol_eset_heal_object(es, b.name[i], mg.key, mg.klen, st);
+            if (progress)
+                progress(ctx, st);
             if (e < 0 && e != -OL_ENOKEY && e != -OL_EQUORUM) {
                 rc = e;
                 break;

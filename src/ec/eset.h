@@ -202,6 +202,11 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
  * first error other than -OL_ENOKEY / -OL_EQUORUM of one key (those are
  * counted and the walk goes on). */
 int ol_eset_heal_all(struct ol_eset *es, struct ol_eset_heal_stats *st);
+/* The same, calling progress(ctx, st) after each key (st: the running
+ * totals), from the calling thread; progress may be NULL. */
+int ol_eset_heal_all_cb(struct ol_eset *es, struct ol_eset_heal_stats *st,
+                        void (*progress)(void *ctx, const struct ol_eset_heal_stats *st),
+                        void *ctx);
 
 struct ol_eset_stats {
     uint64_t reads;          /* ol_eset_read calls that returned bytes */

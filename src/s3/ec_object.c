@@ -54,6 +54,13 @@ struct ol_s3_ec {
         _Atomic uint64_t quorum_errors;
         _Atomic uint64_t monitor_heals; /* heals after a drive came back */
     } st;
+    /* The admin's deployment heal in progress (GET /_openlake/admin/heal/status):
+     * written by the healing fiber after each key, read by any loop. */
+    struct {
+        _Atomic bool running;
+        _Atomic uint64_t runs, started_ms, finished_ms;
+        _Atomic uint64_t objects, shards_rebuilt, corrupt, versions_removed, unrecoverable;
+    } hp;
 };
 
 /* ---- the deployment ---- */
@@ -1210,6 +1217,38 @@ static int send_json(struct ol_s3_req *r, int status, const char *body, size_t l
     return ol_http_respond(r->conn, status, h, 2, body, len);
 }
 
+static void heal_progress(void *ctx, const struct ol_eset_heal_stats *st)
+{
+    struct ol_s3_ec *ec = ctx;
+    atomic_store(&ec->hp.objects, st->objects);
+    atomic_store(&ec->hp.shards_rebuilt, st->shards_rebuilt);
+    atomic_store(&ec->hp.corrupt, st->corrupt);
+    atomic_store(&ec->hp.versions_removed, st->versions_removed);
+    atomic_store(&ec->hp.unrecoverable, st->unrecoverable);
+}
+
+/* The deployment heal's progress, for `openlake admin heal`'s progress lines:
+ * the running totals of the current (or last) deployment heal. */
+static int admin_heal_status(struct ol_s3_req *r)
+{
+    struct ol_s3_ec *ec = r->ctx->ec;
+    bool running = atomic_load(&ec->hp.running);
+    uint64_t start = atomic_load(&ec->hp.started_ms), end = atomic_load(&ec->hp.finished_ms);
+    uint64_t now = ol_now_ms();
+    char body[512];
+    int n = snprintf(body, sizeof(body),
+                     "{\"running\":%s,\"runs\":%" PRIu64 ",\"elapsed_ms\":%" PRIu64
+                     ",\"objects\":%" PRIu64 ",\"shards_rebuilt\":%" PRIu64
+                     ",\"corrupt\":%" PRIu64 ",\"versions_removed\":%" PRIu64
+                     ",\"unrecoverable\":%" PRIu64 "}\n",
+                     running ? "true" : "false", atomic_load(&ec->hp.runs),
+                     start == 0 ? 0 : (running ? now : end) - start,
+                     atomic_load(&ec->hp.objects), atomic_load(&ec->hp.shards_rebuilt),
+                     atomic_load(&ec->hp.corrupt), atomic_load(&ec->hp.versions_removed),
+                     atomic_load(&ec->hp.unrecoverable));
+    return send_json(r, 200, body, (size_t)n);
+}
+
 static int admin_heal(struct ol_s3_req *r)
 {
     struct ol_s3_ec *ec = r->ctx->ec;
@@ -1238,8 +1277,23 @@ static int admin_heal(struct ol_s3_req *r)
         }
     } else {
         spread_buckets(ec, r->now_ns);
+        /* Two deployment heals at once would mix their totals; the second
+         * one still heals, its progress just is not reported. */
+        bool expected = false;
+        bool report = atomic_compare_exchange_strong(&ec->hp.running, &expected, true);
+        if (report) {
+            struct ol_eset_heal_stats zero = {0};
+            heal_progress(ec, &zero);
+            atomic_store(&ec->hp.started_ms, ol_now_ms());
+            atomic_fetch_add(&ec->hp.runs, 1);
+        }
         for (unsigned s = 0; s < ec->nsets && rc == 0; s++)
-            rc = ol_eset_heal_all(ec->sets[s], &hs);
+            rc = ol_eset_heal_all_cb(ec->sets[s], &hs, report ? heal_progress : NULL, ec);
+        if (report) {
+            heal_progress(ec, &hs);
+            atomic_store(&ec->hp.finished_ms, ol_now_ms());
+            atomic_store(&ec->hp.running, false);
+        }
     }
     count_heal(ec, &hs);
     if (rc < 0)
@@ -1354,6 +1408,8 @@ int ol_s3_ec_admin(struct ol_s3_req *r)
 #define PATH(lit) (p.n == sizeof(lit) - 1 && memcmp(p.p, lit, p.n) == 0)
     if (PATH("/_openlake/admin/heal") && post)
         return admin_heal(r);
+    if (PATH("/_openlake/admin/heal/status") && get)
+        return admin_heal_status(r);
     if (PATH("/_openlake/admin/info") && get)
         return admin_info(r);
     if (PATH("/_openlake/admin/drive") && post)

@@ -3,9 +3,8 @@
  *
  * Rules: ID, Status (Enabled | Disabled), a filter on the key prefix (Filter/
  * Prefix, Filter/And/Prefix or the legacy rule-level Prefix; tag and size
- * filters answer NotImplemented), and actions: Expiration (Days or Date;
- * ExpiredObjectDeleteMarker is accepted and kept, and means nothing without
- * versions), NoncurrentVersionExpiration (kept; see below) and
+ * filters answer NotImplemented), and actions: Expiration (Days, Date or
+ * ExpiredObjectDeleteMarker), NoncurrentVersionExpiration (see below) and
  * AbortIncompleteMultipartUpload (DaysAfterInitiation).  Transitions answer
  * NotImplemented: this server has one storage class.
  *
@@ -25,10 +24,14 @@
  * OL_LC_MAX_ACTIONS objects and uploads per bucket are removed per pass (the
  * next pass goes on), and no iterator is held across a store write.
  *
- * NoncurrentVersionExpiration: the store keeps one version per key (no
- * versions API in store.h), so there are no noncurrent versions to expire;
- * the rule is validated and stored, and applying it is a no-op until the
- * store keeps versions.
+ * In a bucket that has had versioning, Expiration adds a delete marker (the
+ * store's delete follows the bucket's state).  NoncurrentVersionExpiration
+ * permanently removes versions noncurrent for at least NoncurrentDays (since
+ * the next newer version was written), keeping NewerNoncurrentVersions of
+ * the newest; a delete marker left as a key's only version is removed when
+ * the rule has ExpiredObjectDeleteMarker true, or Expiration Days and the
+ * marker is that old.  That walk reads OL_LC_SCAN_BATCH versions per
+ * snapshot and seeks back into a key whose versions span batches.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -555,6 +558,8 @@ int ol_s3_delete_bucket_lifecycle(struct ol_s3_req *r)
 struct ol_lc_keys {
     char **keys; /* malloc'ed copies */
     size_t *lens;
+    char (*vids)[OL_STORE_VID_MAX]; /* noncurrent candidates: the version */
+    bool *lone;                     /* ... and whether it is a lone delete marker */
     size_t n, cap;
 };
 
@@ -699,6 +704,179 @@ out:
     return ret < 0 ? ret : deleted;
 }
 
+/* ---- noncurrent versions and expired delete markers ----
+ *
+ * A key's versions come newest first; version i > 0 became noncurrent when
+ * version i - 1 was written, so its noncurrent age is counted from that
+ * version's mtime.  NewerNoncurrentVersions keeps that many of the newest
+ * noncurrent versions whatever their age.  A key whose only version is a
+ * delete marker (an "expired object delete marker") is removed when the rule
+ * says ExpiredObjectDeleteMarker true, or, with Expiration Days, once the
+ * marker is that old (as Amazon S3 does). */
+
+struct ol_lc_scan {
+    char key[1025]; /* the key being examined */
+    size_t key_len;
+    size_t pos; /* its versions examined so far */
+    char last_vid[OL_STORE_VID_MAX];
+    int64_t prev_mtime_ns;
+    bool first_marker;
+    char first_vid[OL_STORE_VID_MAX];
+    int64_t first_mtime_ns;
+};
+
+static int ol_lc_vadd(struct ol_lc_keys *k, const char *key, size_t len, const char *vid, bool lone)
+{
+    int rc = ol_lc_keys_add(k, key, len);
+    if (rc == 0) {
+        snprintf(k->vids[k->n - 1], OL_STORE_VID_MAX, "%s", vid);
+        k->lone[k->n - 1] = lone;
+    }
+    return rc;
+}
+
+/* The key's examination is over: a lone delete marker old enough is a
+ * candidate. */
+static int ol_lc_key_done(struct ol_lc_scan *s, struct ol_lc_keys *k, int64_t marker_cutoff)
+{
+    if (s->pos == 1 && s->first_marker && s->first_mtime_ns <= marker_cutoff)
+        return ol_lc_vadd(k, s->key, s->key_len, s->first_vid, true);
+    return 0;
+}
+
+/* True when vid is (still) the key's latest version: a version that became
+ * the latest after the scan (its newer versions deleted) must stay. */
+static bool ol_lc_is_latest(struct ol_store *st, const char *bucket, const char *key, size_t kl,
+                            const char *vid)
+{
+    char cur[OL_STORE_VID_MAX] = "";
+    struct ol_store_reader *rd = NULL;
+    int rc = ol_store_read_open_v(st, bucket, key, kl, NULL, &rd);
+    if (rc == 0) {
+        ol_store_read_vid(rd, cur);
+        ol_store_read_close(rd);
+        return strcmp(cur, vid) == 0;
+    }
+    int64_t mt = 0;
+    if (rc == -OL_ENOKEY && ol_store_latest_marker(st, bucket, key, kl, cur, &mt) == 1)
+        return strcmp(cur, vid) == 0;
+    /* Unknown state: keep the version. */
+    return rc != -OL_ENOKEY;
+}
+
+/* Collects (up to budget) the rule's noncurrent versions and lone markers
+ * that have expired, a batch of versions per snapshot, then removes them
+ * permanently.  Returns the number removed, or an error. */
+static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+                            int64_t nc_cutoff, int64_t marker_cutoff, struct ol_lc_keys *k,
+                            size_t budget)
+{
+    struct ol_lc_scan *s = calloc(1, sizeof(*s));
+    size_t scanned = 0;
+    int ret = 0, removed = 0;
+    bool done = false, have_key = false;
+    k->n = 0;
+    if (!s) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    /* Each round reads one batch of versions; a round that stops inside a
+     * key seeks back to it and skips past the last version examined, so no
+     * snapshot is held across the yield. */
+    while (!done && scanned < OL_LC_MAX_SCAN && k->n < budget && k->n < k->cap) {
+        struct ol_store_viter *it = NULL;
+        ret = ol_store_viter_open(st, bucket, &it);
+        if (ret < 0)
+            goto out;
+        if (have_key)
+            ret = ol_store_viter_seek(it, s->key, s->key_len);
+        else
+            ret = ol_store_viter_seek(it, ru->prefix, ru->prefix_len);
+        bool skipping = have_key;
+        size_t in_batch = 0, skipped = 0;
+        while (ret == 0 && in_batch < OL_LC_SCAN_BATCH && skipped < OL_LC_MAX_SCAN &&
+               k->n < budget) {
+            const char *key;
+            size_t kl;
+            struct ol_version_info vi;
+            int rc = ol_store_viter_next(it, &key, &kl, &vi);
+            if (rc < 0) {
+                ret = rc;
+                break;
+            }
+            bool same = rc == 0 && have_key && kl == s->key_len && memcmp(key, s->key, kl) == 0;
+            if (skipping && same) {
+                /* Versions already examined before the yield. */
+                skipping = strcmp(vi.vid, s->last_vid) != 0;
+                skipped++;
+                continue;
+            }
+            skipping = false;
+            in_batch++;
+            if (!same) {
+                if (have_key) {
+                    have_key = false;
+                    if (ol_lc_key_done(s, k, marker_cutoff) < 0)
+                        break; /* -ENOSPC: the batch is full */
+                }
+                if (rc == 1 || kl < ru->prefix_len ||
+                    memcmp(key, ru->prefix, ru->prefix_len) != 0) {
+                    done = true; /* past the prefix: keys are in byte order */
+                    break;
+                }
+                if (kl >= sizeof(s->key)) {
+                    ret = -ENAMETOOLONG;
+                    break;
+                }
+                memcpy(s->key, key, kl);
+                s->key_len = kl;
+                s->pos = 0;
+                have_key = true;
+                s->first_marker = vi.is_marker;
+                s->first_mtime_ns = vi.info.mtime_ns;
+                snprintf(s->first_vid, sizeof(s->first_vid), "%s", vi.vid);
+            } else if (nc_cutoff != INT64_MIN && s->prev_mtime_ns <= nc_cutoff &&
+                       s->pos > (size_t)ru->nc_newer) {
+                /* Noncurrent since the newer version's write, long enough. */
+                if (ol_lc_vadd(k, key, kl, vi.vid, false) < 0)
+                    break;
+            }
+            snprintf(s->last_vid, sizeof(s->last_vid), "%s", vi.vid);
+            s->prev_mtime_ns = vi.info.mtime_ns;
+            s->pos++;
+        }
+        ol_store_viter_close(it);
+        scanned += in_batch + skipped;
+        if (ret < 0)
+            goto out;
+        ol_fiber_yield();
+        if (ol_lc_stopping())
+            goto out;
+    }
+    for (size_t i = 0; i < k->n && !ol_lc_stopping(); i++) {
+        /* A lone marker must still be the latest version (a newer write
+         * makes removing it harmless; nothing older can appear); any other
+         * candidate must not have become the latest since the scan (its
+         * newer versions deleted), or its removal would change what a GET
+         * returns. */
+        bool latest = ol_lc_is_latest(st, bucket, k->keys[i], k->lens[i], k->vids[i]);
+        if (!k->lone[i] && latest)
+            continue;
+        int rc = ol_store_delete_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], NULL);
+        if (rc == -OL_ENOVERSION || rc == -OL_ENOKEY)
+            continue;
+        if (rc < 0) {
+            ret = rc;
+            goto out;
+        }
+        removed++;
+    }
+out:
+    ol_lc_keys_clear(k);
+    free(s);
+    return ret < 0 ? ret : removed;
+}
+
 struct ol_lc_uploads {
     const struct ol_lc_rule *ru;
     int64_t cutoff;
@@ -766,6 +944,10 @@ static int ol_lc_bucket(struct ol_store *st, const char *bucket, int64_t now_ns,
     ret = ol_lc_parse(doc, len, &c);
     if (ret < 0)
         goto out;
+    enum ol_versioning vstate = OL_VERSIONING_OFF;
+    ret = ol_store_versioning_get(st, bucket, &vstate);
+    if (ret < 0)
+        goto out;
     size_t budget = OL_LC_MAX_ACTIONS;
     int removed = 0;
     for (size_t i = 0; i < c->nrules && budget > 0 && !ol_lc_stopping(); i++) {
@@ -791,8 +973,24 @@ static int ol_lc_bucket(struct ol_store *st, const char *bucket, int64_t now_ns,
             budget -= (size_t)n;
             removed += n;
         }
-        /* NoncurrentVersionExpiration: nothing to do while the store keeps
-         * one version per key (see the top of this file). */
+        int64_t nc_cutoff =
+            ru->has_noncurrent ? ol_lc_days_ago(now_ns, ru->nc_days, day_ns) : INT64_MIN;
+        int64_t marker_cutoff = INT64_MIN;
+        if (ru->exp_marker == 1)
+            marker_cutoff = INT64_MAX;
+        else if (ru->exp_days > 0)
+            marker_cutoff = cutoff;
+        /* Only a bucket that has had versioning has versions to look at. */
+        if (vstate != OL_VERSIONING_OFF && budget > 0 &&
+            (nc_cutoff != INT64_MIN || marker_cutoff != INT64_MIN)) {
+            int n = ol_lc_noncurrent(st, bucket, ru, nc_cutoff, marker_cutoff, k, budget);
+            if (n < 0) {
+                ret = n;
+                goto out;
+            }
+            budget -= (size_t)n;
+            removed += n;
+        }
     }
     ret = removed;
 out:
@@ -858,7 +1056,9 @@ void ol_s3_lifecycle_fiber(void *arg)
     k.cap = OL_LC_MAX_ACTIONS;
     k.keys = calloc(k.cap, sizeof(*k.keys));
     k.lens = calloc(k.cap, sizeof(*k.lens));
-    if (!k.keys || !k.lens) {
+    k.vids = calloc(k.cap, sizeof(*k.vids));
+    k.lone = calloc(k.cap, sizeof(*k.lone));
+    if (!k.keys || !k.lens || !k.vids || !k.lone) {
         ol_warn("lifecycle: out of memory; lifecycle rules will not be applied");
         goto out;
     }
@@ -881,4 +1081,6 @@ void ol_s3_lifecycle_fiber(void *arg)
 out:
     free(k.keys);
     free(k.lens);
+    free(k.vids);
+    free(k.lone);
 }

@@ -29,6 +29,7 @@ size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *h
 
 /* Internal entry names. */
 #define OL_S3_META_CHECKSUM ":ck"  /* "ALGO TYPE base64[-N]" (object) or "ALGO TYPE" (upload) */
+#define OL_S3_META_TAGS ":tags"    /* an upload's x-amz-tagging, applied at Complete */
 #define OL_S3_META_PARTS ":parts"  /* part sizes, run-length: "size*count,size*count" */
 
 /* Finds entry `name`: 0 with val and vlen pointing into the blob, or -ENOENT. */

@@ -94,6 +94,14 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
             return ol_s3_error(r, OL_S3_InvalidArgument,
                                "Your metadata headers exceed the maximum allowed metadata size.");
     }
+    /* The tags are checked now and applied when the upload completes. */
+    const char *tag_msg;
+    if (!ol_s3_tagging_header_ok(r, &tag_msg))
+        return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
+    const struct ol_slice *tg = ol_s3_header(r, "x-amz-tagging");
+    if (tg && tg->n && ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_TAGS, tg->p, tg->n) < 0)
+        return ol_s3_error(r, OL_S3_InvalidArgument,
+                           "Your metadata headers exceed the maximum allowed metadata size.");
     char id[40];
     rc = ol_store_upload_create(r->ctx->store, r->bucket, r->key, r->key_len, meta,
                                 (uint32_t)mlen, r->now_ns, id);
@@ -423,6 +431,7 @@ static bool parts_rle(const struct stored_part *sp, const struct ol_complete_par
 int ol_s3_complete_multipart(struct ol_s3_req *r)
 {
     int err;
+    char *tags = NULL; /* the upload's x-amz-tagging, when given */
     uint32_t meta_len = 0;
     size_t meta_cap = OL_S3_META_MAX + 256 + PARTS_META_MAX;
     uint8_t *meta = malloc(meta_cap);
@@ -499,6 +508,16 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
      * its own checksum and part sizes in place of the upload's entries. */
     bool full = false;
     enum ol_ck_algo algo = meta_checksum(meta, meta_len, &full);
+    const uint8_t *tv = NULL;
+    size_t tvl = 0;
+    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_TAGS, &tv, &tvl) == 0 && tvl > 0) {
+        tags = malloc(tvl);
+        if (!tags) {
+            rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
+            goto out;
+        }
+        memcpy(tags, tv, tvl);
+    }
     size_t mlen = ol_s3_meta_strip_internal(meta, meta_len);
     char ckval[OL_CK_B64_MAX] = "";
     if (algo != OL_CK_NONE && sizes_known &&
@@ -539,6 +558,12 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         rc = ol_s3_complete_error(r, rc);
         goto out;
     }
+    /* The tags given at CreateMultipartUpload; a failure here leaves the
+     * object written but untagged, and says so. */
+    if (tags && (rc = ol_s3_tagging_apply(r, tags, tvl)) < 0) {
+        rc = ol_s3_error_from(r, rc);
+        goto out;
+    }
     struct ol_xml x;
     ol_xml_init(&x);
     ol_xml_begin_doc(&x, "CompleteMultipartUploadResult");
@@ -561,6 +586,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
     ol_xml_free(&x);
 out:
+    free(tags);
     free(sp);
     free(meta);
     free(body);

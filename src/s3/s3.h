@@ -129,6 +129,9 @@ int ol_s3_delete_object_tagging(struct ol_s3_req *r);
  * store error (the object then exists without its tags). */
 bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg);
 int ol_s3_tagging_apply_header(struct ol_s3_req *r);
+/* Sets the request object's tags from a header value kept elsewhere (an
+ * upload's x-amz-tagging): 0, -EINVAL when it is not a valid tag set. */
+int ol_s3_tagging_apply(struct ol_s3_req *r, const char *q, size_t n);
 /* Number of tags on r's object (0 when none), or a negative store error;
  * GetObject/HeadObject send it as x-amz-tagging-count when positive. */
 int ol_s3_tagging_count(struct ol_s3_req *r);

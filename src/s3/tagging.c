@@ -1,10 +1,16 @@
 /* Object tagging: PutObjectTagging, GetObjectTagging, DeleteObjectTagging,
- * the x-amz-tagging header of PutObject and the x-amz-tagging-count header
+ * the x-amz-tagging header of PutObject, CreateMultipartUpload and CopyObject,
+ * and the x-amz-tagging-count header
  * of GetObject/HeadObject.
  *
  * A tag set is at most 10 tags; keys are 1..128 characters and values
  * 0..256, made of letters, digits, spaces and "+-=._:/@" (any UTF-8 letter
  * counts as a letter); keys are unique and may not start with "aws:".
+ *
+ * CreateMultipartUpload's x-amz-tagging is checked when the upload starts,
+ * kept in the upload's metadata blob (meta.h: OL_S3_META_TAGS) and applied
+ * by CompleteMultipartUpload; CopyObject applies it with the directive
+ * REPLACE (copy.c).
  *
  * Tags live in the object's index entry as the attribute "tags" (store.h:
  * changing them leaves the data, ETag and Last-Modified alone), in a compact
@@ -291,10 +297,9 @@ bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg)
     return *msg == NULL;
 }
 
-int ol_s3_tagging_apply_header(struct ol_s3_req *r)
+int ol_s3_tagging_apply(struct ol_s3_req *r, const char *q, size_t n)
 {
-    const struct ol_slice *h = ol_s3_header(r, "x-amz-tagging");
-    if (!h || h->n == 0)
+    if (n == 0)
         return 0;
     struct ol_tagset *t = malloc(sizeof(*t));
     int ret;
@@ -302,7 +307,7 @@ int ol_s3_tagging_apply_header(struct ol_s3_req *r)
         ret = -ENOMEM;
         goto out;
     }
-    if (ol_tagset_from_query(t, h->p, h->n) != NULL) {
+    if (ol_tagset_from_query(t, q, n) != NULL) {
         ret = -EINVAL;
         goto out;
     }
@@ -310,6 +315,12 @@ int ol_s3_tagging_apply_header(struct ol_s3_req *r)
 out:
     free(t);
     return ret;
+}
+
+int ol_s3_tagging_apply_header(struct ol_s3_req *r)
+{
+    const struct ol_slice *h = ol_s3_header(r, "x-amz-tagging");
+    return h ? ol_s3_tagging_apply(r, h->p, h->n) : 0;
 }
 
 /* Attribute reads answer one of these when the object has no tags. */

@@ -1,7 +1,8 @@
 """Erasure-coded server: `openlake server DIR{1...6}` (4+2) through boto3.
 
-Objects survive two wiped drives (and then two others after a heal), flipped
-bytes in shard data, a PUT with three drives offline fails cleanly (503) and
+1,000 objects of 0 B to 50 MiB survive two wiped drives (and then two others
+after a heal) byte-identical, flipped bytes in the shard data of 100 of them
+are read around and repaired (counted), a PUT with three drives offline fails cleanly (503) and
 leaves the previous version, concurrent PUTs of one key leave one whole
 version, and every operation without an EC implementation answers 501.
 """
@@ -39,24 +40,36 @@ class ECServer(helpers.Server):
         shutil.rmtree(self.drive(i))
 
 
-def admin(srv, *args):
+def admin(srv, *args, stderr=None):
     out = subprocess.run([str(helpers.openlake_binary()), "admin", *args, "--endpoint",
                           srv.endpoint], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+    if stderr is not None:
+        stderr.append(out.stderr)
     return json.loads(out.stdout)
 
 
-def body_for(i):
-    if i in (7, 150):
-        size = 20 * helpers.MIB if i == 7 else 9 * helpers.MIB + 3
-    elif i % 10 == 0:
-        size = (i * 7919) % (2 * helpers.MIB)
-    else:
-        size = (i * 104729) % (300 * 1024)
+# The issue's numbers: 1,000 objects of 0 B to 50 MiB, most of them small,
+# every tenth 64 KiB..2 MiB (the bit-rot targets), four of 20..50 MiB.
+NOBJ = 1000
+BIG = {7: 20 * helpers.MIB, 333: 50 * helpers.MIB, 555: 32 * helpers.MIB + 5,
+       777: 27 * helpers.MIB + 1}
+ROT_TARGETS = [i for i in range(NOBJ) if i % 10 == 0 and i >= 10]  # 99 objects
+ROT_TARGETS.append(3)  # and one more: 100
+
+
+def size_for(i):
     if i < 3:
-        size = i  # 0, 1 and 2 bytes
-    rnd = random.Random(i)
-    return rnd.randbytes(size)
+        return i  # 0, 1 and 2 bytes
+    if i in BIG:
+        return BIG[i]
+    if i % 10 == 0 or i == 3:
+        return 64 * 1024 + (i * 7919) % (2 * helpers.MIB - 64 * 1024)
+    return (i * 104729) % (48 * 1024)
+
+
+def body_for(i):
+    return random.Random(i).randbytes(size_for(i))
 
 
 def key_for(i):
@@ -71,40 +84,72 @@ def ec(tmp_path):
     srv.close()
 
 
-def check_all(s3, bucket, n, pool):
+def check_all(s3, bucket, digests, pool):
     def one(i):
         got = s3.get_object(Bucket=bucket, Key=key_for(i))["Body"].read()
-        assert hashlib.md5(got).digest() == hashlib.md5(body_for(i)).digest(), key_for(i)
-    list(pool.map(one, range(n)))
+        assert hashlib.sha256(got).digest() == digests[i], key_for(i)
+    list(pool.map(one, sorted(digests)))
 
 
-def flip_segment_bytes(drive, every=96 * 1024):
-    flips = 0
-    for seg in sorted((drive / "seg").glob("*.seg")):
-        size = seg.stat().st_size
-        with open(seg, "r+b") as f:
-            for off in range(4096 + 1234, size, every):
-                f.seek(off)
-                b = f.read(1)
-                f.seek(off)
-                f.write(bytes([b[0] ^ 0x5A]))
-                flips += 1
-    return flips
+ROT_OFF = 1000    # body offset of the region searched for (inside data shard 0)
+ROT_STRIDE = 256  # segment files are probed at this stride
+ROT_WIN = 16
+
+
+def rot_shard_data(drives, targets):
+    """Flips one byte inside data shard 0 of each target object, wherever its
+    bytes lie in the drives' segment files (every copy: dead ones too).
+
+    The eset object is the S3 metadata blob then the body, and a data shard
+    holds its part of the object as is, so body[ROT_OFF:ROT_OFF + 272] is
+    inside shard 0 of any object of 64 KiB or more.  Every 16-byte window of
+    that region goes into a dict; probing each file every 256 bytes is then
+    certain to hit any copy of the region."""
+    windows = {}
+    for i, body in targets.items():
+        region = body[ROT_OFF:ROT_OFF + ROT_STRIDE + ROT_WIN]
+        for j in range(ROT_STRIDE):
+            windows[region[j:j + ROT_WIN]] = i
+    hit = set()
+    for drive in drives:
+        for seg in sorted((drive / "seg").glob("*.seg")):
+            with open(seg, "r+b") as f:
+                data = f.read()
+                flips = []
+                for x in range(4096, len(data) - ROT_WIN, ROT_STRIDE):
+                    i = windows.get(data[x:x + ROT_WIN])
+                    if i is not None:
+                        flips.append(x)
+                        hit.add(i)
+                for x in flips:
+                    f.seek(x)
+                    f.write(bytes([data[x] ^ 0x5A]))
+    return hit
+
+
+def metric(srv, name):
+    import urllib.request
+    text = urllib.request.urlopen(srv.endpoint + "/_openlake/metrics").read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    raise AssertionError(name)
 
 
 def test_ec_end_to_end(ec):
     s3 = helpers.make_client(ec.endpoint)
     bucket = helpers.unique_bucket("ec")
     s3.create_bucket(Bucket=bucket)
-    n = 300
     pool = ThreadPoolExecutor(8)
+    digests = {}
 
     def put(i):
         b = body_for(i)
         r = s3.put_object(Bucket=bucket, Key=key_for(i), Body=b,
                           ContentType="application/x-test", Metadata={"n": str(i)})
         assert r["ETag"] == '"%s"' % hashlib.md5(b).hexdigest()
-    list(pool.map(put, range(n)))
+        digests[i] = hashlib.sha256(b).digest()
+    list(pool.map(put, range(NOBJ)))
 
     # Metadata, ranges, conditionals, listing.
     h = s3.head_object(Bucket=bucket, Key=key_for(7))
@@ -117,9 +162,9 @@ def test_ec_end_to_end(ec):
     assert helpers.http_status(e.value) == 304
     keys = []
     for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, PaginationConfig={
-            "PageSize": 70}):
+            "PageSize": 300}):
         keys += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
-    assert keys == sorted((key_for(i), len(body_for(i))) for i in range(n))
+    assert keys == sorted((key_for(i), size_for(i)) for i in range(NOBJ))
     top = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
     assert [p["Prefix"] for p in top["CommonPrefixes"]] == [f"dir{d}/" for d in range(7)]
     v1 = s3.list_objects(Bucket=bucket, Prefix="dir3/", MaxKeys=10)
@@ -137,35 +182,50 @@ def test_ec_end_to_end(ec):
             call()
         assert helpers.http_status(e.value) == 501
 
-    # Two drives wiped: everything reads; a heal rebuilds them.
+    # Two drives wiped: everything reads byte-identical; a heal rebuilds them.
     ec.stop()
     ec.wipe(1)
     ec.wipe(4)
     ec.start()
-    check_all(s3, bucket, n, pool)
-    st = admin(ec, "heal")
-    assert st["unrecoverable"] == 0
-    # Reads healed some already (heal on read); together, two shards each.
+    check_all(s3, bucket, digests, pool)
+    # The deployment heal prints progress lines (stderr) while it runs, the
+    # final counts (stdout) at the end.
+    err = []
+    st = admin(ec, "heal", "--progress-ms", "20", stderr=err)
+    assert st["unrecoverable"] == 0 and st["objects"] == NOBJ, st
+    progress = [ln for ln in err[0].splitlines() if ln.startswith("heal: ")]
+    assert progress and " objects, " in progress[-1], err[0]
+    counts = [int(ln.split()[1]) for ln in progress]
+    assert counts == sorted(counts) and counts[-1] <= NOBJ, counts
+    # Reads healed some already (heal on read); a second pass finds nothing.
     again = admin(ec, "heal")
-    assert again["shards_rebuilt"] == 0 and again["objects"] == n
+    assert again["shards_rebuilt"] == 0 and again["objects"] == NOBJ, again
 
     # Two other drives: still everything.
     ec.stop()
     ec.wipe(0)
     ec.wipe(3)
     ec.start()
-    check_all(s3, bucket, n, pool)
-    admin(ec, "heal")
+    check_all(s3, bucket, digests, pool)
+    assert admin(ec, "heal")["unrecoverable"] == 0
 
-    # Bit rot in shard data of two drives: GETs stay correct, heal repairs.
+    # Bit rot inside shard data of 100 objects: GETs stay correct (the first
+    # 50 heal on read), the heal repairs the rest, and the counts add up.
     ec.stop()
-    flips = flip_segment_bytes(ec.drive(2)) + flip_segment_bytes(ec.drive(5))
-    assert flips >= 20
+    targets = {i: body_for(i) for i in ROT_TARGETS}
+    hit = rot_shard_data([ec.drive(d) for d in range(NDRIVES)], targets)
+    assert hit == set(ROT_TARGETS), sorted(set(ROT_TARGETS) - hit)
+    del targets
     ec.start()
+    healed0 = metric(ec, "openlake_ec_shards_healed_on_read_total")
+    check_all(s3, bucket, {i: digests[i] for i in ROT_TARGETS[:50]}, pool)
+    on_read = metric(ec, "openlake_ec_shards_healed_on_read_total") - healed0
     st = admin(ec, "heal")
-    assert st["corrupt"] >= 20 and st["shards_rebuilt"] >= st["corrupt"], st
-    check_all(s3, bucket, n, pool)
-    assert admin(ec, "heal")["corrupt"] == 0
+    assert st["unrecoverable"] == 0 and st["corrupt"] >= 50, st
+    assert on_read + st["shards_rebuilt"] >= 100, (on_read, st)
+    check_all(s3, bucket, digests, pool)
+    again = admin(ec, "heal")
+    assert again["corrupt"] == 0 and again["shards_rebuilt"] == 0, again
     info = admin(ec, "info")
     assert len(info["drives"]) == NDRIVES and info["sets"][0]["state"] == "healthy"
 

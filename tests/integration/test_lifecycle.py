@@ -205,3 +205,63 @@ def test_huge_days_expire_nothing(server, s3, bucket):
     time.sleep(1.2)  # several passes
     assert keys(s3, bucket) == ["far/x"]
     s3.abort_multipart_upload(Bucket=bucket, Key="far/u", UploadId=up)
+
+
+def versions(s3, bucket, prefix=""):
+    """[(key, version id, is marker)] newest first per key."""
+    r = s3.list_object_versions(Bucket=bucket, Prefix=prefix)
+    out = [(v["Key"], v["VersionId"], False, v["LastModified"]) for v in r.get("Versions", [])]
+    out += [(m["Key"], m["VersionId"], True, m["LastModified"])
+            for m in r.get("DeleteMarkers", [])]
+    return sorted((k, vid, mk) for k, vid, mk, _ in out)
+
+
+def test_noncurrent_version_expiration(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    ids = {}
+    for k in ("nc/a", "keep/a"):
+        ids[k] = [s3.put_object(Bucket=bucket, Key=k, Body=f"{k}{i}".encode())["VersionId"]
+                  for i in range(3)]
+    # Three noncurrent versions, of which the newest one is kept.
+    newer = [s3.put_object(Bucket=bucket, Key="newer/a", Body=b"%d" % i)["VersionId"]
+             for i in range(4)]
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(ID="nc", Filter={"Prefix": "nc/"},
+             NoncurrentVersionExpiration={"NoncurrentDays": 2}),
+        rule(ID="newer", Filter={"Prefix": "newer/"},
+             NoncurrentVersionExpiration={"NoncurrentDays": 1, "NewerNoncurrentVersions": 1}),
+    ]})
+    # Noncurrent for less than two "days": still there.
+    time.sleep(0.8)
+    assert len(versions(s3, bucket, "nc/")) == 3
+    want_nc = [("nc/a", ids["nc/a"][2], False)]
+    assert wait_for(lambda: versions(s3, bucket, "nc/") == want_nc), versions(s3, bucket, "nc/")
+    assert wait_for(lambda: versions(s3, bucket, "newer/") ==
+                    sorted([("newer/a", newer[3], False), ("newer/a", newer[2], False)])), \
+        versions(s3, bucket, "newer/")
+    # The current version is untouched, and so is every version outside the prefixes.
+    assert s3.get_object(Bucket=bucket, Key="nc/a")["Body"].read() == b"nc/a2"
+    assert s3.get_object(Bucket=bucket, Key="newer/a")["Body"].read() == b"3"
+    assert len(versions(s3, bucket, "keep/")) == 3
+    # An older version removed is gone for good.
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket=bucket, Key="nc/a", VersionId=ids["nc/a"][0])
+    assert h.error_code(e.value) in ("NoSuchVersion", "NoSuchKey")
+
+
+def test_expired_object_delete_marker_removed(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket=bucket, Key="gone/a", Body=b"a")
+    s3.delete_object(Bucket=bucket, Key="gone/a")  # a marker over one noncurrent version
+    s3.put_object(Bucket=bucket, Key="gone/b", Body=b"b")  # current: stays
+    s3.put_object(Bucket=bucket, Key="other/a", Body=b"a")
+    s3.delete_object(Bucket=bucket, Key="other/a")
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"Prefix": "gone/"}, Expiration={"ExpiredObjectDeleteMarker": True},
+             NoncurrentVersionExpiration={"NoncurrentDays": 1}),
+    ]})
+    # The noncurrent version goes first, then the marker left alone.
+    assert wait_for(lambda: [v[0] for v in versions(s3, bucket, "gone/")] == ["gone/b"]), \
+        versions(s3, bucket, "gone/")
+    assert s3.get_object(Bucket=bucket, Key="gone/b")["Body"].read() == b"b"
+    assert [v[2] for v in versions(s3, bucket, "other/")] == [False, True]

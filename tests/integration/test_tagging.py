@@ -139,3 +139,52 @@ def test_put_object_bad_tagging_header(s3, bucket):
     with pytest.raises(ClientError) as e:
         s3.head_object(Bucket=bucket, Key="bad")
     assert h.http_status(e.value) == 404
+
+
+def test_multipart_upload_with_tagging_header(s3, bucket):
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp", Tagging="team=lake&n=two%20words",
+                                    ContentType="text/x-mp")["UploadId"]
+    body = b"m" * (5 << 20)
+    e1 = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up, PartNumber=1, Body=body)["ETag"]
+    e2 = s3.upload_part(Bucket=bucket, Key="mp", UploadId=up, PartNumber=2, Body=b"end")["ETag"]
+    # Not visible before Complete: the object does not exist yet.
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket, Key="mp")
+    assert h.http_status(e.value) == 404
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mp")) == {
+        "team": "lake", "n": "two words"}
+    hd = s3.head_object(Bucket=bucket, Key="mp")
+    assert hd["ResponseMetadata"]["HTTPHeaders"]["x-amz-tagging-count"] == "2"
+    assert hd["ContentType"] == "text/x-mp"
+    assert hd["ContentLength"] == len(body) + 3
+    # The internal entry that carried the tags is not sent as a header.
+    assert not any(k.startswith(":") for k in hd["ResponseMetadata"]["HTTPHeaders"])
+
+
+def test_multipart_upload_bad_tagging_header(s3, bucket):
+    with pytest.raises(ClientError) as e:
+        s3.create_multipart_upload(Bucket=bucket, Key="mpbad", Tagging="aws:x=1")
+    assert h.error_code(e.value) == "InvalidTag"
+    assert s3.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_copy_tagging_directive(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="src", Body=b"x", Tagging="a=1&b=2")
+    # COPY (the default) carries the source's tags.
+    s3.copy_object(Bucket=bucket, Key="c1", CopySource={"Bucket": bucket, "Key": "src"})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="c1")) == {"a": "1", "b": "2"}
+    # REPLACE takes the request's x-amz-tagging instead.
+    s3.copy_object(Bucket=bucket, Key="c2", CopySource={"Bucket": bucket, "Key": "src"},
+                   TaggingDirective="REPLACE", Tagging="z=26")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="c2")) == {"z": "26"}
+    # REPLACE without tags leaves the copy untagged, even over a tagged object.
+    s3.copy_object(Bucket=bucket, Key="c1", CopySource={"Bucket": bucket, "Key": "src"},
+                   TaggingDirective="REPLACE")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="c1")) == {}
+    with pytest.raises(ClientError) as e:
+        s3.copy_object(Bucket=bucket, Key="c3", CopySource={"Bucket": bucket, "Key": "src"},
+                       TaggingDirective="REPLACE", Tagging="k=1&k=2")
+    assert h.error_code(e.value) == "InvalidTag"
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="src")) == {"a": "1", "b": "2"}
