@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """The standard OpenLake benchmark matrix (run through bench/run.sh).
 
-Starts OpenLake (one drive, in a temporary directory) and nginx (static files
-with sendfile for GET, WebDAV PUT for PUT) on free 127.0.0.1 ports, drives
-both with `openlake bench`, measures raw ceilings (memcpy, MD5, O_DIRECT
-write), and writes bench/results/latest.md and latest.json.  Every figure is
-the median of several runs; every OpenLake figure comes with its ratio to the
-reference measured in the same run.
+Starts OpenLake twice (one drive, and six drives erasure-coded 4+2, each in a
+temporary directory) and nginx (static files with sendfile for GET, WebDAV PUT
+for PUT) on free 127.0.0.1 ports, drives all three with `openlake bench`,
+measures raw ceilings (memcpy, MD5, O_DIRECT write), and writes
+bench/results/latest.md and latest.json.  Every figure is the median of
+several runs; every OpenLake figure comes with its ratio to the reference
+measured in the same run.
 """
 import argparse
 import json
@@ -34,6 +35,8 @@ MATRIX = [
     ("put", "64MiB", 64 * MiB, 4, 8),
 ]
 LIST_KEYS = 100000
+EC_DRIVES = 6  # 4+2, the server's automatic geometry for six directories
+ERR_KINDS = ("http_4xx", "http_5xx", "http_other", "connect", "io", "proto", "verify")
 
 NGINX_CONF = """
 {user}
@@ -154,6 +157,10 @@ def summarize(runs, what):
         "p50_us": med([r["total"]["latency_us"]["p50"] for r in runs]),
         "p99_us": med([r["total"]["latency_us"]["p99"] for r in runs]),
         "errors": sum(r["errors"]["total"] for r in runs),
+        # Errors by the tool's kinds, summed over runs (only kinds that occurred).
+        "errors_by_kind": {k: v for k, v in
+                           ((k, sum(r["errors"].get(k, 0) for r in runs)) for k in ERR_KINDS)
+                           if v},
         "server_cpu_s_per_gib": med([r["server_cpu_s"] / g for r, g in zip(runs, gib) if g > 0]),
         "client_cores": med([r["client_cpu"]["cores"] for r in runs]),
         "client_cpu_us_per_op": med([r["client_cpu"]["cpu_us_per_op"] for r in runs]),
@@ -202,12 +209,27 @@ def fmt_lat(us):
 def machine():
     model = ""
     try:
-        for line in subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout.splitlines():
+        lscpu = subprocess.run(["lscpu"], stdout=subprocess.PIPE, text=True).stdout
+        for line in lscpu.splitlines():
             if line.startswith("Model name:"):
                 model = line.split(":", 1)[1].strip()
     except OSError:
         pass
     return {"cpu": model, "cores": os.cpu_count(), "kernel": platform.release()}
+
+
+def tree_state():
+    """The commit benchmarked, and whether the working tree had changes (other engineers')."""
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain",
+                                "--untracked-files=no"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True).stdout.strip() != ""
+    except OSError:
+        return {"commit": None, "dirty": None}
+    return {"commit": head or None, "dirty": dirty}
 
 
 def main():
@@ -218,8 +240,15 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("OPENLAKE_BIN"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     ap.add_argument("--only", default="", help="comma list: get,put,list,ceil")
+    ap.add_argument("--no-ec", action="store_true", help="skip the EC 4+2 column")
+    ap.add_argument("--ec-runs", type=int, default=None,
+                    help="runs per EC figure (default: same as --runs)")
+    ap.add_argument("--ec-duration", default=None,
+                    help="duration of each EC run (default: same as --duration)")
     a = ap.parse_args()
     runs = 1 if a.quick else a.runs
+    ec_runs = 0 if a.no_ec else min(runs, a.ec_runs) if a.ec_runs else runs
+    ec_duration = a.ec_duration or a.duration
     binary = a.bin
     if not binary:
         for cand in ("build-bench/openlake", "build/openlake"):
@@ -233,7 +262,9 @@ def main():
     tmp = tempfile.mkdtemp(prefix="olbench-")
     log = open(os.path.join(a.out, "latest.log"), "w")
     procs = []
-    results = {"machine": machine(), "runs": runs, "duration": a.duration,
+    results = {"machine": machine(), "tree": tree_state(), "runs": runs, "duration": a.duration,
+               "ec": {"drives": EC_DRIVES, "geometry": "4+2", "runs": ec_runs,
+                      "duration": ec_duration, "server_exit": None, "prepare_errors": 0},
                "command": " ".join(sys.argv), "rows": [], "ceilings": {}}
     t_start = time.time()
     try:
@@ -243,6 +274,18 @@ def main():
                                "127.0.0.1:%d" % ol_port], stdout=log, stderr=log)
         procs.append(ol)
         wait_port(ol_port, ol)
+        # OpenLake, six drives erasure-coded 4+2 (the automatic geometry for six).
+        ec = None
+        if ec_runs:
+            ec_port = free_port()
+            # The server creates each drive directory but not their parent.
+            os.makedirs(os.path.join(tmp, "ec"))
+            ec = subprocess.Popen([binary, "server"] +
+                                  [os.path.join(tmp, "ec", "d%d" % i)
+                                   for i in range(1, EC_DRIVES + 1)] +
+                                  ["--listen", "127.0.0.1:%d" % ec_port], stdout=log, stderr=log)
+            procs.append(ec)
+            wait_port(ec_port, ec)
         # nginx.
         ng_port = free_port()
         os.makedirs(os.path.join(tmp, "www", "files"))
@@ -258,6 +301,39 @@ def main():
 
         b = Bench(binary, a.duration, log)
         olep = ["--endpoint", "http://127.0.0.1:%d" % ol_port]
+        ecep = ["--endpoint", "http://127.0.0.1:%d" % ec_port] if ec else []
+
+        def ec_alive():
+            """False once the EC server has exited; the exit is recorded once."""
+            if ec is None:
+                return False
+            if ec.poll() is not None:
+                if results["ec"]["server_exit"] is None:
+                    results["ec"]["server_exit"] = ec.returncode
+                    print("EC server exited (rc %s); see latest.log" % ec.returncode,
+                          flush=True)
+                return False
+            return True
+
+        def ec_prepare(args):
+            # A failing EC server must not stop the matrix: its errors are counted.
+            if not ec_alive():
+                return
+            try:
+                r = b.run(ecep + args, check=False)
+                results["ec"]["prepare_errors"] += r["errors"]["total"]
+            except (RuntimeError, ValueError) as e:
+                log.write("EC prepare failed: %s\n" % e)
+                results["ec"]["prepare_errors"] += 1
+
+        def ec_measure(args, out):
+            if not ec_alive():
+                return
+            try:
+                out.append(b.run(ecep + args, ec.pid, check=False))
+            except (RuntimeError, ValueError) as e:
+                log.write("EC run failed: %s\n" % e)
+                print("EC run failed: %s" % e, flush=True)
         ngep = ["--endpoint", "http://127.0.0.1:%d" % ng_port, "--no-sign"]
         for op, label, size, conc, objs in MATRIX:
             if op not in only:
@@ -265,11 +341,14 @@ def main():
             bucket = "b%s%s" % (op, label.lower())
             common = ["--size", label, "--concurrency", str(conc), "--objects", str(objs),
                       "--duration", a.duration]
+            ec_common = common[:-1] + [ec_duration]
             if op == "get":
-                # Same bytes on both sides: OpenLake via PUTs, nginx via files.
-                b.run(olep + ["--bucket", bucket, "--op", "put", "--prepare", "--size", label,
-                              "--objects", str(objs), "--concurrency", str(min(conc, 16)),
-                              "--duration", "0"])
+                # Same bytes on all sides: OpenLake via PUTs, nginx via files.
+                prep = ["--bucket", bucket, "--op", "put", "--prepare", "--size", label,
+                        "--objects", str(objs), "--concurrency", str(min(conc, 16)),
+                        "--duration", "0"]
+                b.run(olep + prep)
+                ec_prepare(prep)
                 d = os.path.join(tmp, "www", "files", label)
                 subprocess.run([binary, "bench", "--size", label, "--objects", str(objs),
                                 "--write-files", d], check=True, stdout=log, stderr=log)
@@ -277,13 +356,16 @@ def main():
             else:
                 os.makedirs(os.path.join(tmp, "www", "put", label), exist_ok=True)
                 ngpath = ["--path-template", "/put/%s/obj-%%d" % label]
-            ol_runs, ng_runs = [], []
-            for _ in range(runs):
-                # Interleaved, so that a noisy neighbour hurts both sides alike.
+            ol_runs, ec_runs_l, ng_runs = [], [], []
+            for i in range(runs):
+                # Interleaved, so that a noisy neighbour hurts every side alike.
                 ol_runs.append(b.run(olep + ["--bucket", bucket, "--op", op] + common, ol.pid))
+                if i < ec_runs:
+                    ec_measure(["--bucket", bucket, "--op", op] + ec_common, ec_runs_l)
                 ng_runs.append(b.run(ngep + ngpath + ["--op", op] + common, ng.pid))
             row = {"test": "%s %s c=%d" % (op.upper(), label, conc), "op": op,
                    "openlake": summarize(ol_runs, "openlake"),
+                   "ec": summarize(ec_runs_l, "openlake EC 4+2") if ec_runs_l else None,
                    "reference": summarize(ng_runs, "nginx " + ("sendfile" if op == "get"
                                                                else "dav PUT"))}
             results["rows"].append(row)
@@ -291,18 +373,28 @@ def main():
             if op == "get":
                 shutil.rmtree(os.path.join(tmp, "www", "files", label), ignore_errors=True)
         if "list" in only:
-            b.run(olep + ["--bucket", "blist", "--op", "put", "--prepare", "--size", "0",
-                          "--objects", str(LIST_KEYS), "--prepare-concurrency", "64",
-                          "--duration", "0"])
-            lr = [b.run(olep + ["--bucket", "blist", "--op", "list", "--concurrency", "1",
-                                "--duration", a.duration], ol.pid) for _ in range(runs)]
+            prep = ["--bucket", "blist", "--op", "put", "--prepare", "--size", "0",
+                    "--objects", str(LIST_KEYS), "--prepare-concurrency", "64",
+                    "--duration", "0"]
+            b.run(olep + prep)
+            ec_prepare(prep)
+            lr, elr = [], []
+            for i in range(runs):
+                lr.append(b.run(olep + ["--bucket", "blist", "--op", "list", "--concurrency", "1",
+                                        "--duration", a.duration], ol.pid))
+                if i < ec_runs:
+                    ec_measure(["--bucket", "blist", "--op", "list", "--concurrency", "1",
+                                "--duration", ec_duration], elr)
             row = {"test": "LIST 100k keys, 1000/page, c=1", "op": "list",
-                   "openlake": summarize(lr, "openlake"), "reference": None}
+                   "openlake": summarize(lr, "openlake"),
+                   "ec": summarize(elr, "openlake EC 4+2") if elr else None,
+                   "reference": None}
             results["rows"].append(row)
             print_row(row)
         if "ceil" in only:
             results["ceilings"] = ceilings(tmp, log)
             print("ceilings:", json.dumps(results["ceilings"]))
+        ec_alive()
     finally:
         for p in reversed(procs):
             try:
@@ -321,50 +413,84 @@ def main():
     print(md)
 
 
+def ratio(x, r, op):
+    """x's throughput over the reference's, or "-" where there is no reference."""
+    if not x or not r or op == "list" or r["mib_per_s"] <= 0:
+        return "-"
+    return "%.2f" % (x["mib_per_s"] / r["mib_per_s"])
+
+
+def fmt_errs(s):
+    if s is None:
+        return "-"
+    if not s["errors"]:
+        return "0"
+    return "%d (%s)" % (s["errors"], ", ".join("%s=%d" % kv
+                                               for kv in sorted(s["errors_by_kind"].items())))
+
+
 def print_row(row):
-    o, r = row["openlake"], row["reference"]
-    ratio = ""
-    if r and row["op"] != "list" and r["mib_per_s"] > 0:
-        ratio = " ratio %.2f" % (o["mib_per_s"] / r["mib_per_s"])
-    print("%-32s openlake %-28s%s%s" % (row["test"], fmt_rate(o, row["op"]),
-                                       (" ref " + fmt_rate(r, row["op"])) if r else "", ratio),
-          flush=True)
+    o, e, r = row["openlake"], row.get("ec"), row["reference"]
+    line = "%-32s 1 drive %-26s" % (row["test"], fmt_rate(o, row["op"]))
+    if e:
+        line += " EC %-26s" % fmt_rate(e, row["op"])
+        if e["errors"]:
+            line += " EC errors %s" % fmt_errs(e)
+    if r:
+        line += " ref %s ratio %s / %s" % (fmt_rate(r, row["op"]), ratio(o, r, row["op"]),
+                                          ratio(e, r, row["op"]))
+    print(line, flush=True)
 
 
 def render(res):
     m = res["machine"]
+    ec = res.get("ec") or {}
+    if ec.get("runs"):
+        ec_head = "EC 4+2 (6 drives)"
+        if ec["runs"] != res["runs"] or ec["duration"] != res["duration"]:
+            ec_head += ", %d run(s) of %s" % (ec["runs"], ec["duration"])
+    else:
+        ec_head = "EC 4+2 (not run)"
     lines = [
         "# OpenLake benchmark: latest run",
         "",
         "Machine: %s, %s cores, Linux %s. Medians of %d run(s) of %s each; wall time %ss." % (
             m["cpu"], m["cores"], m["kernel"], res["runs"], res["duration"], res["wall_s"]),
         "Command: `bench/run.sh %s`" % " ".join(res["command"].split()[1:]),
+        "Tree: commit %s%s." % ((res.get("tree") or {}).get("commit"),
+                                " plus uncommitted changes" if (res.get("tree") or {}).get("dirty")
+                                else ""),
         "",
-        "| test | OpenLake 1 drive | EC 4+2 | reference (same run) | ratio | OpenLake p50 / p99 "
-        "| reference p50 / p99 | server CPU-s/GiB OpenLake / ref | errors |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| test | OpenLake 1 drive | %s | reference (same run) | ratio 1 drive / EC "
+        "| 1 drive p50 / p99 | EC p50 / p99 | reference p50 / p99 "
+        "| server CPU-s/GiB 1 drive / EC / ref | errors 1 drive / EC / ref |" % ec_head,
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for row in res["rows"]:
-        o, r = row["openlake"], row["reference"]
-        if r:
-            ratio = "%.2f" % (o["mib_per_s"] / r["mib_per_s"]) if r["mib_per_s"] else "-"
-            ref = "%s: %s" % (r["what"], fmt_rate(r, row["op"]))
-            rlat = "%s / %s" % (fmt_lat(r["p50_us"]), fmt_lat(r["p99_us"]))
-            cpu = "%.2f / %.2f" % (o["server_cpu_s_per_gib"], r["server_cpu_s_per_gib"])
-            errs = "%d / %d" % (o["errors"], r["errors"])
-        else:
-            ratio, ref, rlat, errs = "-", "-", "-", "%d" % o["errors"]
-            cpu = "-"
-        lines.append("| %s | %s | n/a (erasure coding not built yet) | %s | %s | %s / %s | %s "
-                     "| %s | %s |" % (row["test"], fmt_rate(o, row["op"]), ref, ratio,
-                                      fmt_lat(o["p50_us"]), fmt_lat(o["p99_us"]), rlat, cpu,
-                                      errs))
+        o, e, r = row["openlake"], row.get("ec"), row["reference"]
+        op = row["op"]
+        lat = lambda s: "%s / %s" % (fmt_lat(s["p50_us"]), fmt_lat(s["p99_us"])) if s else "-"
+        cpu = lambda s: "%.2f" % s["server_cpu_s_per_gib"] if s else "-"
+        ref = "%s: %s" % (r["what"], fmt_rate(r, op)) if r else "-"
+        ratios = "%s / %s" % (ratio(o, r, op), ratio(e, r, op)) if r else "-"
+        cpus = "%s / %s / %s" % (cpu(o), cpu(e), cpu(r)) if op != "list" else "-"
+        errs = "%s / %s / %s" % (fmt_errs(o), fmt_errs(e), fmt_errs(r))
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            row["test"], fmt_rate(o, op), fmt_rate(e, op) if e else "-", ref, ratios, lat(o),
+            lat(e), lat(r), cpus, errs))
+    if ec.get("server_exit") is not None:
+        lines += ["", "**The EC server exited during the run (rc %s)**; rows after that have "
+                  "no EC figure. See latest.log." % ec["server_exit"]]
+    if ec.get("prepare_errors"):
+        lines += ["", "EC prepare phases (PUTs of the GET/LIST working sets) counted %d "
+                  "error(s); see latest.log." % ec["prepare_errors"]]
     c = res.get("ceilings") or {}
     if c:
         lines += ["", "Raw ceilings on this machine (one core): memcpy %s GB/s, MD5 %s GB/s, "
                   "O_DIRECT sequential write (dd, 4 MiB blocks) %s GB/s." % (
                       c.get("memcpy_gbps"), c.get("md5_gbps"), c.get("odirect_write_gbps"))]
     cl = [row["openlake"]["client_cores"] for row in res["rows"]]
+    cl += [row["ec"]["client_cores"] for row in res["rows"] if row.get("ec")]
     if cl:
         lines += ["", "Load generator (`openlake bench`, one thread): at most %.2f cores "
                   "in any row." % max(cl)]

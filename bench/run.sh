@@ -1,8 +1,9 @@
 #!/bin/bash
-# The standard benchmark matrix: OpenLake (1 drive) against nginx and raw
+# The standard benchmark matrix: OpenLake (1 drive, and 6 drives EC 4+2) against nginx and raw
 # ceilings, medians of 3 runs of 5 s (--quick: 1 run).  Writes
 # bench/results/latest.md and latest.json and prints the table.
 #   bench/run.sh [--quick] [--duration 5s] [--runs N] [--only get,put,list,ceil]
+#                [--no-ec] [--ec-runs N] [--ec-duration 5s]
 # The openlake binary: $OPENLAKE_BIN, else build-bench/openlake or build/openlake.
 set -euo pipefail
 cd "$(dirname "$0")/.."
