@@ -22,30 +22,9 @@ int ol_store_copy_object(struct ol_store *st, const char *src_bucket, const char
                          size_t dst_len, const struct ol_store_copy_opts *o,
                          struct ol_obj_info *out)
 {
-    uint8_t sk[OL_IDX_KEY_MAX], dk[OL_IDX_KEY_MAX];
-    int skl = ol_idx_key(sk, src_bucket, src_key, src_len);
-    if (skl < 0)
-        return skl == -EINVAL && src_len > 0 ? -OL_ENOBUCKET : skl;
-    int dkl = ol_idx_key(dk, dst_bucket, dst_key, dst_len);
-    if (dkl < 0)
-        return dkl == -EINVAL && dst_len > 0 ? -OL_ENOBUCKET : dkl;
-    struct ol_store_copy_opts def;
-    if (!o) {
-        memset(&def, 0, sizeof(def));
-        o = &def;
-    }
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_COPY_OBJECT;
-    op.bucket = dst_bucket;
-    op.ikey = dk;
-    op.ikey_len = (size_t)dkl;
-    op.src_bucket = src_bucket;
-    op.src_ikey = sk;
-    op.src_ikey_len = (size_t)skl;
-    op.copy = o;
-    op.info = out;
-    return ol_commit_run(st, &op);
+    /* The current version of the source; versions.c owns the one copy path. */
+    return ol_store_copy_object_v(st, src_bucket, src_key, src_len, NULL, dst_bucket, dst_key,
+                                  dst_len, o, out, NULL);
 }
 
 /* ---- UploadPartCopy ---- */
