@@ -88,7 +88,8 @@ void ol_s3_ec_close(struct ol_s3_ec *ec)
 }
 
 int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
-                  unsigned max_loops, struct ol_s3_ec **out, char *err, size_t errlen)
+                  const struct ol_store_opts *so, struct ol_s3_ec **out, char *err,
+                  size_t errlen)
 {
     struct ol_s3_ec *ec = calloc(1, sizeof(*ec));
     int rc = -ENOMEM;
@@ -119,16 +120,6 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
     rc = -ENOMEM;
     if (!ec->paths || !ec->stores || !ec->drives || !ec->sets)
         goto fail;
-    struct ol_store_opts so;
-    ol_store_opts_default(&so);
-    so.segment_bytes = (uint64_t)cfg->segment_bytes;
-    so.block_bytes = (uint32_t)cfg->block_bytes;
-    so.inline_bytes = (uint32_t)cfg->inline_bytes;
-    so.map_bytes = (uint64_t)cfg->map_bytes;
-    so.max_loops = max_loops;
-    so.compact_pct = (unsigned)cfg->compact_pct;
-    so.commit_batch = (unsigned)cfg->commit_batch;
-    so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
     struct ol_storedrive_policy pol;
     ol_storedrive_policy_default(&pol);
     pol.fail_after = (unsigned)cfg->ec_drive_fail_after;
@@ -148,7 +139,7 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
         /* A drive that cannot be opened (failed, read-only, not a
          * directory) starts OFFLINE: the sets serve without it while they
          * have enough drives, and the drive monitor opens it once it works. */
-        int orc = ol_store_open(&ec->stores[i], dirs[i], &so);
+        int orc = ol_store_open(&ec->stores[i], dirs[i], so);
         if (orc < 0) {
             ec->stores[i] = NULL;
             fprintf(stderr, "openlake: drive %s cannot be opened (%s): starting it offline\n",
@@ -158,7 +149,7 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
         if (rc == 0)
             ol_storedrive_set_policy(ec->drives[i], &pol);
         if (rc == 0)
-            rc = ol_storedrive_set_path(ec->drives[i], dirs[i], &so);
+            rc = ol_storedrive_set_path(ec->drives[i], dirs[i], so);
         if (rc == 0 && orc < 0)
             ol_storedrive_set_failed(ec->drives[i], orc);
         if (rc < 0) {

@@ -26,11 +26,14 @@
 struct ol_cfg;
 struct ol_obj_info;
 struct ol_s3_ec;
+struct ol_store_opts;
 
-/* Opens every directory (formatting empty ones), groups them into sets
- * (cfg->ec_data / ec_parity, 0 = automatic).  On error writes a message. */
+/* Opens every directory (formatting empty ones) with the store options `so`,
+ * and groups them into sets (cfg->ec_data / ec_parity, 0 = automatic).  On
+ * error writes a message. */
 int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
-                  unsigned max_loops, struct ol_s3_ec **out, char *err, size_t errlen);
+                  const struct ol_store_opts *so, struct ol_s3_ec **out, char *err,
+                  size_t errlen);
 void ol_s3_ec_close(struct ol_s3_ec *ec);
 /* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
 void ol_s3_ec_describe(const struct ol_s3_ec *ec, char *buf, size_t cap);

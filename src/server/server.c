@@ -267,18 +267,7 @@ int ol_server_run(struct ol_cfg *cfg)
     char err[512];
     err[0] = 0;
     int rc;
-    if (cfg->ndrive_dirs > 1) {
-        rc = ol_s3_ec_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, n, &srv.ec, err, sizeof(err));
-        if (rc < 0) {
-            fprintf(stderr, "openlake: %s\n", err);
-            return 1;
-        }
-        goto opened;
-    }
-    if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "openlake: cannot create %s: %s\n", cfg->data_dir, strerror(errno));
-        return 1;
-    }
+    /* One drive or many, every store gets the same options. */
     struct ol_store_opts so;
     ol_store_opts_default(&so);
     so.segment_bytes = (uint64_t)cfg->segment_bytes;
@@ -289,6 +278,18 @@ int ol_server_run(struct ol_cfg *cfg)
     so.compact_pct = (unsigned)cfg->compact_pct;
     so.commit_batch = (unsigned)cfg->commit_batch;
     so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
+    if (cfg->ndrive_dirs > 1) {
+        rc = ol_s3_ec_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, &so, &srv.ec, err, sizeof(err));
+        if (rc < 0) {
+            fprintf(stderr, "openlake: %s\n", err);
+            return 1;
+        }
+        goto opened;
+    }
+    if (mkdir(cfg->data_dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "openlake: cannot create %s: %s\n", cfg->data_dir, strerror(errno));
+        return 1;
+    }
     rc = ol_store_open(&srv.store, cfg->data_dir, &so);
     if (rc < 0) {
         fprintf(stderr, "openlake: cannot open the drive %s: %s\n", cfg->data_dir,
