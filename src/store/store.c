@@ -396,6 +396,26 @@ static int reader_pin(struct ol_store_reader *r)
     return 0;
 }
 
+/* The current version of a key, for ol_reader_open_fn. */
+struct current_key {
+    struct ol_store *st;
+    const char *bucket;
+    const uint8_t *ik;
+    size_t ik_len;
+};
+
+static int find_current(void *ctx, MDB_txn *txn, MDB_val *v)
+{
+    struct current_key *c = ctx;
+    int rc = ol_idx_get(txn, c->st->db_objects, c->ik, c->ik_len, v);
+    if (rc == -OL_ENOKEY) {
+        MDB_val bk = {strlen(c->bucket), (void *)c->bucket}, bv;
+        if (mdb_get(txn, c->st->db_buckets, &bk, &bv) == MDB_NOTFOUND)
+            rc = -OL_ENOBUCKET;
+    }
+    return rc;
+}
+
 int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
                        size_t key_len, struct ol_store_reader **out)
 {
@@ -403,49 +423,12 @@ int ol_store_read_open(struct ol_store *st, const char *bucket, const char *key,
     int kl = ol_idx_key(ik, bucket, key, key_len);
     if (kl < 0)
         return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
-    struct ol_store_reader *r = calloc(1, sizeof(*r));
-    if (!r)
-        return -ENOMEM;
-    r->st = st;
-    int rc = -EAGAIN;
-    for (int attempt = 0; attempt < 8 && rc == -EAGAIN; attempt++) {
-        reader_release(r);
-        MDB_txn *txn = NULL;
-        rc = ol_rd_begin(st, &txn);
-        if (rc)
-            break;
-        MDB_val v;
-        rc = ol_idx_get(txn, st->db_objects, ik, (size_t)kl, &v);
-        if (rc == -OL_ENOKEY) {
-            MDB_val bk = {strlen(bucket), (void *)bucket}, bv;
-            if (mdb_get(txn, st->db_buckets, &bk, &bv) == MDB_NOTFOUND)
-                rc = -OL_ENOBUCKET;
-        }
-        struct ol_entry e;
-        if (rc == 0) {
-            rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
-            if (rc)
-                ol_log_limited(OL_LOG_ERROR, "store %s: damaged index entry for %s/%.*s",
-                               st->dir, bucket, (int)key_len, key);
-        }
-        if (rc == 0)
-            rc = reader_fill(r, &e);
-        mdb_txn_abort(txn);
-        if (rc == 0)
-            rc = reader_pin(r);
-    }
-    if (rc == -EAGAIN) {
-        ol_log_limited(OL_LOG_ERROR, "store %s: %s/%.*s refers to a missing segment", st->dir,
-                       bucket, (int)key_len, key);
-        rc = -OL_ECORRUPT;
-    }
-    if (rc) {
-        reader_release(r);
-        free(r);
-        return rc;
-    }
-    *out = r;
-    return 0;
+    struct current_key c = {st, bucket, ik, (size_t)kl};
+    int rc = ol_reader_open_fn(st, find_current, &c, out);
+    if (rc == -OL_ECORRUPT)
+        ol_log_limited(OL_LOG_ERROR, "store %s: %s/%.*s: damaged entry or missing segment",
+                       st->dir, bucket, (int)(key_len > 200 ? 200 : key_len), key);
+    return rc;
 }
 
 /* ol_store_read_open for an entry found by a callback (versions.c opens
