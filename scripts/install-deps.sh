@@ -6,7 +6,7 @@ set -euo pipefail
 PKGS=(
   # build
   build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
-  liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev
+  liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev libboost-context-dev
   # tests and tools
   python3 python3-pytest python3-boto3 awscli lmdb-utils nginx-light curl
   # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's

@@ -5,11 +5,16 @@
  * all queued SQEs with one system call and wait for at least one completion
  * when nothing is ready, then turn completions back into ready fibers.
  *
- * Fibers are ucontext coroutines on mmap'ed stacks with a guard page below.
- * glibc's swapcontext also saves the signal mask (one extra system call per
- * switch); that is measurable but small next to a request's real work, and it
- * keeps the switch in a well-kept library rather than in hand-written
- * assembly.
+ * Fibers are coroutines on mmap'ed stacks with a guard page below.  They
+ * switch with Boost.Context's fcontext (make_fcontext / jump_fcontext, plain C
+ * linkage) when the build found libboost_context: glibc's swapcontext also
+ * saves and restores the signal mask, an rt_sigprocmask system call on every
+ * switch, which fcontext does not do (the loop threads never change their
+ * mask, so there is nothing to save).  Builds without the library, and
+ * AddressSanitizer builds, keep ucontext: ASan learns of stack switches only
+ * through swapcontext, so it would report false stack errors on fcontext
+ * switches.  Either way the switch stays in a well-kept library rather than
+ * in hand-written assembly.
  */
 #include "core/loop.h"
 
@@ -27,10 +32,39 @@
 #include "core/clock.h"
 #include "core/log.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define OL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OL_ASAN 1
+#endif
+#endif
+
+#if defined(OL_HAVE_FCONTEXT) && !defined(OL_ASAN)
+#define OL_USE_FCONTEXT 1
+#endif
+
+#ifdef OL_USE_FCONTEXT
+/* Boost.Context's C-linkage entry points, declared here because its header is
+ * C++ (boost/context/detail/fcontext.hpp, which these copy).  A context is an
+ * opaque pointer into a suspended stack; each jump hands the target the
+ * context it left behind, so whoever is resumed saves the other side. */
+typedef void *fcontext_t;
+typedef struct {
+    fcontext_t fctx;
+    void *data;
+} transfer_t;
+transfer_t jump_fcontext(fcontext_t const to, void *vp);
+fcontext_t make_fcontext(void *sp, size_t size, void (*fn)(transfer_t));
+typedef fcontext_t ol_ctx_t;
+#else
+typedef ucontext_t ol_ctx_t;
+#endif
+
 enum fiber_state { F_FREE, F_READY, F_RUNNING, F_PARKED, F_IOWAIT, F_DONE };
 
 struct ol_fiber {
-    ucontext_t ctx;
+    ol_ctx_t ctx;
     struct ol_loop *loop;
     void *stack;        /* mapping including the guard page */
     size_t map_bytes;
@@ -53,7 +87,7 @@ struct ol_fiber {
 struct ol_loop {
     struct io_uring ring;
     struct ol_loop_opts opts;
-    ucontext_t sched_ctx;
+    ol_ctx_t sched_ctx;
     struct ol_fiber *fibers;     /* max_fibers entries */
     struct ol_fiber *free_list;
     struct ol_fiber *ready_head, *ready_tail;
@@ -232,6 +266,20 @@ static void make_ready(struct ol_loop *loop, struct ol_fiber *f)
     loop->ready_tail = f;
 }
 
+#ifdef OL_USE_FCONTEXT
+static void fiber_trampoline(transfer_t from)
+{
+    struct ol_loop *loop = tl_loop;
+    struct ol_fiber *f = loop->current;
+    /* The scheduler's context as it jumped here; the fiber jumps back to it. */
+    loop->sched_ctx = from.fctx;
+    f->fn(f->arg);
+    f->state = F_DONE;
+    /* Back to the scheduler, which recycles this fiber; never resumed. */
+    jump_fcontext(loop->sched_ctx, NULL);
+    OL_ASSERT(!"finished fiber resumed");
+}
+#else
 static void fiber_trampoline(void)
 {
     struct ol_loop *loop = tl_loop;
@@ -242,6 +290,7 @@ static void fiber_trampoline(void)
     swapcontext(&f->ctx, &loop->sched_ctx);
     OL_ASSERT(!"finished fiber resumed");
 }
+#endif
 
 int ol_fiber_spawn(struct ol_loop *loop, ol_fiber_fn fn, void *arg)
 {
@@ -267,11 +316,18 @@ int ol_fiber_spawn(struct ol_loop *loop, ol_fiber_fn fn, void *arg)
     }
     loop->free_list = f->next;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
+#ifdef OL_USE_FCONTEXT
+    /* make_fcontext takes the top of the stack, which grows down towards the
+     * guard page. */
+    f->ctx = make_fcontext((char *)f->stack + f->map_bytes, f->map_bytes - page,
+                           fiber_trampoline);
+#else
     getcontext(&f->ctx);
     f->ctx.uc_stack.ss_sp = (char *)f->stack + page;
     f->ctx.uc_stack.ss_size = f->map_bytes - page;
     f->ctx.uc_link = NULL;
     makecontext(&f->ctx, fiber_trampoline, 0);
+#endif
     f->fn = fn;
     f->arg = arg;
     loop->nfibers++;
@@ -281,7 +337,13 @@ int ol_fiber_spawn(struct ol_loop *loop, ol_fiber_fn fn, void *arg)
 
 static void switch_to_scheduler(struct ol_fiber *f)
 {
+#ifdef OL_USE_FCONTEXT
+    /* The scheduler resumes this fiber with a fresh context of its own. */
+    transfer_t t = jump_fcontext(f->loop->sched_ctx, NULL);
+    f->loop->sched_ctx = t.fctx;
+#else
     swapcontext(&f->ctx, &f->loop->sched_ctx);
+#endif
 }
 
 void ol_fiber_park(void)
@@ -567,7 +629,13 @@ static void run_fiber(struct ol_loop *loop, struct ol_fiber *f)
 {
     loop->current = f;
     f->state = F_RUNNING;
+#ifdef OL_USE_FCONTEXT
+    /* The fiber comes back with the context to resume it from next time. */
+    transfer_t t = jump_fcontext(f->ctx, NULL);
+    f->ctx = t.fctx;
+#else
     swapcontext(&loop->sched_ctx, &f->ctx);
+#endif
     loop->current = NULL;
     if (f->state == F_DONE) {
         f->state = F_FREE;
