@@ -4,7 +4,16 @@
  *   "OLS1" vid[16] k m shard rotation flags unit_bytes:u32 size:u64
  *   mtime_ns:i64 etag_len:u8 etag[etag_len]
  * The store's own fields of the entry (size, etag, mtime) are the shard's
- * length, "" and the object's mtime; the drive ignores them. */
+ * length, "" and the object's mtime; the drive ignores them.
+ *
+ * flags: bit 1 DELETE_MARKER, bit 0 COMPLETE (the stored phase-2 mark), bit 7
+ * EXPLICIT (the entry carries the mark in bit 0).  Entries written before the
+ * mark was stored lack EXPLICIT: they are COMPLETE when no older version of
+ * the key is on the drive (the old, derived rule).  mark_complete sets the
+ * mark by copying the shard version onto its own key by reference with the
+ * new meta blob (one atomic store write, no data copied), then deleting the
+ * unmarked copy and the older versions: a crash in between leaves two copies
+ * of one vid, and the newest written (the marked one) is the one reported. */
 #include "ec/storedrive.h"
 
 #include <errno.h>
@@ -26,6 +35,11 @@ enum {
     SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
     SD_META_MAX = SD_META_MIN + 63,
     SD_LIST_SCAN_MAX = 1u << 20, /* store versions one list_keys call looks at */
+};
+
+enum {
+    SD_FLAG_EXPLICIT = 1u << 7, /* meta blob flags: the COMPLETE bit is stored */
+    SD_FLAG_MASK = OL_SHARD_DELETE_MARKER | OL_SHARD_COMPLETE,
 };
 
 enum {
@@ -70,6 +84,7 @@ struct sd_writer {
 struct sd_ver {
     char svid[OL_STORE_VID_MAX];
     struct ol_shard_meta sm;
+    bool legacy; /* written before the COMPLETE mark was stored */
 };
 
 /* ---- the meta blob ---- */
@@ -100,8 +115,7 @@ static size_t meta_encode(const struct ol_shard_meta *sm, uint8_t out[SD_META_MA
     *p++ = sm->m;
     *p++ = sm->shard;
     *p++ = sm->rotation;
-    /* COMPLETE is derived by the drive (see the header), never stored. */
-    *p++ = (uint8_t)(sm->flags & OL_SHARD_DELETE_MARKER);
+    *p++ = (uint8_t)((sm->flags & SD_FLAG_MASK) | SD_FLAG_EXPLICIT);
     put_le(p, sm->unit_bytes, 4);
     p += 4;
     put_le(p, sm->size, 8);
@@ -113,7 +127,9 @@ static size_t meta_encode(const struct ol_shard_meta *sm, uint8_t out[SD_META_MA
     return (size_t)(p - out) + el;
 }
 
-static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm)
+/* Decodes a meta blob; *legacy (may be NULL) says the blob predates the
+ * stored COMPLETE mark (its COMPLETE bit then means nothing). */
+static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm, bool *legacy)
 {
     if (!b || len < SD_META_MIN || memcmp(b, "OLS1", 4) != 0)
         return -OL_ECORRUPT;
@@ -125,7 +141,12 @@ static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm)
     sm->m = *p++;
     sm->shard = *p++;
     sm->rotation = *p++;
-    sm->flags = *p++;
+    uint8_t fl = *p++;
+    sm->flags = fl & SD_FLAG_MASK;
+    if (!(fl & SD_FLAG_EXPLICIT))
+        sm->flags &= (uint8_t)~OL_SHARD_COMPLETE;
+    if (legacy)
+        *legacy = !(fl & SD_FLAG_EXPLICIT);
     sm->unit_bytes = (uint32_t)get_le(p, 4);
     p += 4;
     sm->size = get_le(p, 8);
@@ -264,7 +285,8 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
         }
         if (kl != klen || memcmp(k, key, klen) != 0)
             break;
-        if (vi.is_marker || meta_decode(vi.info.meta, vi.info.meta_len, &out[n].sm) != 0)
+        if (vi.is_marker ||
+            meta_decode(vi.info.meta, vi.info.meta_len, &out[n].sm, &out[n].legacy) != 0)
             continue;
         memcpy(out[n].svid, vi.vid, sizeof(out[n].svid));
         n++;
@@ -280,21 +302,29 @@ static int ver_desc(const void *a, const void *b)
 }
 
 /* Turns a scan into the drive's answer: one entry per eset vid (the most
- * recently written store version of it), newest vid first, the oldest
- * flagged COMPLETE.  Returns the count. */
+ * recently written store version of it), newest vid first, COMPLETE as
+ * stored; an entry from before the stored mark (legacy) is COMPLETE when it
+ * is the oldest version, as that format defined it.  Returns the count. */
 static int distinct(const struct sd_ver *v, int n, struct ol_shard_meta *out)
 {
     int m = 0;
+    bool legacy[SD_SCAN_MAX];
     for (int i = 0; i < n; i++) {
         bool dup = false;
         for (int j = 0; j < m && !dup; j++)
             dup = ol_version_id_cmp(&out[j].vid, &v[i].sm.vid) == 0;
-        if (!dup)
+        if (!dup) {
+            legacy[m] = v[i].legacy;
             out[m++] = v[i].sm;
+        }
     }
+    int oldest = -1;
+    for (int j = 0; j < m; j++)
+        if (oldest < 0 || ol_version_id_cmp(&out[j].vid, &out[oldest].vid) < 0)
+            oldest = j;
+    if (oldest >= 0 && legacy[oldest])
+        out[oldest].flags |= OL_SHARD_COMPLETE;
     qsort(out, (size_t)m, sizeof(out[0]), ver_desc);
-    if (m > 0)
-        out[m - 1].flags |= OL_SHARD_COMPLETE;
     return m;
 }
 
@@ -370,8 +400,11 @@ static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
     }
     uint8_t blob[SD_META_MAX];
     struct ol_obj_info info = {.mtime_ns = sm->mtime_ns};
+    /* Phase 1 only: the mark comes from mark_complete, never from a commit. */
+    struct ol_shard_meta unmarked = *sm;
+    unmarked.flags &= (uint8_t)~OL_SHARD_COMPLETE;
     info.meta = blob;
-    info.meta_len = (uint32_t)meta_encode(sm, blob);
+    info.meta_len = (uint32_t)meta_encode(&unmarked, blob);
     char svid[OL_STORE_VID_MAX];
     rc = sd_note(sw->sd,
                  ol_store_write_commit_object_v(sw->w, sw->bucket, sw->key, sw->klen, &info,
@@ -411,6 +444,26 @@ static void sd_shard_abort(void *w)
     free(sw);
 }
 
+/* Writes the COMPLETE mark on store version v (a copy of it onto its own key
+ * by reference, with the marked meta blob) and returns the copy's store vid
+ * in svid.  The unmarked original stays; the caller deletes it. */
+static int write_mark(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+                      const struct sd_ver *v, char svid[OL_STORE_VID_MAX])
+{
+    uint8_t blob[SD_META_MAX];
+    struct ol_shard_meta sm = v->sm;
+    sm.flags |= OL_SHARD_COMPLETE;
+    struct ol_store_copy_opts o = {
+        .replace_meta = true,
+        .meta = blob,
+        .meta_len = (uint32_t)meta_encode(&sm, blob),
+        .mtime_ns = sm.mtime_ns,
+    };
+    struct ol_obj_info out;
+    return ol_store_copy_object_v(st, bucket, key, klen, v->svid, bucket, key, klen, &o, &out,
+                                  svid);
+}
+
 static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
                             const struct ol_version_id *vid)
 {
@@ -420,26 +473,50 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
     struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
     if (!v)
         return -ENOMEM;
-    int n = scan(st, bucket, key, klen, v);
-    int rc = n < 0 ? n : -OL_ENOKEY;
-    bool have = false, older = false;
-    for (int i = 0; i < n; i++) {
-        int c = ol_version_id_cmp(&v[i].sm.vid, vid);
-        have |= c == 0;
-        older |= c < 0;
-    }
-    if (have) {
-        rc = 0;
-        for (int i = 0; i < n && rc == 0; i++) {
-            if (ol_version_id_cmp(&v[i].sm.vid, vid) >= 0)
-                continue;
-            int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
-            if (e < 0 && e != -OL_ENOVERSION)
-                rc = e;
+    char keep[OL_STORE_VID_MAX] = "";
+    int n = 0, rc = 0;
+    /* A second round only when a concurrent heal rewrite deleted the copy
+     * this one was about to mark. */
+    for (unsigned round = 0; round < 3; round++) {
+        n = scan(st, bucket, key, klen, v);
+        if (n < 0) {
+            rc = n;
+            goto out;
         }
-    } else if (n > 0 && !older) {
-        rc = 0; /* gone, and the oldest version left (newer) counts as complete */
+        /* The most recently written copy of vid is the one reported. */
+        int at = -1;
+        bool newer_complete = false;
+        for (int i = 0; i < n; i++) {
+            int c = ol_version_id_cmp(&v[i].sm.vid, vid);
+            if (c == 0 && at < 0)
+                at = i;
+            newer_complete |= c > 0 && (v[i].sm.flags & OL_SHARD_COMPLETE);
+        }
+        if (at < 0) {
+            /* Gone: fine when a newer version is already complete. */
+            rc = newer_complete ? 0 : -OL_ENOKEY;
+            goto out;
+        }
+        memcpy(keep, v[at].svid, sizeof(keep));
+        if (v[at].sm.flags & OL_SHARD_COMPLETE)
+            break;
+        rc = write_mark(st, bucket, key, klen, &v[at], keep);
+        if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY)
+            break;
     }
+    if (rc < 0)
+        goto out;
+    /* The mark is durable: now the unmarked copies of vid written before it
+     * and every older version go.  Copies written after this scan (a heal
+     * rewriting the shard) are not in it and stay. */
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (strcmp(v[i].svid, keep) == 0 || ol_version_id_cmp(&v[i].sm.vid, vid) > 0)
+            continue;
+        int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
+        if (e < 0 && e != -OL_ENOVERSION)
+            rc = e;
+    }
+out:
     free(v);
     return sd_note(d, rc);
 }
@@ -543,6 +620,7 @@ struct sd_group {
     uint32_t klen;
     char key[OL_DRIVE_MAX_KEY];
     struct ol_shard_meta newest;
+    bool legacy; /* newest predates the stored mark (see distinct) */
     unsigned nver;
 };
 
@@ -584,7 +662,7 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
             out[n].key_len = g->klen;
             memcpy(out[n].key, g->key, g->klen);
             out[n].newest = g->newest;
-            if (g->nver == 1)
+            if (g->legacy && g->nver == 1)
                 out[n].newest.flags |= OL_SHARD_COMPLETE;
             n++;
             open = false;
@@ -594,21 +672,25 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
         if (kl == alen && alen > 0 && memcmp(k, after, kl) == 0)
             continue;
         struct ol_shard_meta sm;
+        bool legacy;
         if (kl > OL_DRIVE_MAX_KEY || vi.is_marker ||
-            meta_decode(vi.info.meta, vi.info.meta_len, &sm) != 0)
+            meta_decode(vi.info.meta, vi.info.meta_len, &sm, &legacy) != 0)
             continue;
         if (!same) {
             g->klen = (uint32_t)kl;
             memcpy(g->key, k, kl);
             g->newest = sm;
+            g->legacy = legacy;
             g->nver = 1;
             open = true;
             continue;
         }
         if (ol_version_id_cmp(&sm.vid, &g->newest.vid) != 0)
             g->nver++;
-        if (ol_version_id_cmp(&sm.vid, &g->newest.vid) > 0)
+        if (ol_version_id_cmp(&sm.vid, &g->newest.vid) > 0) {
             g->newest = sm;
+            g->legacy = legacy;
+        }
     }
     rc = (int)n;
 out:

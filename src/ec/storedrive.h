@@ -9,14 +9,15 @@
  * drive maps an eset vid to a store version by scanning the key's versions
  * (a handful: older ones are freed by mark_complete).
  *
- * COMPLETE is not stored: a shard version is reported COMPLETE when the
- * drive holds no older version of the key.  mark_complete frees every older
- * version, which makes the marked version the oldest, so the flag follows;
- * the only difference from a stored flag is that the first version a drive
- * ever holds of a key reads as COMPLETE before its phase 2 (harmless: phase 2
- * of such a version has nothing to free).  shard_commit never answers
- * OL_DRIVE_SUPERSEDED: it always keeps the shard, which is safe (an older
- * version is freed by the newer one's mark).
+ * COMPLETE is stored in the meta blob: mark_complete copies the shard's store
+ * version onto its own key by reference with the flag set (one atomic store
+ * write, no data copied), then deletes the unmarked copy and every older
+ * version.  Entries written before the flag was stored (no EXPLICIT bit) are
+ * COMPLETE when the drive holds no older version of the key, as that format
+ * defined it.  So the leftover of a cut-off first PUT of a key is not
+ * COMPLETE, and the set can call it absent (docs/EC.md, 6.1).  shard_commit
+ * never answers OL_DRIVE_SUPERSEDED: it always keeps the shard, which is safe
+ * (an older version is freed by the newer one's mark).
  *
  * A bucket is created (with versioning ENABLED) on demand by shard_begin, so
  * a replaced, empty drive accepts shards during a heal.

@@ -58,6 +58,7 @@ static void gen(uint64_t seed, uint8_t *p, size_t n)
 }
 
 static struct ol_hlc hlc;
+static uint64_t set_grace_ms; /* incomplete_grace_ms of the next set_open */
 
 struct set {
     unsigned k, m, n;
@@ -85,7 +86,7 @@ static void set_open(struct set *s, unsigned k, unsigned m, uint32_t unit)
     cfg.drives = drives;
     cfg.hlc = &hlc;
     memcpy(cfg.deployment_id, "eset-test-deploy", 16);
-    cfg.incomplete_grace_ms = 0;
+    cfg.incomplete_grace_ms = set_grace_ms;
     cfg.heal_on_read = false;
     if (ol_eset_create(&cfg, &s->es) < 0)
         abort();
@@ -631,6 +632,73 @@ static void test_quorum(void)
     set_close(&s);
 }
 
+/* ---- leftovers of PUTs cut off by a crash ---- */
+
+/* Phase 1 of version vid of an empty object on drive slot `slot` (shard
+ * `slot`, rotation 0), never marked COMPLETE. */
+static void phase1(struct set *s, unsigned slot, const char *key,
+                   const struct ol_version_id *vid)
+{
+    struct ol_shard_meta sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.vid = *vid;
+    sm.k = (uint8_t)s->k;
+    sm.m = (uint8_t)s->m;
+    sm.shard = (uint8_t)slot;
+    sm.unit_bytes = 4096;
+    strcpy(sm.etag, "cut");
+    void *w = NULL;
+    CHECK_EQ(ol_memdrive_ops.shard_begin(s->md[slot], "b", key, strlen(key), vid, &w), 0);
+    CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm), 0);
+}
+
+/* The first PUT of a key cut off (kill -9) after fewer than k shards: never
+ * COMPLETE anywhere, so the key is absent, also with one drive silent (the
+ * shards seen plus the silent one stay below the ack quorum k+1).  A heal
+ * removes such a leftover at once when it is stamped before the set was
+ * opened (a crash of an earlier process), even within the grace, and keeps
+ * one stamped after (a PUT of this process may still be writing it).  Once
+ * marked on one drive it is "unavailable", never "absent". */
+static void test_leftovers(void)
+{
+    struct set s;
+    struct ol_version_id old, young;
+    struct ol_eset_obj lo;
+    struct ol_eset_heal_stats hs;
+    struct ol_shard_meta sm[8];
+    ol_hlc_version_id(&hlc, &old);
+    struct timespec ts = {0, 3 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    set_grace_ms = 3600 * 1000;
+    set_open(&s, 4, 2, 4096);
+    set_grace_ms = 0;
+    ol_hlc_version_id(&hlc, &young);
+    for (unsigned i = 0; i < 3; i++) {
+        phase1(&s, i, "old", &old);
+        phase1(&s, i, "young", &young);
+    }
+    CHECK_EQ(ol_eset_stat(s.es, "b", "old", 3, NULL, &lo), -OL_ENOKEY);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "young", 5, NULL, &lo), -OL_ENOKEY);
+    ol_memdrive_set_offline(s.md[5], true);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "old", 3, NULL, &lo), -OL_ENOKEY);
+    /* Silent, it cannot be healed away yet. */
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "old", 3, &hs), -OL_ENOKEY);
+    CHECK_EQ(hs.versions_removed, 0);
+    ol_memdrive_set_offline(s.md[5], false);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
+    CHECK_EQ(hs.versions_removed, 3);
+    CHECK_EQ(hs.unrecoverable, 0);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "old", 3, sm, 8), 0);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "young", 5, sm, 8), 1);
+    /* Marked on one drive: it was completed once (acknowledged), so too few
+     * shards make it unavailable, not absent. */
+    CHECK_EQ(ol_memdrive_ops.mark_complete(s.md[1], "b", "young", 5, &young), 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "young", 5, NULL, &lo), -OL_EQUORUM);
+    set_close(&s);
+}
+
 /* ---- concurrent PUTs of one key, with a reader ---- */
 
 struct race {
@@ -985,6 +1053,7 @@ int main(void)
     test_args();
     test_io_accounting();
     test_quorum();
+    test_leftovers();
     test_wipe_heal_corrupt();
     test_concurrent_puts();
     test_wide();

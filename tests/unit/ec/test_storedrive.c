@@ -186,6 +186,71 @@ static int count_cb(void *ctx, const char *key, size_t klen, const struct ol_ese
     return 0;
 }
 
+/* Store versions (not eset versions) of a key on drive i. */
+static unsigned store_versions(unsigned i, const char *key)
+{
+    struct ol_store_viter *it = NULL;
+    unsigned n = 0;
+    if (ol_store_viter_open(ol_storedrive_store(sd[i]), "bkt", &it) < 0)
+        return 0;
+    size_t klen = strlen(key);
+    int rc = ol_store_viter_seek(it, key, klen);
+    for (unsigned guard = 0; rc == 0 && guard < 1000; guard++) {
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        if (ol_store_viter_next(it, &k, &kl, &vi) != 0 || kl != klen || memcmp(k, key, kl) != 0)
+            break;
+        n++;
+    }
+    ol_store_viter_close(it);
+    return n;
+}
+
+/* A shard version of an empty object committed on drive slot `slot` (shard
+ * `slot`, rotation 0) and never marked: phase 1 of a PUT only. */
+static int phase1(unsigned slot, const char *key, const struct ol_version_id *vid)
+{
+    struct ol_shard_meta sm;
+    memset(&sm, 0, sizeof(sm));
+    sm.vid = *vid;
+    sm.k = 4;
+    sm.m = 2;
+    sm.shard = (uint8_t)slot;
+    sm.unit_bytes = 64 * 1024;
+    sm.mtime_ns = 1;
+    strcpy(sm.etag, "cut");
+    void *w = NULL;
+    int rc = ol_storedrive_ops.shard_begin(sd[slot], "bkt", key, strlen(key), vid, &w);
+    return rc < 0 ? rc : ol_storedrive_ops.shard_commit(w, &sm);
+}
+
+/* A shard entry in the format from before the stored COMPLETE mark (flags
+ * without EXPLICIT), written into drive i's store directly. */
+static int legacy_put(unsigned i, const char *key, const struct ol_version_id *vid)
+{
+    uint8_t b[64], *p = b;
+    memcpy(p, "OLS1", 4);
+    p += 4;
+    memcpy(p, vid->b, 16);
+    p += 16;
+    *p++ = 4; /* k */
+    *p++ = 2; /* m */
+    *p++ = (uint8_t)i;
+    *p++ = 0; /* rotation */
+    *p++ = 0; /* flags: the old format never stored COMPLETE */
+    memset(p, 0, 4 + 8 + 8);
+    p[2] = 1; /* unit_bytes 65536 */
+    p += 4 + 8 + 8;
+    *p++ = 0; /* no etag */
+    struct ol_obj_info info = {.meta = b, .meta_len = (uint32_t)(p - b)};
+    struct ol_store_writer *w = NULL;
+    char svid[OL_STORE_VID_MAX];
+    int rc = ol_store_write_begin(ol_storedrive_store(sd[i]), 0, &w);
+    return rc < 0 ? rc
+                  : ol_store_write_commit_object_v(w, "bkt", key, strlen(key), &info, NULL, svid);
+}
+
 static unsigned list_count(void)
 {
     unsigned n = 0;
@@ -228,7 +293,62 @@ int main(void)
     struct ol_shard_meta vm[16];
     CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16), 1);
     CHECK(vm[0].flags & OL_SHARD_COMPLETE);
+    /* The mark (a copy by reference) replaced the unmarked copy, and freed
+     * the older version: one store version left. */
+    CHECK(store_versions(0, "obj/0002") == 1);
     CHECK(list_count() == 25);
+
+    /* The first PUT of a key cut off after 3 shards (fewer than k, never
+     * marked): not COMPLETE on any drive, so with every drive answering the
+     * key does not exist, and a heal removes the leftover. */
+    {
+        struct ol_version_id lv;
+        ol_hlc_version_id(&hlc, &lv);
+        for (unsigned i = 0; i < 3; i++)
+            CHECK_RC(phase1(i, "cut/1", &lv), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 1);
+        CHECK(!(vm[0].flags & OL_SHARD_COMPLETE));
+        struct ol_eset_obj o;
+        CHECK_RC(ol_eset_stat(es, "bkt", "cut/1", 5, NULL, &o), -OL_ENOKEY);
+        struct ol_eset_heal_stats ls;
+        memset(&ls, 0, sizeof(ls));
+        CHECK_RC(ol_eset_heal_object(es, "bkt", "cut/1", 5, &ls), -OL_ENOKEY);
+        CHECK(ls.versions_removed == 3 && ls.unrecoverable == 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 0);
+        /* Marked on one drive, the version counts as once completed: an
+         * acknowledged object that lost drives, not absent. */
+        ol_hlc_version_id(&hlc, &lv);
+        for (unsigned i = 0; i < 3; i++)
+            CHECK_RC(phase1(i, "cut/2", &lv), 0);
+        CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[1], "bkt", "cut/2", 5, vm, 16), 1);
+        CHECK(vm[0].flags & OL_SHARD_COMPLETE);
+        CHECK(store_versions(1, "cut/2") == 1);
+        CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
+        CHECK(store_versions(1, "cut/2") == 1);
+        CHECK_RC(ol_eset_stat(es, "bkt", "cut/2", 5, NULL, &o), -OL_EQUORUM);
+        for (unsigned i = 0; i < 3; i++)
+            CHECK_RC(ol_storedrive_ops.delete_version(sd[i], "bkt", "cut/2", 5, &lv), 0);
+        CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), -OL_ENOKEY);
+
+        /* Entries from before the stored mark keep the derived rule: the
+         * oldest version of a key is COMPLETE, newer ones are not until
+         * marked (which rewrites them in the new format). */
+        struct ol_version_id a, b;
+        ol_hlc_version_id(&hlc, &a);
+        ol_hlc_version_id(&hlc, &b);
+        CHECK_RC(legacy_put(0, "old/1", &a), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK(vm[0].flags & OL_SHARD_COMPLETE);
+        CHECK_RC(legacy_put(0, "old/1", &b), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 2);
+        CHECK(!(vm[0].flags & OL_SHARD_COMPLETE) && (vm[1].flags & OL_SHARD_COMPLETE));
+        CHECK_RC(ol_storedrive_ops.mark_complete(sd[0], "bkt", "old/1", 5, &b), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK(ol_version_id_cmp(&vm[0].vid, &b) == 0 && (vm[0].flags & OL_SHARD_COMPLETE));
+        CHECK(store_versions(0, "old/1") == 1);
+        CHECK_RC(ol_storedrive_ops.delete_version(sd[0], "bkt", "old/1", 5, &b), 0);
+    }
 
     /* Wipe two drives: everything reads; heal rebuilds 2 shards per object. */
     wipe(1);
