@@ -593,7 +593,6 @@ static void test_format_upgrade(void)
     CHECK_RC(ol_store_open(&st, dir, &o), -OL_EFORMAT);
 }
 
-/* TESTS-END */
 
 static void rm_rf(const char *path)
 {
@@ -622,7 +621,6 @@ int main(void)
     test_cond(st);
     test_settings(st);
     test_copy(st);
-    /* MAIN-END */
     struct ol_store_stats s;
     ol_store_stats(st, &s);
     CHECK(s.live_bytes == 0 && s.objects == 0);
