@@ -26,38 +26,6 @@ struct copy_src {
     char version[64];
 };
 
-static int hexv(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes p[0..n) into out (cap bytes); returns the length or -1. */
-static ssize_t pct_decode(const char *p, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = p[i];
-        if (c == '%') {
-            int hi = i + 2 < n ? hexv(p[i + 1]) : -1;
-            int lo = i + 2 < n ? hexv(p[i + 2]) : -1;
-            if (hi < 0 || lo < 0)
-                return -1;
-            c = (char)(hi << 4 | lo);
-            i += 2;
-        }
-        if (o >= cap)
-            return -1;
-        out[o++] = c;
-    }
-    return (ssize_t)o;
-}
-
 /* x-amz-copy-source: "bucket/key" URL-encoded, an optional leading '/', an
  * optional "?versionId=ID".  0, or sends the error and returns -1. */
 static int parse_source(struct ol_s3_req *r, struct copy_src *s)
@@ -77,14 +45,14 @@ static int parse_source(struct ol_s3_req *r, struct copy_src *s)
         size_t an = n - path_n - 1;
         if (an < 10 || strncmp(a, "versionId=", 10) != 0)
             return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
-        ssize_t vl = pct_decode(a + 10, an - 10, s->version, sizeof(s->version) - 1);
+        ssize_t vl = ol_pct_decode(a + 10, an - 10, s->version, sizeof(s->version) - 1, false);
         if (vl <= 0)
             return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
         s->version[vl] = 0;
         s->has_version = true;
     }
     char path[64 + 1 + 1024 * 3 + 2];
-    ssize_t pl = pct_decode(p, path_n, path, sizeof(path) - 1);
+    ssize_t pl = ol_pct_decode(p, path_n, path, sizeof(path) - 1, false);
     if (pl <= 0)
         return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
     path[pl] = 0;

@@ -305,39 +305,15 @@ static void body_free(struct ol_s3_req *r)
 
 /* ---- parsing the request ---- */
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* Percent-decodes; '+' stays '+' in paths and becomes ' ' in queries
- * (form encoding, which some clients use for query values). */
+/* Percent-decodes into out and NUL-terminates; '+' stays '+' in paths and
+ * becomes ' ' in queries (form encoding, which some clients use for query
+ * values).  out has room for n + 1 bytes. */
 static ssize_t pct_decode(const char *s, size_t n, char *out, bool plus_is_space)
 {
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            if (i + 2 >= n)
-                return -1;
-            int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
-            if (h < 0 || l < 0)
-                return -1;
-            out[o++] = (char)(h << 4 | l);
-            i += 2;
-        } else if (s[i] == '+' && plus_is_space) {
-            out[o++] = ' ';
-        } else {
-            out[o++] = s[i];
-        }
-    }
-    out[o] = 0;
-    return (ssize_t)o;
+    ssize_t o = ol_pct_decode(s, n, out, n, plus_is_space);
+    if (o >= 0)
+        out[o] = 0;
+    return o;
 }
 
 static int parse_query(struct ol_s3_req *r, char *scratch, size_t cap)

@@ -10,6 +10,8 @@
  */
 #include "s3/sigv4.h"
 
+#include <stdint.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -342,7 +344,7 @@ void ol_sigv4_signing_key(const char *secret, size_t secret_len, struct ol_slice
 
 /* ---- percent-encoding ---- */
 
-ssize_t ol_uri_decode(const char *src, size_t len, char *dst)
+ssize_t ol_pct_decode(const char *src, size_t len, char *dst, size_t dst_cap, bool plus_is_space)
 {
     size_t out = 0;
     for (size_t i = 0; i < len; i++) {
@@ -356,11 +358,20 @@ ssize_t ol_uri_decode(const char *src, size_t len, char *dst)
                 return -1;
             c = (unsigned char)(hi << 4 | lo);
             i += 2;
+        } else if (c == '+' && plus_is_space) {
+            c = ' ';
         }
+        if (out >= dst_cap)
+            return -1;
         /* out <= i always, so decoding in place never overwrites unread input. */
         dst[out++] = (char)c;
     }
     return (ssize_t)out;
+}
+
+ssize_t ol_uri_decode(const char *src, size_t len, char *dst)
+{
+    return ol_pct_decode(src, len, dst, SIZE_MAX, false);
 }
 
 ssize_t ol_uri_encode(const char *src, size_t len, char *dst, size_t dst_cap, bool keep_slash)

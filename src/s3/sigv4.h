@@ -164,6 +164,9 @@ bool ol_aws_chunked_done(const struct ol_aws_chunked *c);
 /* Percent-decodes src into dst (dst may be src); '+' is kept as '+'.
  * Returns decoded length or -1 on a bad escape. */
 ssize_t ol_uri_decode(const char *src, size_t len, char *dst);
+/* The general form: at most dst_cap bytes out (-1 past it); '+' becomes ' '
+ * when plus_is_space (form encoding: query values, x-amz-tagging). */
+ssize_t ol_pct_decode(const char *src, size_t len, char *dst, size_t dst_cap, bool plus_is_space);
 /* Percent-encodes per SigV4 (unreserved A-Za-z0-9-._~ kept; '/' kept when
  * keep_slash).  Returns the length written, or -1 if dst_cap is too small. */
 ssize_t ol_uri_encode(const char *src, size_t len, char *dst, size_t dst_cap, bool keep_slash);

@@ -30,6 +30,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "s3/s3.h"
+#include "s3/sigv4.h"
 #include "store/store.h"
 
 #define OL_TAGS_ATTR "tags"
@@ -215,39 +216,6 @@ static const char *ol_tagset_value(const struct ol_tagset *t, size_t i)
 
 /* ---- the x-amz-tagging header ---- */
 
-static int ol_hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
-/* Form-decodes s[0, n) into out (cap bytes); -1 on bad escapes or overflow. */
-static ssize_t ol_form_decode(const char *s, size_t n, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (o >= cap)
-            return -1;
-        if (s[i] == '%') {
-            if (i + 2 >= n)
-                return -1;
-            int h = ol_hexval((unsigned char)s[i + 1]), l = ol_hexval((unsigned char)s[i + 2]);
-            if (h < 0 || l < 0)
-                return -1;
-            out[o++] = (char)(h << 4 | l);
-            i += 2;
-        } else {
-            out[o++] = s[i] == '+' ? ' ' : s[i];
-        }
-    }
-    return (ssize_t)o;
-}
-
 /* Parses "k1=v1&k2=v2" into t.  Returns NULL or the InvalidTag message. */
 static const char *ol_tagset_from_query(struct ol_tagset *t, const char *s, size_t n)
 {
@@ -261,8 +229,8 @@ static const char *ol_tagset_from_query(struct ol_tagset *t, const char *s, size
         const char *e = amp ? amp : end;
         const char *eq = memchr(p, '=', (size_t)(e - p));
         const char *ke = eq ? eq : e;
-        ssize_t kn = ol_form_decode(p, (size_t)(ke - p), k, sizeof(k) - 1);
-        ssize_t vn = eq ? ol_form_decode(eq + 1, (size_t)(e - eq - 1), v, sizeof(v) - 1) : 0;
+        ssize_t kn = ol_pct_decode(p, (size_t)(ke - p), k, sizeof(k) - 1, true);
+        ssize_t vn = eq ? ol_pct_decode(eq + 1, (size_t)(e - eq - 1), v, sizeof(v) - 1, true) : 0;
         if (kn < 0)
             return "The TagKey you have provided is invalid";
         if (vn < 0)
