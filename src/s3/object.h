@@ -1,5 +1,6 @@
-/* Object-level helpers shared by the object and multipart handlers
- * (object.c): receiving a body with its checksums, and write preconditions.
+/* Object-level helpers shared by the object and multipart handlers:
+ * receiving a body with its checksums (body.c), and write preconditions
+ * (object.c).
  */
 #ifndef OL_S3_OBJECT_H
 #define OL_S3_OBJECT_H

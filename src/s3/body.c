@@ -1,0 +1,287 @@
+/* Receiving a request body into the store (PutObject, UploadPart): the
+ * ETag MD5, Content-MD5 and the additional x-amz-checksum-* are computed while
+ * the bytes stream from the socket into a store writer. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/buf.h"
+#include "core/cfg.h"
+#include "core/err.h"
+#include "core/md5.h"
+#include "s3/checksum.h"
+#include "s3/object.h"
+#include "s3/s3.h"
+#include "store/store.h"
+
+#define RECV_CHUNK_BYTES (256 * 1024)
+#define RECV_NBUF 4
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+/* ---- receiving a body, with its checksums ---- */
+
+/* Content-MD5 is base64 of the 16-byte digest. */
+int ol_s3_check_content_md5(const struct ol_s3_req *r, const uint8_t md5[16])
+{
+    const struct ol_slice *cm = ol_s3_header(r, "content-md5");
+    if (!cm)
+        return 0;
+    uint8_t dec[16];
+    if (ol_b64_decode(cm->p, cm->n, dec, sizeof(dec)) != 16 || memcmp(dec, md5, 16) != 0)
+        return -OL_EBADDIGEST;
+    return 0;
+}
+
+static int ck_fail(struct ol_s3_body_ck *ck, enum ol_s3_code code, const char *msg)
+{
+    ck->err_code = code;
+    ck->err_msg = msg;
+    return -OL_EBADREQUEST;
+}
+
+/* S3's message for a malformed x-amz-checksum-* value, by algorithm. */
+static const char *ck_invalid_msg(enum ol_ck_algo a)
+{
+    switch (a) {
+    case OL_CK_CRC32: return "Value for x-amz-checksum-crc32 header is invalid.";
+    case OL_CK_CRC32C: return "Value for x-amz-checksum-crc32c header is invalid.";
+    case OL_CK_CRC64NVME: return "Value for x-amz-checksum-crc64nvme header is invalid.";
+    case OL_CK_SHA1: return "Value for x-amz-checksum-sha1 header is invalid.";
+    default: return "Value for x-amz-checksum-sha256 header is invalid.";
+    }
+}
+
+static const char *ck_mismatch_msg(enum ol_ck_algo a)
+{
+    switch (a) {
+    case OL_CK_CRC32:
+        return "The x-amz-checksum-crc32 you specified did not match the calculated checksum.";
+    case OL_CK_CRC32C:
+        return "The x-amz-checksum-crc32c you specified did not match the calculated checksum.";
+    case OL_CK_CRC64NVME:
+        return "The x-amz-checksum-crc64nvme you specified did not match the calculated "
+               "checksum.";
+    case OL_CK_SHA1:
+        return "The x-amz-checksum-sha1 you specified did not match the calculated checksum.";
+    default:
+        return "The x-amz-checksum-sha256 you specified did not match the calculated checksum.";
+    }
+}
+
+int ol_s3_body_ck_parse(struct ol_s3_req *r, enum ol_ck_algo required, struct ol_s3_body_ck *ck)
+{
+    memset(ck, 0, sizeof(*ck));
+    const struct ol_slice *cm = ol_s3_header(r, "content-md5");
+    uint8_t md5[16];
+    if (cm && ol_b64_decode(cm->p, cm->n, md5, sizeof(md5)) != 16)
+        return ck_fail(ck, OL_S3_InvalidDigest, "The Content-MD5 you specified is not valid.");
+    /* A value header: x-amz-checksum-<algo> (x-amz-checksum-type, -mode and
+     * -algorithm name no algorithm and parse as none). */
+    const struct ol_http_request *h = &r->http->head;
+    for (size_t i = 0; i < h->nheaders; i++) {
+        struct ol_slice name = h->headers[i].name, val = h->headers[i].value;
+        if (name.n <= 15 || strncasecmp(name.p, "x-amz-checksum-", 15) != 0)
+            continue;
+        enum ol_ck_algo a = ol_ck_parse(name.p, name.n);
+        if (a == OL_CK_NONE)
+            continue;
+        if (ck->algo != OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Expecting a single x-amz-checksum- header. Multiple checksum Types "
+                           "are not allowed.");
+        ck->algo = a;
+        if (ol_b64_decode(val.p, val.n, ck->expected, sizeof(ck->expected)) !=
+            (int)ol_ck_len(a))
+            return ck_fail(ck, OL_S3_InvalidRequest, ck_invalid_msg(a));
+        ck->have_expected = true;
+    }
+    const struct ol_slice *tr = ol_s3_header(r, "x-amz-trailer");
+    if (tr) {
+        enum ol_ck_algo a = ol_ck_parse(tr->p, tr->n);
+        if (a == OL_CK_NONE || (ck->algo != OL_CK_NONE && ck->algo != a))
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "The value specified in the x-amz-trailer header is not supported");
+        ck->algo = a;
+        ck->from_trailer = !ck->have_expected;
+    }
+    const struct ol_slice *sdk = ol_s3_header(r, "x-amz-sdk-checksum-algorithm");
+    if (sdk) {
+        enum ol_ck_algo a = ol_ck_parse(sdk->p, sdk->n);
+        if (a == OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Value for x-amz-sdk-checksum-algorithm header is invalid.");
+        if (ck->algo == OL_CK_NONE)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "x-amz-sdk-checksum-algorithm specified, but no corresponding "
+                           "x-amz-checksum-* or x-amz-trailer headers were found.");
+        if (ck->algo != a)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Value for x-amz-sdk-checksum-algorithm header is invalid.");
+    }
+    if (required != OL_CK_NONE) {
+        if (ck->algo != OL_CK_NONE && ck->algo != required)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "Checksum Type mismatch occurred: the part's checksum algorithm "
+                           "differs from the one the upload was created with.");
+        ck->algo = required;
+    }
+    return 0;
+}
+
+int ol_s3_receive_fail(struct ol_s3_req *r, int rc, const struct ol_s3_body_ck *ck)
+{
+    if (rc == -EINVAL)
+        return ol_s3_error(r, OL_S3_MissingContentLength,
+                           "You must provide the Content-Length HTTP header.");
+    if (rc == -OL_ETOOLARGE)
+        return ol_s3_error(r, OL_S3_EntityTooLarge,
+                           "Your proposed upload exceeds the maximum allowed object size.");
+    if (!ol_http_body_done(r->conn))
+        ol_http_set_close(r->conn);
+    if (ck && ck->err_msg)
+        return ol_s3_error(r, ck->err_code, ck->err_msg);
+    return ol_s3_error_from(r, rc);
+}
+
+/* After the body: the expected checksum (header or trailer) against the
+ * computed one. */
+static int ck_verify(struct ol_s3_req *r, struct ol_s3_body_ck *ck)
+{
+    if (ck->from_trailer) {
+        const char *v = ol_s3_body_trailer(r, ol_ck_header(ck->algo));
+        if (!v)
+            return ck_fail(ck, OL_S3_InvalidRequest,
+                           "The x-amz-trailer header names a checksum that the body's trailer "
+                           "does not carry.");
+        if (ol_b64_decode(v, strlen(v), ck->expected, sizeof(ck->expected)) !=
+            (int)ol_ck_len(ck->algo))
+            return ck_fail(ck, OL_S3_InvalidRequest, ck_invalid_msg(ck->algo));
+        ck->have_expected = true;
+    }
+    if (ck->have_expected && memcmp(ck->expected, ck->got, ol_ck_len(ck->algo)) != 0) {
+        ck->err_code = OL_S3_BadDigest;
+        ck->err_msg = ck_mismatch_msg(ck->algo);
+        return -OL_EBADDIGEST;
+    }
+    return 0;
+}
+
+int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
+                          struct ol_s3_body_ck *ck)
+{
+    int64_t len = ol_s3_body_length(r);
+    const struct ol_cfg *cfg = r->ctx->cfg;
+    if (len < 0 && !r->http->chunked && !r->body_decoder)
+        return -EINVAL;
+    if (len > cfg->max_object_bytes)
+        return -OL_ETOOLARGE;
+    struct ol_store_writer *w = NULL;
+    struct ol_ck cks = {0};
+    bool ck_on = ck && ck->algo != OL_CK_NONE;
+    /* The ETag MD5 is deferred: each chunk is queued with this loop's other
+     * bodies and hashed with them, side by side in SIMD lanes, when a body
+     * needs its buffer back (ol_md5_async_*).  RECV_NBUF buffers in turn
+     * let a body run RECV_NBUF - 1 chunks ahead of its hash. */
+    struct ol_md5_async md;
+    bool md_on = false;
+    uint8_t *bufs[RECV_NBUF] = {0};
+    uint64_t seq[RECV_NBUF];
+    bool queued[RECV_NBUF] = {0};
+    int rc = 0;
+    if (ck_on && (rc = ol_ck_init(&cks, ck->algo)) < 0)
+        goto fail;
+    rc = ol_store_write_begin(r->ctx->store, len, &w);
+    if (rc < 0)
+        goto fail;
+    ol_md5_async_begin(&md);
+    md_on = true;
+    uint64_t total = 0;
+    /* Bounded by the body: every round consumes bytes or ends. */
+    for (unsigned i = 0;; i = (i + 1) % RECV_NBUF) {
+        if (queued[i])
+            ol_md5_async_wait(&md, seq[i]);
+        if (!bufs[i] && !(bufs[i] = ol_buf_alloc(RECV_CHUNK_BYTES))) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        /* Whole chunks (but the last): chunks of equal length keep the
+         * MD5 lanes of a batch busy until they all end together. */
+        size_t n = 0;
+        bool eof = false;
+        while (n < RECV_CHUNK_BYTES && !eof) {
+            ssize_t got = ol_s3_body_read(r, bufs[i] + n, RECV_CHUNK_BYTES - n);
+            if (got < 0) {
+                rc = (int)got;
+                goto fail;
+            }
+            eof = got == 0;
+            n += (size_t)got;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        if (total > (uint64_t)cfg->max_object_bytes) {
+            rc = -OL_ETOOLARGE;
+            goto fail;
+        }
+        seq[i] = ol_md5_async_add(&md, bufs[i], n);
+        queued[i] = true;
+        if (ck_on)
+            ol_ck_update(&cks, bufs[i], n);
+        rc = ol_store_write(w, bufs[i], n);
+        if (rc < 0)
+            goto fail;
+        if (eof)
+            break;
+    }
+    uint8_t digest[16];
+    ol_md5_async_end(&md, digest);
+    md_on = false;
+    if (len >= 0 && total != (uint64_t)len) {
+        rc = -OL_EINCOMPLETE;
+        goto fail;
+    }
+    rc = ol_s3_check_content_md5(r, digest);
+    if (rc < 0)
+        goto fail;
+    if (ck_on) {
+        ol_ck_final(&cks, ck->got);
+        ol_b64_encode(ck->got, ol_ck_len(ck->algo), ck->b64);
+        rc = ck_verify(r, ck);
+        if (rc < 0)
+            goto fail;
+    }
+    hex(digest, 16, md5_hex);
+    ol_ck_free(&cks);
+    for (unsigned i = 0; i < RECV_NBUF; i++)
+        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
+    *out = w;
+    return 0;
+fail:
+    /* Drops the queued chunks before their buffers go. */
+    if (md_on)
+        ol_md5_async_end(&md, NULL);
+    if (w)
+        ol_store_write_abort(w);
+    ol_ck_free(&cks);
+    for (unsigned i = 0; i < RECV_NBUF; i++)
+        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
+    return rc;
+}
+
+int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33])
+{
+    return ol_s3_receive_body_ck(r, out, md5_hex, NULL);
+}
