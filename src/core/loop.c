@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -492,6 +494,12 @@ ssize_t ol_io_send(int fd, const void *buf, size_t len, unsigned timeout_ms)
 
 ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeout_ms)
 {
+    return ol_io_sendmsg_flags(fd, iov, iovcnt, 0, timeout_ms);
+}
+
+ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
+                            unsigned timeout_ms)
+{
     struct ol_loop *loop = tl_loop;
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)
@@ -509,7 +517,7 @@ ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeou
         mh.msg_iovlen = (size_t)iovcnt;
         ssize_t n;
         if (!loop || !loop->current) {
-            n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+            n = sendmsg(fd, &mh, MSG_NOSIGNAL | flags);
             if (n < 0)
                 n = -errno;
         } else {
@@ -519,12 +527,12 @@ ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeou
              * the buffer is full does the send go through the ring (which
              * waits for room, with the timeout). */
             struct ol_fiber *f = loop->current;
-            n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT | flags);
             if (n < 0)
                 n = -errno;
             if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
                 struct io_uring_sqe *sqe = get_sqe(loop);
-                io_uring_prep_sendmsg(sqe, fd, &mh, MSG_NOSIGNAL);
+                io_uring_prep_sendmsg(sqe, fd, &mh, (unsigned)(MSG_NOSIGNAL | flags));
                 n = submit_and_park(loop, sqe, timeout_ms);
             } else if (n > 0 && ++f->fast_streak >= FAST_STREAK_MAX) {
                 f->fast_streak = 0;
@@ -549,6 +557,45 @@ ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeou
         }
     }
     return (ssize_t)sent;
+}
+
+ssize_t ol_io_sendfile(int sock, int fd, uint64_t off, size_t len, unsigned timeout_ms)
+{
+    struct ol_loop *loop = tl_loop;
+    /* sendfile(2) is not an io_uring operation: it is called directly, on a
+     * non-blocking socket, and only the wait for room in the socket's buffer
+     * goes through the ring (a poll with the linked timeout).  Its source
+     * must be in the page cache (ol_store_read_file makes sure), or it would
+     * block the loop on the device. */
+    for (unsigned round = 0;; round++) {
+        off_t o = (off_t)off;
+        ssize_t n = sendfile(sock, fd, &o, len);
+        if (n > 0) {
+            struct ol_fiber *f = loop ? loop->current : NULL;
+            if (f && ++f->fast_streak >= FAST_STREAK_MAX) {
+                f->fast_streak = 0;
+                ol_fiber_yield();
+            }
+            return n;
+        }
+        if (n == 0)
+            return len ? -EIO : 0; /* the file ends before the range */
+        int err = errno;
+        if (err == EINTR)
+            continue;
+        if ((err != EAGAIN && err != EWOULDBLOCK) || !loop || !loop->current)
+            return -err;
+        /* Woken with room: the next sendfile makes progress unless the
+         * connection broke, which it then reports.  The bound only guards
+         * against a socket that keeps polling writable yet refuses data. */
+        if (round >= 64)
+            return -EIO;
+        struct io_uring_sqe *sqe = get_sqe(loop);
+        io_uring_prep_poll_add(sqe, sock, POLLOUT);
+        int rc = submit_and_park(loop, sqe, timeout_ms);
+        if (rc < 0)
+            return rc;
+    }
 }
 
 ssize_t ol_io_pread(int fd, void *buf, size_t len, uint64_t off)

@@ -84,6 +84,14 @@ void ol_completion_signal(struct ol_completion *c, int result);
 ssize_t ol_io_recv(int fd, void *buf, size_t len, unsigned timeout_ms);
 ssize_t ol_io_send(int fd, const void *buf, size_t len, unsigned timeout_ms);
 ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeout_ms);
+/* ol_io_sendmsg_all with extra send flags (MSG_MORE: more follows at once). */
+ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
+                            unsigned timeout_ms);
+/* Sends up to len bytes of file fd at off to socket sock with sendfile(2);
+ * returns the count sent (> 0, maybe fewer than len) or an error.  In a fiber
+ * the socket must be O_NONBLOCK: a full socket buffer parks the fiber until
+ * there is room.  The file range should be in the page cache. */
+ssize_t ol_io_sendfile(int sock, int fd, uint64_t off, size_t len, unsigned timeout_ms);
 ssize_t ol_io_pread(int fd, void *buf, size_t len, uint64_t off);
 ssize_t ol_io_pwrite(int fd, const void *buf, size_t len, uint64_t off);
 int ol_io_fdatasync(int fd);

@@ -9,6 +9,7 @@
 #include "http/conn.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@ struct ol_http_conn {
     uint64_t resp_left;
     bool close_after;
     bool send_error;
+    bool nonblocking;         /* O_NONBLOCK set, for sendfile (ol_http_resp_sendfile) */
     /* A streamed response's head waits here for the first body bytes, so
      * head and body leave in one sendmsg (one ring operation, one TCP
      * segment for a small object) instead of two. */
@@ -291,6 +293,46 @@ int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len)
         return (int)rc;
     c->resp_left -= len;
     return 0;
+}
+
+ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len)
+{
+    OL_ASSERT(c->resp_started);
+    if (c->req.is_head || len == 0)
+        return 0;
+    if (len > c->resp_left)
+        return -EOVERFLOW;
+    if (c->send_error)
+        return -EPIPE;
+    /* sendfile(2) has no MSG_DONTWAIT: the socket itself must not block.
+     * Every other operation on it goes through the ring or passes
+     * MSG_DONTWAIT, so the flag changes nothing for them. */
+    if (!c->nonblocking) {
+        int fl = fcntl(c->fd, F_GETFL);
+        if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+            c->send_error = true;
+            return -errno;
+        }
+        c->nonblocking = true;
+    }
+    unsigned tmo = (unsigned)c->opts->io_timeout_ms;
+    if (c->head_len) {
+        /* The head goes first, held back (MSG_MORE) to leave with the body. */
+        struct iovec iov = {.iov_base = c->head, .iov_len = c->head_len};
+        c->head_len = 0;
+        ssize_t rc = ol_io_sendmsg_flags(c->fd, &iov, 1, MSG_MORE, tmo);
+        if (rc < 0) {
+            c->send_error = true;
+            return rc;
+        }
+    }
+    ssize_t n = ol_io_sendfile(c->fd, fd, off, len, tmo);
+    if (n < 0) {
+        c->send_error = true;
+        return n;
+    }
+    c->resp_left -= (uint64_t)n;
+    return n;
 }
 
 int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,

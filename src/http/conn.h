@@ -78,6 +78,10 @@ int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr
 int ol_http_resp_begin(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
                        size_t nhdrs, uint64_t content_length);
 int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len);
+/* Sends up to len body bytes straight from file fd at off (sendfile(2); the
+ * range should be in the page cache): the count sent (> 0, maybe fewer than
+ * len), or a negative errno. */
+ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len);
 /* True once a response has started (a handler that fails after this must
  * return an error so the connection is closed). */
 bool ol_http_resp_started(const struct ol_http_conn *c);

@@ -210,6 +210,11 @@ static int parse_range(const struct ol_slice *h, uint64_t size, uint64_t *start,
 
 /* ---- GetObject / HeadObject ---- */
 
+/* Bodies of at least this many bytes are sent with sendfile(2) when their
+ * bytes are in the page cache.  Smaller ones leave in one sendmsg with their
+ * head, which costs fewer system calls than a head, a check and a sendfile. */
+#define OL_S3_SENDFILE_MIN (256u << 10)
+
 /* An error document with extra headers (ol_s3_error takes none): the 416 of
  * an unsatisfiable range carries Content-Range: bytes * /size. */
 static int send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
@@ -411,11 +416,19 @@ int ol_s3_get_object(struct ol_s3_req *r)
                        ? 0 : end - start + 1;
 
     /* Read the first piece before the headers go out, so a checksum failure
-     * at the start is a clean 500 rather than a cut-off body. */
+     * at the start is a clean 500 rather than a cut-off body.  Large bodies
+     * go out with sendfile from the page cache when the store has verified
+     * them there (zfd/zoff); otherwise, and for small ones (where head and
+     * body leave in one send), through the reader's buffer (data). */
     const uint8_t *data = NULL;
+    int zfd = -1;
+    uint64_t zoff = 0;
+    bool zc = len >= OL_S3_SENDFILE_MIN;
     ssize_t n = 0;
     if (len > 0 && !r->http->is_head) {
-        n = ol_store_read(rd, start, len, &data);
+        n = zc ? ol_store_read_file(rd, start, len, &zfd, &zoff) : -EAGAIN;
+        if (n == -EAGAIN)
+            n = ol_store_read(rd, start, len, &data);
         if (n <= 0) {
             if (n == 0)
                 n = -EIO;
@@ -499,8 +512,10 @@ int ol_s3_get_object(struct ol_s3_req *r)
     uint64_t off = start, left = len;
     /* Each round sends at least one byte or fails. */
     while (left > 0) {
-        if (!data) {
-            n = ol_store_read(rd, off, left, &data);
+        if (!data && zfd < 0) {
+            n = zc ? ol_store_read_file(rd, off, left, &zfd, &zoff) : -EAGAIN;
+            if (n == -EAGAIN)
+                n = ol_store_read(rd, off, left, &data);
             if (n <= 0) {
                 /* Headers are out: cutting the connection is the only way to
                  * tell the client the body is bad. */
@@ -512,12 +527,26 @@ int ol_s3_get_object(struct ol_s3_req *r)
             }
         }
         size_t take = (size_t)n < left ? (size_t)n : (size_t)left;
-        rc = ol_http_resp_write(r->conn, data, take);
-        if (rc < 0)
-            goto out;
+        if (zfd >= 0) {
+            /* Sent at once after the check; what the socket did not take
+             * is checked again next round (the wait for room may let the
+             * kernel drop and re-read those pages). */
+            ssize_t sent = ol_http_resp_sendfile(r->conn, zfd, zoff, take);
+            if (sent < 0) {
+                rc = (int)sent;
+                goto out;
+            }
+            take = (size_t)sent;
+            rc = 0;
+        } else {
+            rc = ol_http_resp_write(r->conn, data, take);
+            if (rc < 0)
+                goto out;
+        }
         off += take;
         left -= take;
         data = NULL;
+        zfd = -1;
     }
 out:
     ol_store_read_close(rd);

@@ -108,6 +108,7 @@ static void seg_free(struct ol_seg *seg)
         close(seg->fd);
     if (atomic_load(&seg->rfd) >= 0)
         close(atomic_load(&seg->rfd));
+    ol_seg_unmap(seg);
     pthread_mutex_destroy(&seg->sync_mu);
     free(seg);
 }

@@ -34,6 +34,10 @@ struct ol_seg {
     uint64_t id;
     int fd;
     _Atomic int rfd;        /* buffered read-only fd, opened by the first reader (store.c) */
+    /* read-only mapping of the file for zero-copy reads (segmap.c), made by
+     * the first such reader, and its length */
+    _Atomic(const uint8_t *) map;
+    _Atomic uint64_t map_len;
     atomic_uint refs;
     atomic_bool sealed;
     bool dead;              /* removed from the registry (reg_mu) */
@@ -68,5 +72,22 @@ void ol_seg_reap_all(struct ol_store *st);
 int ol_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 int ol_pread_all(int fd, void *buf, size_t len, uint64_t off);
 void *ol_aligned_alloc(size_t len);
+
+/* ---- mappings for zero-copy reads (segmap.c) ---- */
+
+/* The segment's read-only mapping over fd (its buffered descriptor), made on
+ * first use; NULL when it cannot be made.  *len: bytes mapped (may run past
+ * the end of the file: only committed ranges are touched). */
+const uint8_t *ol_seg_map(struct ol_store *st, struct ol_seg *seg, int fd, uint64_t *len);
+void ol_seg_unmap(struct ol_seg *seg);
+/* How many bytes from `off` (page-aligned down) up to off+len are in the
+ * page cache now, counted from off; 0 when the first page is not. */
+uint64_t ol_seg_resident(const uint8_t *map, uint64_t off, uint64_t len);
+/* Checks the CRC32C of consecutive blocks of bb bytes at p (len bytes, the
+ * last block may be short) against crcs[], reading the mapping.  Returns 0;
+ * -OL_ECORRUPT with *good = the bytes before the first bad block; or -EIO
+ * when reading the mapping faulted (the device failed a page-in). */
+int ol_seg_map_check(const uint8_t *p, uint64_t len, uint32_t bb, const uint32_t *crcs,
+                     uint64_t *good);
 
 #endif

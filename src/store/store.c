@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -553,6 +554,23 @@ static int corrupt(struct ol_store_reader *r, uint64_t seg, uint64_t off)
     return -OL_ECORRUPT;
 }
 
+/* The extent holding object offset off (< size): the last one starting at
+ * or before it; *rel is off's offset inside it. */
+static uint32_t reader_extent(const struct ol_store_reader *r, uint64_t off, uint64_t *rel)
+{
+    uint32_t lo = 0, hi = r->next;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->ext_start[mid] <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *rel = off - r->ext_start[lo];
+    OL_ASSERT(*rel < r->ext[lo].len);
+    return lo;
+}
+
 ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const uint8_t **data)
 {
     uint64_t size = r->info.size;
@@ -569,19 +587,9 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
         *data = r->data + off;
         return (ssize_t)max;
     }
-    /* The extent holding off: the last one starting at or before it. */
-    uint32_t lo = 0, hi = r->next;
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (r->ext_start[mid] <= off)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    uint32_t xi = lo;
+    uint64_t rel;
+    uint32_t xi = reader_extent(r, off, &rel);
     const struct ol_extent *x = &r->ext[xi];
-    uint64_t rel = off - r->ext_start[xi];
-    OL_ASSERT(rel < x->len);
     if (!(r->c_valid && r->c_ext == xi && rel >= r->c_off && rel < r->c_off + r->c_len)) {
         if (!r->buf) {
             r->buf = ol_aligned_alloc(r->buf_cap);
@@ -605,7 +613,13 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
         int rc = reader_load(r, xi, fd, start, len, nblk, &bad);
         if (rc == -OL_ECORRUPT && fd != sg->fd) {
             /* Maybe a stale cached page (see seg_read_fd): drop the range
-             * from the cache and read it from the device before deciding. */
+             * from the cache and read it from the device before deciding.
+             * The kernel keeps pages that are mapped, so the zero-copy
+             * mapping (segmap.c) lets go of them first. */
+            const uint8_t *m = atomic_load(&sg->map);
+            if (m && x->off + start + ol_round_up(len, OL_ALIGN) <= atomic_load(&sg->map_len))
+                (void)madvise((void *)(m + x->off + start), (size_t)ol_round_up(len, OL_ALIGN),
+                              MADV_DONTNEED);
             (void)posix_fadvise(fd, (off_t)(x->off + start),
                                 (off_t)ol_round_up(len, OL_ALIGN), POSIX_FADV_DONTNEED);
             rc = reader_load(r, xi, sg->fd, start, len, nblk, &bad);
@@ -625,6 +639,77 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
         n = max;
     *data = r->buf + in;
     return (ssize_t)n;
+}
+
+/* Zero-copy reads for large GETs.  The copy path above reads a window into
+ * the reader's buffer, checks it and the caller sends that buffer: the bytes
+ * cross memory three times in user space (into the buffer, the CRC pass, out
+ * to the socket).  Here the caller sends straight from the page cache with
+ * sendfile(2), and the store only has to show that those page-cache bytes are
+ * good: it checks the blocks' CRCs on the cached pages themselves, through a
+ * read-only mapping of the segment (segmap.c), and hands back the file range.
+ * The caller sends it at once, without yielding, so what goes out is the
+ * pages that were just checked; the one way they could differ is the kernel
+ * evicting and re-reading them from the device within those microseconds.
+ * A range that is not in the page cache (only the cached prefix is served),
+ * or fails a check, returns -EAGAIN: the caller reads that window with
+ * ol_store_read, which waits for the device through the ring (filling the
+ * page cache for the next window) and tells a stale cached page from real
+ * corruption. */
+ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, int *fd,
+                           uint64_t *foff)
+{
+    uint64_t size = r->info.size;
+    if (off >= size || max == 0)
+        return 0;
+    if (r->is_inline)
+        return -EAGAIN;
+    if (max > (size_t)(size - off))
+        max = (size_t)(size - off);
+    if (max > OL_ZC_WINDOW_BYTES)
+        max = OL_ZC_WINDOW_BYTES;
+    uint64_t rel;
+    uint32_t xi = reader_extent(r, off, &rel);
+    const struct ol_extent *x = &r->ext[xi];
+    struct ol_seg *sg = r->segs[xi];
+    int rfd = seg_read_fd(r->st, sg);
+    /* An O_DIRECT descriptor would send from the device, not the cache. */
+    if (r->st->direct && rfd == sg->fd)
+        return -EAGAIN;
+    uint64_t map_len;
+    const uint8_t *map = ol_seg_map(r->st, sg, rfd, &map_len);
+    if (!map)
+        return -EAGAIN;
+    uint32_t bb = r->block_bytes;
+    uint64_t b0 = rel / bb * bb;
+    uint64_t end = rel + max < x->len ? rel + max : x->len;
+    uint64_t vend = ol_blocks(end, bb) * bb; /* the checked blocks end here */
+    if (vend > x->len)
+        vend = x->len;
+    if (x->off + vend > map_len)
+        return -EAGAIN;
+    /* Only the cached prefix, in whole blocks (the last one may be the
+     * extent's short tail). */
+    uint64_t res = ol_seg_resident(map, x->off + b0, vend - b0);
+    if (res < vend - b0) {
+        vend = b0 + res / bb * bb;
+        if (vend <= rel)
+            return -EAGAIN;
+        if (end > vend)
+            end = vend;
+    }
+    uint64_t good = 0;
+    int rc = ol_seg_map_check(map + x->off + b0, vend - b0, bb,
+                              r->crcs + r->crc_start[xi] + b0 / bb, &good);
+    if (rc) {
+        if (b0 + good <= rel)
+            return -EAGAIN;
+        if (end > b0 + good)
+            end = b0 + good;
+    }
+    *fd = rfd;
+    *foff = x->off + rel;
+    return (ssize_t)(end - rel);
 }
 
 void ol_store_read_close(struct ol_store_reader *r)

@@ -130,6 +130,16 @@ int ol_store_read_attr(const struct ol_store_reader *r, const char *name, const 
  * bytes inside the reader's own buffer (valid until the next call) and the
  * count is returned; 0 at end of object; -OL_ECORRUPT on a checksum failure. */
 ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const uint8_t **data);
+/* Zero-copy form for sendfile(2): checks the blocks holding up to `max`
+ * bytes at `off` against their CRCs, as they are in the page cache now, and
+ * returns how many (> 0, at most 1 MiB, within one extent) with the file
+ * that holds them: *fd (valid while the reader lives) at *foff.  Send them at
+ * once, without yielding in between.  0 at end of object; -EAGAIN when the
+ * bytes are not all in the page cache, fail a check, or the object is inline:
+ * read that window with ol_store_read instead (which waits for the device
+ * and reports corruption). */
+ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, int *fd,
+                           uint64_t *foff);
 void ol_store_read_close(struct ol_store_reader *r);
 
 /* ---- deleting ---- */

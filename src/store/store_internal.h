@@ -23,6 +23,10 @@
  * 64 MiB: 0.38 against 0.46-0.50 server CPU-s per GiB, bench/RESULTS.md);
  * it is the largest class of the per-thread buffer pools (core/buf.h). */
 #define OL_READ_BUF_BYTES (4u << 20)
+/* Zero-copy reads (ol_store_read_file) check at most this much per call: a
+ * send that the socket takes only in part is checked again from where it
+ * stopped, so a larger window would waste more checking. */
+#define OL_ZC_WINDOW_BYTES (1u << 20)
 #define OL_MAX_LOOPS 1024u
 
 static inline uint64_t ol_round_up(uint64_t v, uint64_t a)
