@@ -544,12 +544,10 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n, .meta = meta,
                                .meta_len = (uint32_t)mlen};
     snprintf(info.etag, sizeof(info.etag), "%s", mp_etag);
+    char vid[OL_STORE_VID_MAX];
     rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
                                      (uint64_t)r->ctx->cfg->min_part_bytes, &info,
-                                     has_cond ? &cond : NULL);
-    /* Read before this fiber can yield (the value is per thread). */
-    char vid[OL_STORE_VID_MAX];
-    snprintf(vid, sizeof(vid), "%s", rc == 0 ? ol_store_last_vid() : "");
+                                     has_cond ? &cond : NULL, vid);
     if (rc == -OL_EPRECONDITION) {
         rc = ol_s3_write_cond_fail(r, &cond);
         goto out;

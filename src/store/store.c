@@ -1055,13 +1055,14 @@ int ol_store_upload_complete(struct ol_store *st, const char *upload_id,
                              const struct ol_complete_part *parts, uint32_t nparts,
                              uint64_t min_part_bytes, struct ol_obj_info *info)
 {
-    return ol_store_upload_complete_if(st, upload_id, parts, nparts, min_part_bytes, info, NULL);
+    return ol_store_upload_complete_if(st, upload_id, parts, nparts, min_part_bytes, info, NULL,
+                                       NULL);
 }
 
 int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
                                 const struct ol_complete_part *parts, uint32_t nparts,
                                 uint64_t min_part_bytes, struct ol_obj_info *info,
-                                const struct ol_store_cond *cond)
+                                const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX])
 {
     uint8_t pk[40];
     size_t pkl;
@@ -1082,7 +1083,10 @@ int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
     op.min_part_bytes = min_part_bytes;
     op.info = info;
     op.cond = cond;
-    return ol_commit_run(st, &op);
+    rc = ol_commit_run(st, &op);
+    if (vid)
+        memcpy(vid, rc == 0 ? op.vid_out : "", rc == 0 ? OL_STORE_VID_MAX : 1);
+    return rc;
 }
 
 int ol_store_upload_abort(struct ol_store *st, const char *upload_id)

@@ -41,6 +41,8 @@
 
 struct ol_store;
 struct ol_store_writer;
+/* Room for a version id as text (section "versions" below). */
+#define OL_STORE_VID_MAX 24
 struct ol_store_reader;
 struct ol_store_iter;
 
@@ -227,11 +229,13 @@ int ol_store_write_commit_object_if(struct ol_store_writer *w, const char *bucke
                                     const char *key, size_t key_len,
                                     const struct ol_obj_info *info,
                                     const struct ol_store_cond *cond);
-/* ol_store_upload_complete with a precondition on the destination key. */
+/* ol_store_upload_complete with a precondition on the destination key (cond
+ * may be NULL), also returning the new version's id in vid (may be NULL; ""
+ * when the bucket is unversioned). */
 int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
                                 const struct ol_complete_part *parts, uint32_t nparts,
                                 uint64_t min_part_bytes, struct ol_obj_info *info,
-                                const struct ol_store_cond *cond);
+                                const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX]);
 
 /* ---- copies by reference ----
  *
@@ -308,8 +312,8 @@ ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const 
  * (replacing an older "null" version); a delete adds a delete marker.
  *
  * Version ids are NUL-terminated text: "null" or the 22-character form of
- * core/hlc.h (text order = creation order).  OL_STORE_VID_MAX holds either. */
-#define OL_STORE_VID_MAX 24
+ * core/hlc.h (text order = creation order).  OL_STORE_VID_MAX (above) holds
+ * either. */
 enum ol_versioning { OL_VERSIONING_OFF, OL_VERSIONING_ENABLED, OL_VERSIONING_SUSPENDED };
 /* -OL_ENOBUCKET; -EINVAL for OFF (a bucket never goes back to unversioned). */
 int ol_store_versioning_put(struct ol_store *st, const char *bucket, enum ol_versioning v);
@@ -321,10 +325,6 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
                                    const char *key, size_t key_len,
                                    const struct ol_obj_info *info,
                                    const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX]);
-/* The version id of a copy or completed upload made by the last
- * ol_store_copy_object / ol_store_upload_complete(_if) call on this thread
- * ("" when the bucket is unversioned). */
-const char *ol_store_last_vid(void);
 
 /* Opens version `vid` of a key (NULL: the current version, as
  * ol_store_read_open).  -OL_ENOVERSION (unknown or malformed id), -OL_EMARKER

@@ -217,9 +217,10 @@ static void test_cond(struct ol_store *st)
     memset(&info, 0, sizeof(info));
     snprintf(info.etag, sizeof(info.etag), "mp-1");
     struct ol_store_cond none = {.if_none_match = true};
-    CHECK_RC(ol_store_upload_complete_if(st, id, &cp, 1, 0, &info, &none), -OL_EPRECONDITION);
+    CHECK_RC(ol_store_upload_complete_if(st, id, &cp, 1, 0, &info, &none, NULL),
+             -OL_EPRECONDITION);
     m.if_match = "a5";
-    CHECK_RC(ol_store_upload_complete_if(st, id, &cp, 1, 0, &info, &m), 0);
+    CHECK_RC(ol_store_upload_complete_if(st, id, &cp, 1, 0, &info, &m, NULL), 0);
     CHECK_RC(verify(st, "cnd", "m", 5000, 6), 0);
     /* The failed commits left no space behind. */
     CHECK_RC(ol_store_delete(st, "cnd", "m", 1), 0);
