@@ -13,7 +13,8 @@
  * kernel still owns the pages: it evicts them as it likes and unmaps them
  * from us when it does.  The cost is address space (segment size plus slack
  * per segment) and page-table entries for the pages touched, about 2 MiB per
- * GiB of hot data.
+ * GiB of hot data; past SEG_MAP_MAX mapped segments the rest use the copy
+ * path.
  *
  * A mapping is only read where mincore() says the pages are in the page
  * cache, so a read never waits for the device on a loop thread.  Should the
@@ -26,6 +27,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -39,6 +41,14 @@
  * reservation that crosses the size, so a file can be a little longer. */
 #define SEG_MAP_SLACK (64ull << 20)
 #define PAGE 4096u
+/* At most this many segments are mapped at once, process-wide; past it new
+ * segments are read through the copy path.  Each mapping is one entry of the
+ * process's map table, whose size the kernel caps (vm.max_map_count, 65530
+ * by default), and malloc and LMDB need entries too.  8192 mappings cover
+ * 2 TiB of segments at the default segment size. */
+#define SEG_MAP_MAX 8192u
+
+static atomic_uint nmapped;
 
 const uint8_t *ol_seg_map(struct ol_store *st, struct ol_seg *seg, int fd, uint64_t *len)
 {
@@ -47,12 +57,18 @@ const uint8_t *ol_seg_map(struct ol_store *st, struct ol_seg *seg, int fd, uint6
         *len = atomic_load_explicit(&seg->map_len, memory_order_relaxed);
         return m;
     }
+    if (atomic_fetch_add(&nmapped, 1) >= SEG_MAP_MAX) {
+        atomic_fetch_sub(&nmapped, 1);
+        return NULL;
+    }
     uint64_t size = atomic_load(&seg->size);
     uint64_t want = st->o.segment_bytes > size ? st->o.segment_bytes : size;
     want = ol_round_up(want + SEG_MAP_SLACK, 2u << 20);
     void *p = mmap(NULL, (size_t)want, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED)
+    if (p == MAP_FAILED) {
+        atomic_fetch_sub(&nmapped, 1);
         return NULL;
+    }
     /* Random access: the kernel's readahead on faults would read around
      * every touched page; we only touch pages already in the cache. */
     (void)madvise(p, (size_t)want, MADV_RANDOM);
@@ -60,6 +76,7 @@ const uint8_t *ol_seg_map(struct ol_store *st, struct ol_seg *seg, int fd, uint6
     const uint8_t *expect = NULL;
     if (!atomic_compare_exchange_strong(&seg->map, &expect, (const uint8_t *)p)) {
         munmap(p, (size_t)want); /* another thread mapped it first */
+        atomic_fetch_sub(&nmapped, 1);
         *len = atomic_load_explicit(&seg->map_len, memory_order_relaxed);
         return expect;
     }
@@ -70,8 +87,10 @@ const uint8_t *ol_seg_map(struct ol_store *st, struct ol_seg *seg, int fd, uint6
 void ol_seg_unmap(struct ol_seg *seg)
 {
     const uint8_t *m = atomic_load(&seg->map);
-    if (m)
+    if (m) {
         munmap((void *)m, (size_t)atomic_load(&seg->map_len));
+        atomic_fetch_sub(&nmapped, 1);
+    }
     atomic_store(&seg->map, NULL);
 }
 
