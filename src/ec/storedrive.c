@@ -45,7 +45,15 @@ enum {
 enum {
     SD_MAX_OWNED = 16, /* stores a drive may open itself (replaced directories) */
     SD_PATH_MAX = 4096,
+    SD_WHY_MAX = 512,  /* a refusal message */
 };
+
+enum {
+    SD_SHAPE_BUCKETS_MAX = 4096, /* buckets ol_storedrive_holds_shards looks at */
+    SD_SHAPE_VERSIONS = 8,       /* entries it decodes per bucket */
+};
+
+const uint8_t ol_storedrive_legacy_id[16] = "openlake-ec-dep1";
 
 struct ol_storedrive {
     _Atomic(struct ol_store *) st;
@@ -69,6 +77,12 @@ struct ol_storedrive {
     ino_t ino;
     struct ol_store *owned[SD_MAX_OWNED]; /* closed by destroy */
     unsigned nowned;
+    /* The membership a store opened by the monitor must pass (set_member),
+     * and the last refusal logged (so a drive that keeps failing the check
+     * is logged once, not at every probe). */
+    bool have_member;
+    struct ol_storedrive_member member;
+    char refused[SD_WHY_MAX];
 };
 
 struct sd_writer {
@@ -866,8 +880,39 @@ static int probe_write(const char *path)
     return rc;
 }
 
+/* Applies the membership check to a store the monitor opened: 0 when it may
+ * be used (joined now if it had to join), or an error (logged once per
+ * reason) when it must not. */
+static int admit_opened(struct ol_storedrive *sd, struct ol_store *st)
+{
+    if (!sd->have_member)
+        return 0;
+    char why[SD_WHY_MAX];
+    why[0] = 0;
+    int rc = ol_storedrive_admit(st, sd->path, &sd->member, why, sizeof(why));
+    if (rc == 1) {
+        rc = ol_storedrive_join(st, &sd->member);
+        if (rc == 0)
+            ol_info("ec drive %s: joined the deployment as drive %u of %u", sd->path,
+                    (unsigned)sd->member.index + 1, (unsigned)sd->member.ndrives);
+        else
+            snprintf(why, sizeof(why), "cannot write the identity of drive %s: %s", sd->path,
+                     ol_strerror(rc));
+    }
+    if (rc == 0) {
+        sd->refused[0] = 0;
+        return 0;
+    }
+    if (strcmp(why, sd->refused) != 0) {
+        ol_error("%s; the drive stays offline", why);
+        snprintf(sd->refused, sizeof(sd->refused), "%s", why);
+    }
+    return rc;
+}
+
 /* Opens the directory afresh (it was replaced: empty, or another drive's
- * FORMAT) and makes it the drive's store.  The old store stays open until
+ * FORMAT; or it could not be opened before) and makes it the drive's store
+ * once it passes the membership check.  The old store stays open until
  * destroy, because calls that loaded it may still be running. */
 static int reopen(struct ol_storedrive *sd)
 {
@@ -877,6 +922,12 @@ static int reopen(struct ol_storedrive *sd)
     int rc = ol_store_open(&st, sd->path, &sd->opts);
     if (rc < 0)
         return rc;
+    rc = admit_opened(sd, st);
+    if (rc < 0) {
+        /* Nothing but this function has seen st: closing it is safe. */
+        ol_store_close(st);
+        return rc;
+    }
     sd->owned[sd->nowned++] = st;
     atomic_store(&sd->st, st);
     sd->have_id = dir_identity(sd->path, &sd->dev, &sd->ino) == 0;
@@ -916,10 +967,10 @@ int ol_storedrive_check(struct ol_storedrive *sd)
         goto out;
     atomic_fetch_add(&sd->n.probes, 1);
     int rc = dir_identity(sd->path, &dev, &ino);
-    if (rc == 0 && sd->have_id && dev == sd->dev && ino == sd->ino)
-        rc = probe_write(sd->path); /* the same directory */
+    if (rc == 0 && sd->have_id && dev == sd->dev && ino == sd->ino && atomic_load(&sd->st))
+        rc = probe_write(sd->path); /* the same directory, its store open */
     else if (rc == 0 || rc == -ENOENT)
-        rc = reopen(sd); /* a replacement: empty, or formatted elsewhere */
+        rc = reopen(sd); /* a replacement (empty, or formatted elsewhere), or never opened */
     if (rc == 0) {
         back_online(sd);
     } else {
@@ -1016,4 +1067,168 @@ int ol_storedrive_bucket_delete(struct ol_storedrive *sd, const char *bucket)
     }
     int rc = ol_store_bucket_delete(st, bucket);
     return rc == -OL_ENOBUCKET ? 0 : rc;
+}
+
+/* ---- membership (docs/EC.md, "Deployment identity") ---- */
+
+struct bucket_names {
+    char (*name)[64];
+    unsigned n, cap;
+};
+
+static int collect_bucket(void *ctx, const struct ol_bucket_info *b)
+{
+    struct bucket_names *bn = ctx;
+    if (bn->n >= bn->cap)
+        return 1;
+    memcpy(bn->name[bn->n++], b->name, sizeof(b->name));
+    return 0;
+}
+
+/* 1 when the bucket's first entries are all shard entries, 0 when not. */
+static int bucket_holds_shards(struct ol_store *st, const char *bucket)
+{
+    enum ol_versioning v;
+    int rc = ol_store_versioning_get(st, bucket, &v);
+    if (rc == -OL_ENOBUCKET)
+        return 1; /* removed meanwhile: nothing to judge */
+    if (rc < 0)
+        return rc;
+    if (v != OL_VERSIONING_ENABLED)
+        return 0;
+    struct ol_store_viter *it = NULL;
+    rc = ol_store_viter_open(st, bucket, &it);
+    if (rc == -OL_ENOBUCKET)
+        return 1;
+    if (rc < 0)
+        return rc;
+    int verdict = 1;
+    for (unsigned i = 0; i < SD_SHAPE_VERSIONS && verdict == 1; i++) {
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        int r = ol_store_viter_next(it, &k, &kl, &vi);
+        if (r != 0) {
+            verdict = r < 0 ? r : 1;
+            break;
+        }
+        struct ol_shard_meta sm;
+        if (!vi.is_marker && meta_decode(vi.info.meta, vi.info.meta_len, &sm, NULL) != 0)
+            verdict = 0;
+    }
+    ol_store_viter_close(it);
+    return verdict;
+}
+
+int ol_storedrive_holds_shards(struct ol_store *st)
+{
+    struct bucket_names bn = {.cap = SD_SHAPE_BUCKETS_MAX};
+    bn.name = malloc(sizeof(*bn.name) * bn.cap);
+    if (!bn.name)
+        return -ENOMEM;
+    int rc = ol_store_bucket_list(st, collect_bucket, &bn);
+    int verdict = 1;
+    for (unsigned b = 0; rc == 0 && verdict == 1 && b < bn.n; b++)
+        verdict = bucket_holds_shards(st, bn.name[b]);
+    free(bn.name);
+    if (rc < 0)
+        return rc;
+    return verdict;
+}
+
+/* The first 8 bytes of an id as hex (enough to tell deployments apart in a
+ * message). */
+static void id_hex(const uint8_t id[16], char out[17])
+{
+    for (unsigned i = 0; i < 8; i++)
+        snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
+int ol_storedrive_admit(struct ol_store *st, const char *path,
+                        const struct ol_storedrive_member *want, char *why, size_t cap)
+{
+    OL_ASSERT(st && want && want->index < want->ndrives);
+    struct ol_store_identity id;
+    int rc = ol_store_identity(st, &id);
+    if (rc < 0) {
+        snprintf(why, cap, "cannot read the identity of drive %s: %s", path, ol_strerror(rc));
+        return rc;
+    }
+    char have[17], ours[17];
+    id_hex(id.deployment_id, have);
+    id_hex(want->deployment_id, ours);
+    if (id.ec_joined) {
+        if (memcmp(id.deployment_id, want->deployment_id, 16) != 0) {
+            snprintf(why, cap,
+                     "drive %s belongs to another deployment (%s..., where it is drive %u of "
+                     "%u; this deployment is %s...): remove it from the list, or give an "
+                     "empty directory in its place",
+                     path, have, (unsigned)id.ec_index + 1, (unsigned)id.ec_ndrives, ours);
+            return -OL_EFORMAT;
+        }
+        if (id.ec_ndrives != want->ndrives || id.ec_k != want->k || id.ec_m != want->m) {
+            snprintf(why, cap,
+                     "drive %s belongs to a deployment of %u drives in sets of %u+%u, but "
+                     "this start has %u drives in sets of %u+%u: list every directory of "
+                     "the deployment, with its ec_data and ec_parity",
+                     path, (unsigned)id.ec_ndrives, (unsigned)id.ec_k, (unsigned)id.ec_m,
+                     (unsigned)want->ndrives, (unsigned)want->k, (unsigned)want->m);
+            return -OL_EFORMAT;
+        }
+        if (id.ec_index != want->index) {
+            snprintf(why, cap,
+                     "drive %s was drive %u of this deployment but is listed as drive %u; "
+                     "list the directories in their original order",
+                     path, (unsigned)id.ec_index + 1, (unsigned)want->index + 1);
+            return -OL_EFORMAT;
+        }
+        return 0;
+    }
+    if (!id.has_data)
+        return 1; /* a new or replaced drive: it joins, a heal fills it */
+    rc = ol_storedrive_holds_shards(st);
+    if (rc < 0) {
+        snprintf(why, cap, "cannot read the buckets of drive %s: %s", path, ol_strerror(rc));
+        return rc;
+    }
+    if (rc == 0) {
+        snprintf(why, cap,
+                 "drive %s holds data of a single-drive store (buckets that are not "
+                 "erasure-coded): it cannot be a drive of an erasure-coded deployment; give "
+                 "an empty directory in its place",
+                 path);
+        return -OL_EFORMAT;
+    }
+    if (memcmp(want->deployment_id, ol_storedrive_legacy_id, 16) != 0) {
+        snprintf(why, cap,
+                 "drive %s holds erasure-coded data but no deployment identity, while this "
+                 "deployment's drives have one (%s...): it belongs to another deployment, "
+                 "written by an older build; give an empty directory in its place",
+                 path, ours);
+        return -OL_EFORMAT;
+    }
+    return 1; /* a drive of the legacy deployment, from before identities */
+}
+
+int ol_storedrive_join(struct ol_store *st, const struct ol_storedrive_member *want)
+{
+    OL_ASSERT(want->index < want->ndrives);
+    struct ol_store_identity id;
+    memset(&id, 0, sizeof(id));
+    memcpy(id.deployment_id, want->deployment_id, sizeof(id.deployment_id));
+    id.ec_joined = true;
+    id.ec_index = want->index;
+    id.ec_ndrives = want->ndrives;
+    id.ec_k = want->k;
+    id.ec_m = want->m;
+    return ol_store_set_identity(st, &id);
+}
+
+void ol_storedrive_set_member(struct ol_storedrive *sd, const struct ol_storedrive_member *m)
+{
+    sd->member = *m;
+    sd->have_member = true;
+    sd->refused[0] = 0;
+    if (sd->path)
+        sd->have_id = dir_identity(sd->path, &sd->dev, &sd->ino) == 0;
 }

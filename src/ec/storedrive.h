@@ -35,7 +35,8 @@
  *     starts at backoff_min_ms and doubles to backoff_max_ms: the same
  *     directory (FORMAT's device and inode unchanged) must take a tiny
  *     synced write; an empty directory in its place (a replaced drive) or
- *     another drive's is opened as a fresh store (formatting the empty one).
+ *     another drive's is opened as a fresh store (formatting the empty one)
+ *     and must pass the membership check below before it is used.
  *     Success: ONLINE, and ol_storedrive_take_came_back says so once, so
  *     that the caller heals the set.
  *   - ol_storedrive_check also notices an ONLINE drive whose directory was
@@ -51,6 +52,7 @@
 #define OL_EC_STOREDRIVE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ec/drive.h"
@@ -114,6 +116,45 @@ void ol_storedrive_set_failed(struct ol_storedrive *sd, int err);
 bool ol_storedrive_take_came_back(struct ol_storedrive *sd);
 void ol_storedrive_info(const struct ol_storedrive *sd, struct ol_storedrive_info *out);
 const char *ol_storedrive_state_name(int state);
+
+/* ---- membership of the deployment (docs/EC.md, "Deployment identity") ----
+ *
+ * Each drive's FORMAT records the deployment it belongs to, its position and
+ * the geometry (ol_store_identity).  A store may serve as drive `index` when
+ * it is that drive already, or when it may join: it never joined and holds
+ * nothing (a new or replaced drive), or it never joined and holds only EC
+ * shard entries while the deployment's id is the legacy one (a deployment
+ * created before drive identities existed, whose drives all look like
+ * that). */
+struct ol_storedrive_member {
+    uint8_t deployment_id[16]; /* the placement key */
+    uint32_t index;            /* the drive's position, 0..ndrives-1 */
+    uint32_t ndrives;
+    uint8_t k, m;
+};
+/* The placement key of deployments created before drive identities: drives
+ * that hold their EC data but no identity join with it, so that their
+ * objects stay where they are. */
+extern const uint8_t ol_storedrive_legacy_id[16];
+
+/* Whether st may serve as drive want->index (path: for the message only):
+ * 0 it is that drive; 1 it may join (ol_storedrive_join); -OL_EFORMAT when it
+ * does not belong, with a message naming the directory and what is wrong in
+ * why[cap]; another negative error when its identity cannot be read. */
+int ol_storedrive_admit(struct ol_store *st, const char *path,
+                        const struct ol_storedrive_member *want, char *why, size_t cap);
+/* Writes the membership into st's FORMAT (durably). */
+int ol_storedrive_join(struct ol_store *st, const struct ol_storedrive_member *want);
+/* 1 when every bucket of st has versioning ENABLED and the entries looked at
+ * are EC shard entries (the shape of an EC drive), 0 when not, or an error.
+ * An empty store answers 1. */
+int ol_storedrive_holds_shards(struct ol_store *st);
+/* Sets the membership that ol_storedrive_check applies to a store it opens
+ * (a drive offline at start, a replaced directory): one that does not
+ * belong is closed and the drive stays OFFLINE, logged once per reason; one
+ * that may join is joined.  Also re-reads the identity of the directory
+ * (FORMAT's device and inode), which a join changes. */
+void ol_storedrive_set_member(struct ol_storedrive *sd, const struct ol_storedrive_member *m);
 
 /* Creates bucket on the drive with versioning ENABLED; 0 also when it
  * exists. */

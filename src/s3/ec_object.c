@@ -33,13 +33,11 @@
 #define EC_ITER_PAGE 128u          /* keys per set per listing step */
 #define EC_MAX_BUCKETS 100000u
 
-/* The placement key.  A fixed id keeps placement stable across restarts and
- * drive replacements; a per-deployment id kept on the drives is left to do
- * (docs/EC.md, section 6). */
-static const uint8_t ec_deploy_id[16] = "openlake-ec-dep1";
-
 struct ol_s3_ec {
     unsigned ndrives, nsets, k, m;
+    /* The placement key: the deployment id recorded on the drives (docs/EC.md,
+     * "Deployment identity"). */
+    uint8_t deploy_id[16];
     struct ol_ec_placement place;
     char **paths;
     struct ol_store **stores;
@@ -87,6 +85,142 @@ void ol_s3_ec_close(struct ol_s3_ec *ec)
     free(ec);
 }
 
+/* The deployment's id for a start where no drive has joined: the legacy id
+ * when a drive holds EC data without an identity (a deployment created by an
+ * older build: its objects stay where they are), else a fresh random one. */
+static int pick_new_id(struct ol_s3_ec *ec, const struct ol_store_identity *ids)
+{
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->stores[i] || !ids[i].has_data)
+            continue;
+        int r = ol_storedrive_holds_shards(ec->stores[i]);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            memcpy(ec->deploy_id, ol_storedrive_legacy_id, 16);
+            fprintf(stderr, "openlake: the drives hold erasure-coded data written before drive "
+                            "identities: they join with the legacy placement id (docs/EC.md)\n");
+            return 0;
+        }
+    }
+    size_t got = 0;
+    for (unsigned tries = 0; got < sizeof(ec->deploy_id) && tries < 100; tries++) {
+        ssize_t r = getrandom(ec->deploy_id + got, sizeof(ec->deploy_id) - got, 0);
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        got += r > 0 ? (size_t)r : 0;
+    }
+    return got == sizeof(ec->deploy_id) ? 0 : -EIO;
+}
+
+/* Reads the identity of every drive that opened, settles the deployment's
+ * id, checks that each drive belongs at its position (refusing the start
+ * with a message naming the directory when one does not) and only then
+ * writes the identity to the drives that join (new, replaced, or from an
+ * older build).  Nothing is written when the start is refused.  Drives
+ * offline now get the same check from the monitor when they come back. */
+static int ec_identify(struct ol_s3_ec *ec, char *err, size_t errlen)
+{
+    unsigned n = ec->ndrives;
+    struct ol_store_identity *ids = calloc(n, sizeof(*ids));
+    bool *join = calloc(n, sizeof(*join));
+    int rc = -ENOMEM;
+    if (!ids || !join)
+        goto out;
+    unsigned opened = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i])
+            continue;
+        opened++;
+        rc = ol_store_identity(ec->stores[i], &ids[i]);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot read the identity of drive %s: %s", ec->paths[i],
+                     ol_strerror(rc));
+            goto out;
+        }
+    }
+    if (opened == 0) {
+        rc = -EIO;
+        snprintf(err, errlen, "none of the %u drives can be opened", n);
+        goto out;
+    }
+    /* One directory listed twice (or reached through a bind mount) would
+     * take two positions on a first start: its drive id gives it away. */
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = i + 1; j < n && ec->stores[i]; j++) {
+            if (ec->stores[j] && memcmp(ids[i].drive_id, ids[j].drive_id, 16) == 0) {
+                rc = -EINVAL;
+                snprintf(err, errlen,
+                         "drives %s and %s are the same drive (one FORMAT): "
+                         "list each directory once",
+                         ec->paths[i], ec->paths[j]);
+                goto out;
+            }
+        }
+    }
+    /* The deployment is the one most joined drives name; a drive naming
+     * another is refused below. */
+    unsigned best = n, best_votes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i] || !ids[i].ec_joined)
+            continue;
+        unsigned votes = 0;
+        for (unsigned j = 0; j < n; j++)
+            votes += ec->stores[j] && ids[j].ec_joined &&
+                     memcmp(ids[j].deployment_id, ids[i].deployment_id, 16) == 0;
+        if (votes > best_votes) {
+            best = i;
+            best_votes = votes;
+        }
+    }
+    bool fresh = false;
+    if (best < n) {
+        memcpy(ec->deploy_id, ids[best].deployment_id, 16);
+    } else {
+        fresh = true;
+        rc = pick_new_id(ec, ids);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot choose a deployment id: %s", ol_strerror(rc));
+            goto out;
+        }
+    }
+    struct ol_storedrive_member m = {.ndrives = n, .k = (uint8_t)ec->k, .m = (uint8_t)ec->m};
+    memcpy(m.deployment_id, ec->deploy_id, 16);
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i])
+            continue;
+        m.index = i;
+        rc = ol_storedrive_admit(ec->stores[i], ec->paths[i], &m, err, errlen);
+        if (rc < 0)
+            goto out;
+        join[i] = rc == 1;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        m.index = i;
+        if (join[i]) {
+            rc = ol_storedrive_join(ec->stores[i], &m);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot write the identity of drive %s: %s", ec->paths[i],
+                         ol_strerror(rc));
+                goto out;
+            }
+            /* A drive joining a deployment that exists is new or replaced:
+             * say so, since its shards come back only with a heal. */
+            if (!fresh)
+                fprintf(stderr,
+                        "openlake: drive %s joins the deployment as drive %u of %u "
+                        "(`openlake admin heal` rebuilds its shards)\n",
+                        ec->paths[i], i + 1, n);
+        }
+        ol_storedrive_set_member(ec->drives[i], &m);
+    }
+    rc = 0;
+out:
+    free(join);
+    free(ids);
+    return rc;
+}
+
 int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
                   const struct ol_store_opts *so, struct ol_s3_ec **out, char *err,
                   size_t errlen)
@@ -96,8 +230,10 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
     if (!ec)
         return rc;
     ec->ndrives = n;
+    /* The geometry first (the key does not change it); the placement is set
+     * up again with the deployment's id once the drives have told it. */
     rc = ol_ec_placement_init(&ec->place, n, (unsigned)cfg->ec_data, (unsigned)cfg->ec_parity,
-                              ec_deploy_id);
+                              ol_storedrive_legacy_id);
     if (rc < 0) {
         snprintf(err, errlen, "cannot group %u drives into erasure sets with ec_data %" PRId64
                  " and ec_parity %" PRId64 " (k+m must divide the drive count)", n,
@@ -157,6 +293,11 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
             goto fail;
         }
     }
+    rc = ec_identify(ec, err, errlen);
+    if (rc < 0)
+        goto fail;
+    rc = ol_ec_placement_init(&ec->place, n, ec->k, ec->m, ec->deploy_id);
+    OL_ASSERT(rc == 0 && ec->place.nsets == ec->nsets);
     for (unsigned s = 0; s < ec->nsets; s++) {
         struct ol_drive drv[OL_EC_MAX_UNITS];
         unsigned size = ec->k + ec->m;
@@ -169,7 +310,7 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
         c.drives = drv;
         c.hlc = &ec->hlc;
         c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
-        memcpy(c.deployment_id, ec_deploy_id, 16);
+        memcpy(c.deployment_id, ec->deploy_id, 16);
         rc = ol_eset_create(&c, &ec->sets[s]);
         if (rc < 0) {
             snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
@@ -187,8 +328,11 @@ fail:
 
 void ol_s3_ec_describe(const struct ol_s3_ec *ec, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%u drives, %u erasure set%s of %u+%u", ec->ndrives, ec->nsets,
-             ec->nsets == 1 ? "" : "s", ec->k, ec->m);
+    char id[17];
+    for (unsigned i = 0; i < 8; i++)
+        snprintf(id + 2 * i, 3, "%02x", ec->deploy_id[i]);
+    snprintf(buf, cap, "%u drives, %u erasure set%s of %u+%u, deployment %s", ec->ndrives,
+             ec->nsets, ec->nsets == 1 ? "" : "s", ec->k, ec->m, id);
 }
 
 static struct ol_eset *set_of(struct ol_s3_ec *ec, const char *bucket, const char *key,
@@ -1333,7 +1477,10 @@ static int admin_info(struct ol_s3_req *r)
     char *b = malloc(cap);
     if (!b)
         return ol_s3_error_from(r, -ENOMEM);
-    JS("{\"mode\":\"erasure\",\"k\":%u,\"m\":%u,\"drives\":[", ec->k, ec->m);
+    JS("{\"mode\":\"erasure\",\"k\":%u,\"m\":%u,\"deployment\":\"", ec->k, ec->m);
+    for (unsigned i = 0; i < sizeof(ec->deploy_id); i++)
+        JS("%02x", ec->deploy_id[i]);
+    JS("\",\"drives\":[");
     for (unsigned i = 0; i < ec->ndrives; i++) {
         struct statvfs sv;
         struct ol_storedrive_info di;

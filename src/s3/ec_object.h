@@ -29,8 +29,10 @@ struct ol_s3_ec;
 struct ol_store_opts;
 
 /* Opens every directory (formatting empty ones) with the store options `so`,
- * and groups them into sets (cfg->ec_data / ec_parity, 0 = automatic).  On
- * error writes a message. */
+ * and groups them into sets (cfg->ec_data / ec_parity, 0 = automatic).
+ * Checks each drive's deployment identity against its position, writing it
+ * to drives that join (docs/EC.md 6.5).  On error (a drive that does not
+ * belong included) writes a message naming the directory. */
 int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
                   const struct ol_store_opts *so, struct ol_s3_ec **out, char *err,
                   size_t errlen);

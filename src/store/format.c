@@ -63,6 +63,18 @@ int ol_format_read(int dir_fd, struct ol_format *out)
         rc = -OL_EFORMAT;
         goto out;
     }
+    /* The EC membership fields must make sense together; an inconsistent
+     * record is damage (the CRC passed, so a bug wrote it), not a guess. */
+    if (out->ec_joined > 1 ||
+        (out->ec_joined &&
+         (out->ec_ndrives == 0 || out->ec_index >= out->ec_ndrives || out->ec_k == 0))) {
+        ol_error("drive format has inconsistent EC membership fields (joined %u, drive %u "
+                 "of %u, %u+%u)",
+                 (unsigned)out->ec_joined, (unsigned)out->ec_index, (unsigned)out->ec_ndrives,
+                 (unsigned)out->ec_k, (unsigned)out->ec_m);
+        rc = -OL_EFORMAT;
+        goto out;
+    }
 out:
     close(fd);
     return rc;

@@ -390,4 +390,31 @@ void ol_store_stats(struct ol_store *st, struct ol_store_stats *out);
 /* Runs one compaction pass now and waits for it (tests, admin). */
 int ol_store_compact_now(struct ol_store *st);
 
+/* ---- drive identity (identity.c) ----
+ *
+ * What the drive's FORMAT file says about who it belongs to: its own id and,
+ * once an erasure-coded deployment has taken it, that deployment's id, the
+ * drive's position in it and the deployment's geometry (docs/FORMAT.md,
+ * docs/EC.md "Deployment identity").  A drive formatted by a single-drive
+ * store, or by a build older than these fields, is not joined. */
+struct ol_store_identity {
+    uint8_t deployment_id[16]; /* the deployment's id when ec_joined, else the drive's own */
+    uint8_t drive_id[16];      /* read only: never changed by ol_store_set_identity */
+    bool ec_joined;            /* a member of an erasure-coded deployment */
+    uint32_t ec_index;         /* position 0..ec_ndrives-1 (when ec_joined) */
+    uint32_t ec_ndrives;
+    uint8_t ec_k, ec_m;
+    bool has_data;             /* read only: at least one bucket exists on the drive */
+};
+/* Fills *out from the drive's FORMAT (as read at open or last set) and looks
+ * whether any bucket exists.  0 or an LMDB error. */
+int ol_store_identity(struct ol_store *st, struct ol_store_identity *out);
+/* Rewrites FORMAT with in's deployment_id and EC fields (drive_id and
+ * has_data are ignored), durably: temporary file, fsync, rename, directory
+ * fsync.  On failure the drive keeps its old identity, on disk and in memory.
+ * -EINVAL when the fields are inconsistent (joined with ec_index >=
+ * ec_ndrives, ec_k == 0, or ec_k + ec_m > 255).  Any thread; calls are
+ * serialised. */
+int ol_store_set_identity(struct ol_store *st, const struct ol_store_identity *in);
+
 #endif
