@@ -18,7 +18,6 @@
 #include "store/store.h"
 
 #define RECV_CHUNK_BYTES (256 * 1024)
-#define RECV_NBUF 4
 
 static void hex(const uint8_t *b, size_t n, char *out)
 {
@@ -178,6 +177,37 @@ static int ck_verify(struct ol_s3_req *r, struct ol_s3_body_ck *ck)
     return 0;
 }
 
+/* The body's chunks still queued for the deferred MD5, by address: the
+ * store writer asks for its buffers back (ol_store_write_set_release), and a
+ * buffer may be reused only once every chunk in it is hashed.  A stream
+ * never has more than OL_MD5_ASYNC_MAX chunks queued (adding one more hashes
+ * the oldest), so older records are hashed and can be overwritten. */
+struct body_md5 {
+    struct ol_md5_async md;
+    struct {
+        uintptr_t p;
+        uint64_t seq;
+    } c[OL_MD5_ASYNC_MAX];
+    uint64_t nchunks;
+};
+
+static void body_release(void *ctx, const uint8_t *p, size_t len)
+{
+    struct body_md5 *b = ctx;
+    uintptr_t lo = (uintptr_t)p, hi = lo + len;
+    bool any = false;
+    uint64_t last = 0;
+    uint64_t n = b->nchunks < OL_MD5_ASYNC_MAX ? b->nchunks : OL_MD5_ASYNC_MAX;
+    for (uint64_t i = 0; i < n; i++) {
+        if (b->c[i].p >= lo && b->c[i].p < hi && (!any || b->c[i].seq > last)) {
+            last = b->c[i].seq;
+            any = true;
+        }
+    }
+    if (any)
+        ol_md5_async_wait(&b->md, last);
+}
+
 int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
                           struct ol_s3_body_ck *ck)
 {
@@ -190,38 +220,53 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     struct ol_store_writer *w = NULL;
     struct ol_ck cks = {0};
     bool ck_on = ck && ck->algo != OL_CK_NONE;
-    /* The ETag MD5 is deferred: each chunk is queued with this loop's other
-     * bodies and hashed with them, side by side in SIMD lanes, when a body
-     * needs its buffer back (ol_md5_async_*).  RECV_NBUF buffers in turn
-     * let a body run RECV_NBUF - 1 chunks ahead of its hash. */
-    struct ol_md5_async md;
+    /* The bytes are received straight into the store writer's buffer
+     * (ol_store_write_room), without a copy.  The ETag MD5 is deferred: each
+     * chunk is queued with this loop's other bodies and hashed with them,
+     * side by side in SIMD lanes, when a body needs a buffer back
+     * (ol_md5_async_*), or when its queue is full (OL_MD5_ASYNC_MAX chunks,
+     * 2 MiB ahead of its hash). */
+    struct body_md5 bm;
     bool md_on = false;
-    uint8_t *bufs[RECV_NBUF] = {0};
-    uint64_t seq[RECV_NBUF];
-    bool queued[RECV_NBUF] = {0};
     int rc = 0;
     if (ck_on && (rc = ol_ck_init(&cks, ck->algo)) < 0)
         goto fail;
     rc = ol_store_write_begin(r->ctx->store, len, &w);
     if (rc < 0)
         goto fail;
-    ol_md5_async_begin(&md);
+    ol_md5_async_begin(&bm.md);
+    bm.nchunks = 0;
     md_on = true;
+    ol_store_write_set_release(w, body_release, &bm);
     uint64_t total = 0;
     /* Bounded by the body: every round consumes bytes or ends. */
-    for (unsigned i = 0;; i = (i + 1) % RECV_NBUF) {
-        if (queued[i])
-            ol_md5_async_wait(&md, seq[i]);
-        if (!bufs[i] && !(bufs[i] = ol_buf_alloc(RECV_CHUNK_BYTES))) {
-            rc = -ENOMEM;
-            goto fail;
+    for (;;) {
+        /* A body of known length ends with a read that returns 0 (it checks
+         * the signed payload's SHA-256 and aws-chunked's trailer); it is made
+         * here, before asking the writer for room it would not use. */
+        if (len >= 0 && total == (uint64_t)len) {
+            uint8_t probe[1];
+            ssize_t got = ol_s3_body_read(r, probe, sizeof(probe));
+            if (got != 0) {
+                rc = got < 0 ? (int)got : -OL_EINCOMPLETE;
+                goto fail;
+            }
+            break;
         }
+        uint8_t *p = NULL;
+        size_t room = 0;
+        rc = ol_store_write_room(w, &p, &room);
+        if (rc < 0)
+            goto fail;
         /* Whole chunks (but the last): chunks of equal length keep the
-         * MD5 lanes of a batch busy until they all end together. */
+         * MD5 lanes of a batch busy until they all end together.  The
+         * writer's full buffer (1 MiB with the default block size) is a
+         * multiple of the chunk size, so chunks do not straddle two. */
+        size_t want = room < RECV_CHUNK_BYTES ? room : RECV_CHUNK_BYTES;
         size_t n = 0;
         bool eof = false;
-        while (n < RECV_CHUNK_BYTES && !eof) {
-            ssize_t got = ol_s3_body_read(r, bufs[i] + n, RECV_CHUNK_BYTES - n);
+        while (n < want && !eof) {
+            ssize_t got = ol_s3_body_read(r, p + n, want - n);
             if (got < 0) {
                 rc = (int)got;
                 goto fail;
@@ -236,19 +281,22 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
             rc = -OL_ETOOLARGE;
             goto fail;
         }
-        seq[i] = ol_md5_async_add(&md, bufs[i], n);
-        queued[i] = true;
+        uint64_t seq = ol_md5_async_add(&bm.md, p, n);
+        bm.c[bm.nchunks % OL_MD5_ASYNC_MAX].p = (uintptr_t)p;
+        bm.c[bm.nchunks % OL_MD5_ASYNC_MAX].seq = seq;
+        bm.nchunks++;
         if (ck_on)
-            ol_ck_update(&cks, bufs[i], n);
-        rc = ol_store_write(w, bufs[i], n);
+            ol_ck_update(&cks, p, n);
+        rc = ol_store_write_advance(w, n);
         if (rc < 0)
             goto fail;
         if (eof)
             break;
     }
     uint8_t digest[16];
-    ol_md5_async_end(&md, digest);
+    ol_md5_async_end(&bm.md, digest);
     md_on = false;
+    ol_store_write_set_release(w, NULL, NULL);
     if (len >= 0 && total != (uint64_t)len) {
         rc = -OL_EINCOMPLETE;
         goto fail;
@@ -265,19 +313,16 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     }
     hex(digest, 16, md5_hex);
     ol_ck_free(&cks);
-    for (unsigned i = 0; i < RECV_NBUF; i++)
-        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
     *out = w;
     return 0;
 fail:
-    /* Drops the queued chunks before their buffers go. */
+    /* Drops the queued chunks before the writer frees their buffers; the
+     * writer waits for its own segment write before freeing. */
     if (md_on)
-        ol_md5_async_end(&md, NULL);
+        ol_md5_async_end(&bm.md, NULL);
     if (w)
         ol_store_write_abort(w);
     ol_ck_free(&cks);
-    for (unsigned i = 0; i < RECV_NBUF; i++)
-        ol_buf_free(bufs[i], RECV_CHUNK_BYTES);
     return rc;
 }
 

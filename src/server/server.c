@@ -1,7 +1,7 @@
 /* `openlake server`: one loop thread per core, each with its own
- * SO_REUSEPORT listener (the kernel spreads connections across them), an
- * accept fiber and one fiber per connection; one drive (ol_store) shared by
- * all loops.  The main thread only waits for SIGINT/SIGTERM and then stops
+ * SO_REUSEPORT listener, an accept fiber and one fiber per connection; a
+ * connection is served by the loop with the fewest open ones; one drive
+ * (ol_store) shared by all loops.  The main thread only waits for SIGINT/SIGTERM and then stops
  * the loops, gives in-flight requests the grace period, and closes the drive.
  */
 #include "server/server.h"
@@ -44,6 +44,8 @@ struct worker {
     int rc;
     uint64_t accepted;  /* written by this worker only */
     uint64_t rejected;
+    unsigned open;      /* atomic: connections assigned to this loop */
+    int accepting;      /* atomic: the loop runs and may be handed connections */
     int done;           /* atomic: the loop returned */
 };
 
@@ -100,7 +102,7 @@ out:
 }
 
 struct conn_arg {
-    struct server *srv;
+    struct worker *w; /* the loop that serves the connection */
     int fd;
 };
 
@@ -108,7 +110,51 @@ static void conn_fiber(void *arg)
 {
     struct conn_arg a = *(struct conn_arg *)arg;
     free(arg);
-    ol_http_conn_serve(a.fd, &a.srv->conn_opts, ol_s3_handle, &a.srv->router);
+    ol_http_conn_serve(a.fd, &a.w->srv->conn_opts, ol_s3_handle, &a.w->srv->router);
+    __atomic_fetch_sub(&a.w->open, 1, __ATOMIC_RELAXED);
+}
+
+/* Starts the connection's fiber on the calling loop, which is ca->w's; past
+ * the fiber pool (the connection limit) the connection is refused.  Consumes
+ * ca and its fd. */
+static void conn_start(void *arg)
+{
+    struct conn_arg *ca = arg;
+    struct worker *w = ca->w;
+    OL_ASSERT(ol_loop_current() == w->loop);
+    if (ol_loop_stopping(w->loop) || ol_fiber_spawn(w->loop, conn_fiber, ca) != 0) {
+        close(ca->fd);
+        free(ca);
+        __atomic_fetch_sub(&w->open, 1, __ATOMIC_RELAXED);
+        w->rejected++;
+        return;
+    }
+    w->accepted++;
+}
+
+/* The loop that takes a new connection: the one with the fewest open
+ * connections, the accepting one on a tie.  The kernel's SO_REUSEPORT hash
+ * spreads connections unevenly (4 connections on 2 loops are often 3/1 or
+ * 4/0), and a loop holding one large upload hashes its MD5 on one scalar
+ * chain while the other loop idles; a loop with several bodies hashes them
+ * side by side (core/md5.h).  The count is taken before the connection is
+ * handed over, so acceptors running at once see each other's choices. */
+static struct worker *pick_worker(struct worker *self)
+{
+    struct server *srv = self->srv;
+    struct worker *best = self;
+    unsigned best_open = __atomic_load_n(&self->open, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < srv->nworkers; i++) {
+        struct worker *c = &srv->workers[i];
+        unsigned o = __atomic_load_n(&c->open, __ATOMIC_RELAXED);
+        if (o < best_open && __atomic_load_n(&c->accepting, __ATOMIC_ACQUIRE) &&
+            !__atomic_load_n(&c->done, __ATOMIC_ACQUIRE)) {
+            best = c;
+            best_open = o;
+        }
+    }
+    __atomic_fetch_add(&best->open, 1, __ATOMIC_RELAXED);
+    return best;
 }
 
 static void accept_fiber(void *arg)
@@ -130,14 +176,23 @@ static void accept_fiber(void *arg)
         /* Small responses must not wait for Nagle's algorithm. */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn_arg *ca = malloc(sizeof(*ca));
-        if (!ca || (ca->srv = w->srv, ca->fd = fd, ol_fiber_spawn(loop, conn_fiber, ca)) != 0) {
-            /* The fiber pool is the connection limit: past it, refuse. */
-            free(ca);
+        if (!ca) {
             close(fd);
             w->rejected++;
             continue;
         }
-        w->accepted++;
+        ca->fd = fd;
+        ca->w = pick_worker(w);
+        /* Another loop's fiber is started by a message to that loop; a full
+         * inbox keeps the connection here. */
+        if (ca->w != w && ol_loop_post(ca->w->loop, conn_start, ca) == 0)
+            continue;
+        if (ca->w != w) {
+            __atomic_fetch_sub(&ca->w->open, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&w->open, 1, __ATOMIC_RELAXED);
+            ca->w = w;
+        }
+        conn_start(ca);
     }
 }
 
@@ -146,6 +201,7 @@ static void start_accepting(void *arg)
     struct worker *w = arg;
     int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
     OL_ASSERT(rc == 0);
+    __atomic_store_n(&w->accepting, 1, __ATOMIC_RELEASE);
     /* Loop 0 runs the erasure-coded deployment's scrubber; the store-based
      * workers need the single store. */
     if (ol_loop_id(w->loop) == 0 && w->srv->ec) {

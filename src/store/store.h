@@ -101,6 +101,25 @@ int ol_store_write_begin(struct ol_store *st, int64_t size_hint, struct ol_store
  * whatever the object's size. */
 int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len);
 uint64_t ol_store_write_size(const struct ol_store_writer *w);
+/* Receiving straight into the writer's buffer, without a copy.
+ * ol_store_write_room lends the caller *len > 0 bytes of room at *p, the rest
+ * of the writer's current buffer (flushing a full one first); the caller
+ * fills a prefix of it and appends that prefix with ol_store_write_advance
+ * (n <= *len), which may start writing a full buffer.  The room is valid
+ * until the next call on w.  Both return 0 or the writer's sticky error.
+ *
+ * Appended bytes stay where they are until their buffer is written and
+ * reused, so the caller may go on reading them (a deferred hash) after
+ * ol_store_write_advance.  Before the writer overwrites or frees a buffer
+ * that held appended bytes, it calls the hook set with
+ * ol_store_write_set_release(w, fn, ctx): fn(ctx, p, len) must return only
+ * once the caller has stopped reading [p, p + len); it may yield the fiber.
+ * Commit and abort free the buffers without calling it: the caller must have
+ * stopped reading by then.  Set fn NULL before ctx goes away. */
+typedef void (*ol_store_release_fn)(void *ctx, const uint8_t *p, size_t len);
+void ol_store_write_set_release(struct ol_store_writer *w, ol_store_release_fn fn, void *ctx);
+int ol_store_write_room(struct ol_store_writer *w, uint8_t **p, size_t *len);
+int ol_store_write_advance(struct ol_store_writer *w, size_t n);
 /* Makes the data durable and commits it as object bucket/key, atomically
  * replacing any previous object of that key (whose space is freed).
  * info->size is ignored (the writer knows it); etag, mtime_ns, meta are used.

@@ -16,13 +16,19 @@
 
 /* ======================= streamed data writer ======================= */
 
+/* Full buffers a writer may have in flight to the disk at once, behind the
+ * one it fills. */
+#define WRITER_INFLIGHT 2
+
 struct ol_store_writer {
     struct ol_store *st;
-    uint8_t *buf;
+    uint8_t *buf; /* the buffer being filled; NULL between a background
+                     write of the last one and the next bytes */
     size_t buf_cap;  /* current buffer size */
     size_t buf_full; /* the size it grows to: a multiple of block_bytes */
     size_t buf_len;
     uint64_t size;
+    int64_t size_hint; /* the expected size, or -1 */
     int err; /* sticky */
     bool flushed;
     struct ol_extent *ext;
@@ -31,18 +37,32 @@ struct ol_store_writer {
     uint32_t ncrc, cap_crc;
     struct ol_seg **segs; /* referenced segments this writer wrote to */
     uint32_t nsegs, cap_segs;
-    /* Double buffering: a full buffer is written by a helper fiber while the
-     * caller fills the other one, so receiving, hashing and the O_DIRECT
-     * write overlap.  spare is the other buffer (buf_full bytes) or NULL. */
-    uint8_t *spare;
+    /* Pipelined writes: a full buffer is written by a helper fiber while the
+     * caller fills another, so receiving, hashing and the O_DIRECT writes
+     * overlap; up to WRITER_INFLIGHT writes run at once (the disk's latency
+     * varies with the other writers').  jobs is a ring of the writes in
+     * flight, oldest first; idle holds written buffers (buf_full bytes) for
+     * reuse. */
     struct ol_store_wjob {
         struct ol_completion done;
         int fd;
-        const uint8_t *buf;
+        uint8_t *buf;
         size_t len;
         uint64_t off;
-        bool busy; /* a write is in flight on spare */
-    } job;
+        struct ol_seg *sync; /* also fdatasync this segment after the write */
+    } jobs[WRITER_INFLIGHT];
+    unsigned job_head, njobs;
+    uint8_t *idle[WRITER_INFLIGHT + 1];
+    unsigned nidle;
+    /* The segment that the last background job synced after writing the
+     * last expected bytes (NULL if none, or if bytes came after). */
+    struct ol_seg *synced;
+    /* The caller's hook (ol_store_write_set_release): called before a
+     * buffer that held appended bytes is overwritten or freed; reuse says
+     * that the current buffer may still hold such bytes. */
+    ol_store_release_fn release;
+    void *release_ctx;
+    bool reuse;
 };
 
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -69,6 +89,7 @@ int ol_store_write_begin(struct ol_store *st, int64_t size_hint, struct ol_store
     if (!w)
         return -ENOMEM;
     w->st = st;
+    w->size_hint = size_hint;
     uint64_t full = OL_IO_BUF_BYTES;
     if (full < st->o.inline_bytes)
         full = st->o.inline_bytes;
@@ -92,29 +113,42 @@ uint64_t ol_store_write_size(const struct ol_store_writer *w)
     return w->size;
 }
 
-/* Waits for the in-flight background write, if any; its error is sticky. */
-static int wait_write(struct ol_store_writer *w)
+/* Waits for the oldest background writes until at most `keep` remain in
+ * flight; their buffers become idle.  An error is sticky. */
+static int wait_writes(struct ol_store_writer *w, unsigned keep)
 {
-    if (!w->job.busy)
-        return 0;
-    int rc = ol_completion_wait(&w->job.done);
-    w->job.busy = false;
-    if (rc && !w->err)
-        w->err = rc;
+    int rc = 0;
+    for (unsigned i = 0; w->njobs > keep && i < WRITER_INFLIGHT; i++) {
+        struct ol_store_wjob *j = &w->jobs[w->job_head];
+        int r = ol_completion_wait(&j->done);
+        OL_ASSERT(w->nidle <= WRITER_INFLIGHT);
+        w->idle[w->nidle++] = j->buf;
+        j->buf = NULL;
+        w->job_head = (w->job_head + 1) % WRITER_INFLIGHT;
+        w->njobs--;
+        if (r && !w->err)
+            w->err = r;
+        if (r && !rc)
+            rc = r;
+    }
     return rc;
 }
 
 static void write_fiber(void *arg)
 {
     struct ol_store_wjob *j = arg;
-    ol_completion_signal(&j->done, ol_pwrite_all(j->fd, j->buf, j->len, j->off));
+    int rc = ol_pwrite_all(j->fd, j->buf, j->len, j->off);
+    if (rc == 0 && j->sync)
+        rc = ol_seg_sync(j->sync);
+    ol_completion_signal(&j->done, rc);
 }
 
 static void writer_free(struct ol_store_writer *w)
 {
-    /* The helper fiber reads the spare buffer until it signals. */
-    wait_write(w);
-    ol_buf_free(w->spare, w->buf_full);
+    /* The helper fibers read their buffers until they signal. */
+    wait_writes(w, 0);
+    for (unsigned i = 0; i < w->nidle; i++)
+        ol_buf_free(w->idle[i], w->buf_full);
     for (uint32_t i = 0; i < w->nsegs; i++)
         ol_seg_unref(w->st, w->segs[i]);
     free(w->segs);
@@ -152,34 +186,41 @@ static int flush(struct ol_store_writer *w)
         memset(w->buf + len, 0, wlen - len);
     struct ol_seg *seg = NULL;
     uint64_t off = 0;
-    rc = wait_write(w);
+    /* The last expected bytes: the helper also makes them durable, while
+     * the caller finishes the body (its last hashes and checks), and
+     * finish_data then has nothing left to sync.  That sync must cover every
+     * earlier write, so those are waited for first. */
+    bool final = w->size_hint >= 0 && w->size == (uint64_t)w->size_hint;
+    rc = wait_writes(w, final ? 0 : WRITER_INFLIGHT - 1);
     if (rc)
         return rc;
+    w->synced = NULL;
     rc = ol_seg_reserve(st, ol_seg_slot_for_caller(st), len, &seg, &off);
     if (rc)
         return rc;
+    final = final && (w->nsegs == 0 || (w->nsegs == 1 && w->segs[0] == seg));
     /* A full buffer on a loop goes to a helper fiber, and the caller fills
-     * the spare meanwhile; the extent is recorded now, in reservation
-     * order, and finish_data waits for the write before the fdatasync.  The
+     * another meanwhile; the extent is recorded now, in reservation order,
+     * and finish_data waits for the writes before the fdatasync.  The
      * writer's reference on seg (w->segs) outlives the write: writer_free
      * waits for it first. */
     struct ol_loop *loop = ol_loop_current();
     bool bg = loop && ol_fiber_current() && w->buf_cap == w->buf_full;
-    if (bg && !w->spare)
-        w->spare = ol_aligned_alloc(w->buf_full);
-    if (bg && w->spare) {
-        w->job = (struct ol_store_wjob){.fd = seg->fd, .buf = w->buf, .len = wlen, .off = off};
-        ol_completion_init(&w->job.done);
-        if (ol_fiber_spawn(loop, write_fiber, &w->job) == 0) {
-            w->job.busy = true;
-            uint8_t *t = w->buf;
-            w->buf = w->spare;
-            w->spare = t;
+    if (bg) {
+        OL_ASSERT(w->njobs < WRITER_INFLIGHT);
+        struct ol_store_wjob *j = &w->jobs[(w->job_head + w->njobs) % WRITER_INFLIGHT];
+        *j = (struct ol_store_wjob){.fd = seg->fd, .buf = w->buf, .len = wlen, .off = off,
+                                    .sync = final ? seg : NULL};
+        ol_completion_init(&j->done);
+        if (ol_fiber_spawn(loop, write_fiber, j) == 0) {
+            w->njobs++;
+            w->synced = j->sync;
+            /* The next bytes get an idle or a new buffer (make_room). */
+            w->buf = NULL;
         } else {
+            j->buf = NULL;
             bg = false;
         }
-    } else {
-        bg = false;
     }
     if (!bg) {
         rc = ol_pwrite_all(seg->fd, w->buf, wlen, off);
@@ -204,34 +245,109 @@ static int flush(struct ol_store_writer *w)
         w->segs[w->nsegs++] = seg;
     w->flushed = true;
     w->buf_len = 0;
+    /* A synchronous write reuses the buffer that held these bytes. */
+    w->reuse = !bg;
     return 0;
+}
+
+void ol_store_write_set_release(struct ol_store_writer *w, ol_store_release_fn fn, void *ctx)
+{
+    w->release = fn;
+    w->release_ctx = ctx;
+}
+
+/* Makes room in the current buffer: a small first buffer grows to the full
+ * size, a full one is flushed.  Either way the buffer that new bytes go into
+ * next may have held bytes the caller still reads (a deferred hash), so the
+ * caller's hook releases it first. */
+static int make_room(struct ol_store_writer *w)
+{
+    if (w->err)
+        return w->err;
+    if (!w->buf) {
+        /* After a background write: a written buffer, or a new one (flush
+         * keeps at most WRITER_INFLIGHT in flight, so a writer never holds
+         * more than WRITER_INFLIGHT + 1). */
+        OL_ASSERT(w->buf_len == 0 && w->buf_cap == w->buf_full);
+        if (w->nidle > 0) {
+            w->buf = w->idle[--w->nidle];
+            w->reuse = true;
+        } else if (!(w->buf = ol_aligned_alloc(w->buf_full))) {
+            w->err = -ENOMEM;
+            return w->err;
+        }
+    }
+    if (w->buf_len == 0 && w->reuse) {
+        /* The buffer held bytes before (its write is done): the caller may
+         * still be reading them. */
+        w->reuse = false;
+        if (w->release)
+            w->release(w->release_ctx, w->buf, w->buf_cap);
+    }
+    if (w->buf_len < w->buf_cap)
+        return 0;
+    if (w->buf_cap < w->buf_full) {
+        uint8_t *nb = ol_aligned_alloc(w->buf_full);
+        if (!nb) {
+            w->err = -ENOMEM;
+            return w->err;
+        }
+        memcpy(nb, w->buf, w->buf_len);
+        if (w->release)
+            w->release(w->release_ctx, w->buf, w->buf_cap);
+        ol_buf_free(w->buf, w->buf_cap);
+        w->buf = nb;
+        w->buf_cap = w->buf_full;
+        return 0;
+    }
+    int rc = flush(w);
+    if (rc) {
+        w->err = rc;
+        return rc;
+    }
+    return make_room(w);
+}
+
+/* A full buffer is written at once rather than when the next bytes come:
+ * the write (and, for the last expected bytes, the sync) then overlaps what
+ * the caller does before its next call.  A size that could still be inlined
+ * waits for the commit to decide. */
+static int flush_if_full(struct ol_store_writer *w)
+{
+    if (w->buf_len < w->buf_full || w->size <= w->st->o.inline_bytes)
+        return 0;
+    int rc = flush(w);
+    if (rc)
+        w->err = rc;
+    return rc;
+}
+
+int ol_store_write_room(struct ol_store_writer *w, uint8_t **p, size_t *len)
+{
+    int rc = make_room(w);
+    if (rc)
+        return rc;
+    OL_ASSERT(w->buf_len < w->buf_cap);
+    *p = w->buf + w->buf_len;
+    *len = w->buf_cap - w->buf_len;
+    return 0;
+}
+
+int ol_store_write_advance(struct ol_store_writer *w, size_t n)
+{
+    OL_ASSERT(n <= w->buf_cap - w->buf_len);
+    w->buf_len += n;
+    w->size += n;
+    return flush_if_full(w);
 }
 
 int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len)
 {
-    if (w->err)
-        return w->err;
     const uint8_t *p = buf;
     for (uint64_t guard = 0; len > 0 && guard < UINT32_MAX; guard++) {
-        if (w->buf_len == w->buf_cap) {
-            if (w->buf_cap < w->buf_full) {
-                uint8_t *nb = ol_aligned_alloc(w->buf_full);
-                if (!nb) {
-                    w->err = -ENOMEM;
-                    return w->err;
-                }
-                memcpy(nb, w->buf, w->buf_len);
-                ol_buf_free(w->buf, w->buf_cap);
-                w->buf = nb;
-                w->buf_cap = w->buf_full;
-            } else {
-                int rc = flush(w);
-                if (rc) {
-                    w->err = rc;
-                    return rc;
-                }
-            }
-        }
+        int rc = make_room(w);
+        if (rc)
+            return rc;
         size_t n = w->buf_cap - w->buf_len;
         if (n > len)
             n = len;
@@ -240,19 +356,23 @@ int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len)
         w->size += n;
         p += n;
         len -= n;
+        rc = flush_if_full(w);
+        if (rc)
+            return rc;
     }
-    return 0;
+    return w->err;
 }
 
 /* Flushes the tail and makes every segment this writer touched durable. */
 static int finish_data(struct ol_store_writer *w)
 {
     int rc = flush(w);
-    int wr = wait_write(w);
+    int wr = wait_writes(w, 0);
     if (rc == 0)
         rc = wr;
     for (uint32_t i = 0; rc == 0 && i < w->nsegs; i++)
-        rc = ol_seg_sync(w->segs[i]);
+        if (w->segs[i] != w->synced)
+            rc = ol_seg_sync(w->segs[i]);
     return rc;
 }
 
