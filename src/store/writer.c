@@ -1391,17 +1391,8 @@ void ol_commit_enqueue(struct ol_store *st, struct ol_op *op)
     pthread_mutex_unlock(&st->q_mu);
 }
 
-static __thread char last_vid[OL_STORE_VID_MAX];
-
 int ol_commit_run(struct ol_store *st, struct ol_op *op)
 {
     ol_commit_enqueue(st, op);
-    int rc = ol_completion_wait(&op->done);
-    memcpy(last_vid, op->vid_out, sizeof(last_vid));
-    return rc;
-}
-
-const char *ol_store_last_vid(void)
-{
-    return last_vid;
+    return ol_completion_wait(&op->done);
 }

@@ -89,8 +89,8 @@ int ol_commit_start(struct ol_store *st);
 void ol_commit_stop(struct ol_store *st);
 /* Queues op (initialising its completion for the calling fiber/thread). */
 void ol_commit_enqueue(struct ol_store *st, struct ol_op *op);
-/* Queues op and waits for its result.  op->vid_out is then also what
- * ol_store_last_vid returns on this thread. */
+/* Queues op and waits for its result (op->vid_out then holds the id of a
+ * version it made). */
 int ol_commit_run(struct ol_store *st, struct ol_op *op);
 
 /* Builds the parts DB key: upload id (32 hex) + big-endian part number. */
