@@ -276,6 +276,18 @@ int ol_s3_ec_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
          * directory) starts OFFLINE: the sets serve without it while they
          * have enough drives, and the drive monitor opens it once it works. */
         int orc = ol_store_open(&ec->stores[i], dirs[i], so);
+        if (orc == -EBUSY) {
+            /* Locked: by this start (the directory is listed twice) or by
+             * another process.  Starting it offline would look like a dead
+             * drive and heal onto a directory someone else writes. */
+            ec->stores[i] = NULL;
+            rc = orc;
+            snprintf(err, errlen,
+                     "drive %s is in use: it is listed twice, or another OpenLake process "
+                     "has it open",
+                     dirs[i]);
+            goto fail;
+        }
         if (orc < 0) {
             ec->stores[i] = NULL;
             fprintf(stderr, "openlake: drive %s cannot be opened (%s): starting it offline\n",

@@ -59,7 +59,10 @@ struct server {
     unsigned nworkers;
 };
 
-static int listen_socket(const char *listen_addr, int *out_fd, char *err, size_t errlen)
+/* A listening socket on listen_addr with SO_REUSEPORT (one per loop); probe:
+ * first check that nobody else listens there. */
+static int listen_socket(const char *listen_addr, bool probe, int *out_fd, char *err,
+                         size_t errlen)
 {
     char host[256];
     const char *colon = strrchr(listen_addr, ':');
@@ -80,13 +83,31 @@ static int listen_socket(const char *listen_addr, int *out_fd, char *err, size_t
         snprintf(err, errlen, "listen: %s: %s", listen_addr, gai_strerror(g));
         return -EINVAL;
     }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int rc = 0;
+    int one = 1;
+    if (probe) {
+        /* SO_REUSEPORT would let this server share the port with another
+         * one already listening there (same user), and the kernel would
+         * split the clients between two stores.  A plain bind first fails
+         * on any listener, as a server without SO_REUSEPORT would. */
+        int pfd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (pfd >= 0) {
+            setsockopt(pfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            if (bind(pfd, res->ai_addr, res->ai_addrlen) != 0 && errno == EADDRINUSE) {
+                rc = -EADDRINUSE;
+                snprintf(err, errlen, "listen: %s: address already in use (is another server "
+                         "running there?)", listen_addr);
+                close(pfd);
+                goto out;
+            }
+            close(pfd);
+        }
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         rc = -errno;
         goto out;
     }
-    int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
     if (bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
@@ -380,7 +401,7 @@ opened:
         struct worker *w = &srv.workers[i];
         w->srv = &srv;
         w->listen_fd = -1;
-        rc = listen_socket(cfg->listen, &w->listen_fd, err, sizeof(err));
+        rc = listen_socket(cfg->listen, i == 0, &w->listen_fd, err, sizeof(err));
         if (rc < 0) {
             fprintf(stderr, "openlake: %s\n", err[0] ? err : strerror(-rc));
             exit_code = 1;

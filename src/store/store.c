@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,6 +143,19 @@ int ol_store_open(struct ol_store **out, const char *dir, const struct ol_store_
     st->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (st->dir_fd < 0) {
         rc = -errno;
+        goto out;
+    }
+    /* One store per drive at a time: a second one (another server started
+     * on the same directory) would append to the same segment files.  The
+     * lock belongs to this descriptor, so a process that dies leaves none
+     * behind. */
+    if (flock(st->dir_fd, LOCK_EX | LOCK_NB) != 0) {
+        rc = -errno;
+        if (rc == -EWOULDBLOCK) {
+            ol_error("store %s: the drive is in use (another OpenLake process has it open)",
+                     dir);
+            rc = -EBUSY;
+        }
         goto out;
     }
     rc = ol_format_read(st->dir_fd, &st->fmt);

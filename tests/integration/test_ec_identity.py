@@ -169,7 +169,7 @@ def test_restart_keeps_ids_and_order_is_checked(tmp_path, cleanup):
     # One directory listed twice.
     dup = IdServer(tmp_path / "a", dirs=[srv.dirs[0]] + srv.dirs[:5])
     log = refused(dup)
-    assert f"drives {srv.dirs[0]} and {srv.dirs[0]} are the same drive" in log
+    assert f"drive {srv.dirs[0]} is in use: it is listed twice" in log
     srv.start()
     check_some(srv, "idrestart")
     srv.stop()
