@@ -356,6 +356,15 @@ def main():
             else:
                 os.makedirs(os.path.join(tmp, "www", "put", label), exist_ok=True)
                 ngpath = ["--path-template", "/put/%s/obj-%%d" % label]
+            if op == "get":
+                # A warm-up pass on every side, not counted: nginx's files were
+                # written through the page cache, OpenLake's segments O_DIRECT
+                # (not cached), and the rows compare serving hot data.
+                warm = ["--op", "get", "--size", label, "--concurrency", str(conc),
+                        "--objects", str(objs), "--duration", "1s"]
+                b.run(olep + ["--bucket", bucket] + warm, ol.pid)
+                ec_measure(["--bucket", bucket] + warm, [])
+                b.run(ngep + ngpath + warm, ng.pid)
             ol_runs, ec_runs_l, ng_runs = [], [], []
             for i in range(runs):
                 # Interleaved, so that a noisy neighbour hurts every side alike.
