@@ -20,11 +20,11 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <poll.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
 #include <time.h>
