@@ -88,19 +88,41 @@ static int listen_socket(const char *listen_addr, bool probe, int *out_fd, char 
     if (probe) {
         /* SO_REUSEPORT would let this server share the port with another
          * one already listening there (same user), and the kernel would
-         * split the clients between two stores.  A plain bind first fails
-         * on any listener, as a server without SO_REUSEPORT would. */
-        int pfd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (pfd >= 0) {
-            setsockopt(pfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-            if (bind(pfd, res->ai_addr, res->ai_addrlen) != 0 && errno == EADDRINUSE) {
+         * split the clients between two stores.  Whether anyone listens is
+         * asked the direct way, by connecting (to loopback for a wildcard
+         * address): a plain bind would also trip over the closing sockets
+         * a killed predecessor leaves behind. */
+        struct sockaddr_storage ss;
+        memcpy(&ss, res->ai_addr, res->ai_addrlen);
+        if (ss.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&ss;
+            if (in->sin_addr.s_addr == htonl(INADDR_ANY))
+                in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        } else if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
+            if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr))
+                in6->sin6_addr = in6addr_loopback;
+        }
+        /* A server killed a moment ago can still answer: its io_uring holds
+         * the listening socket until the kernel's ring teardown drops it,
+         * after the process is gone.  A live server keeps answering for the
+         * whole second this waits. */
+        for (int tries = 0;; tries++) {
+            int pfd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (pfd < 0)
+                break;
+            int c = connect(pfd, (struct sockaddr *)&ss, res->ai_addrlen);
+            close(pfd);
+            if (c != 0)
+                break;
+            if (tries >= 20) {
                 rc = -EADDRINUSE;
-                snprintf(err, errlen, "listen: %s: address already in use (is another server "
-                         "running there?)", listen_addr);
-                close(pfd);
+                snprintf(err, errlen, "listen: %s: address already in use (another server "
+                         "listens there)", listen_addr);
                 goto out;
             }
-            close(pfd);
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
         }
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
