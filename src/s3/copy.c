@@ -15,9 +15,6 @@
 #include "s3/sigv4.h"
 #include "store/store.h"
 
-/* The attribute that tagging.c keeps an object's tags in. */
-#define COPY_TAGS_ATTR "tags"
-
 struct copy_src {
     char bucket[64];
     char key[1025];
@@ -210,22 +207,38 @@ int ol_s3_copy_object(struct ol_s3_req *r)
                            "This copy request is illegal because it is trying to copy an object "
                            "to itself without changing the object's metadata, storage class, "
                            "website redirect location or encryption attributes.");
-    const char *tag_msg;
-    if (tags_replace && !ol_s3_tagging_header_ok(r, &tag_msg))
-        return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
+    /* With REPLACE, the request's tags (none: the copy is untagged) are
+     * written into the copy's entry by the copy itself; with COPY the entry
+     * keeps the source's. */
+    struct ol_s3_tag_attr tags = {0};
+    int rc = 0;
+    if (tags_replace) {
+        const char *tag_msg;
+        rc = ol_s3_tag_attr_from_header(r, &tags, &tag_msg);
+        if (rc < 0) {
+            ol_s3_tag_attr_free(&tags);
+            return rc == -EINVAL ? ol_s3_error(r, OL_S3_InvalidTag, tag_msg)
+                                 : ol_s3_error_from(r, rc);
+        }
+    }
     struct ol_store_cond cond;
     char cond_etag[64];
     int has_cond = ol_s3_write_cond(r, &cond, cond_etag);
-    if (has_cond < 0)
+    if (has_cond < 0) {
+        ol_s3_tag_attr_free(&tags);
         return 0;
+    }
     uint8_t *meta = malloc(OL_S3_META_MAX + 256);
-    if (!meta)
+    if (!meta) {
+        ol_s3_tag_attr_free(&tags);
         return ol_s3_error(r, OL_S3_InternalError, "out of memory");
+    }
     size_t mlen = 0;
     if (replace) {
         int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
         if (ml < 0) {
             free(meta);
+            ol_s3_tag_attr_free(&tags);
             return ol_s3_error(r, OL_S3_InvalidArgument,
                                "Your metadata headers exceed the maximum allowed metadata size.");
         }
@@ -234,6 +247,7 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     struct ol_store_reader *rd = NULL;
     if (open_source(r, &s, &rd) < 0) {
         free(meta);
+        ol_s3_tag_attr_free(&tags);
         return 0;
     }
     const struct ol_obj_info *si = ol_store_read_info(rd);
@@ -248,26 +262,23 @@ int ol_s3_copy_object(struct ol_s3_req *r)
         .meta_len = (uint32_t)mlen,
         .mtime_ns = r->now_ns,
         .dst_cond = has_cond ? &cond : NULL,
+        .attrs = tags_replace ? &tags.attr : NULL,
+        .nattrs = tags_replace ? 1 : 0,
     };
     struct ol_obj_info out;
     /* src_etag binds the copy to the snapshot that the conditions saw. */
     char vid[OL_STORE_VID_MAX], src_vid[OL_STORE_VID_MAX];
     bool src_tagged = ol_store_read_vid(rd, src_vid) == 0 || s.has_version;
-    int rc = ol_store_copy_object_v(r->ctx->store, s.bucket, s.key, s.key_len,
-                                    s.has_version ? s.version : NULL, r->bucket, r->key,
-                                    r->key_len, &o, &out, vid);
+    rc = ol_store_copy_object_v(r->ctx->store, s.bucket, s.key, s.key_len,
+                                s.has_version ? s.version : NULL, r->bucket, r->key, r->key_len,
+                                &o, &out, vid);
     ol_store_read_close(rd);
     free(meta);
+    ol_s3_tag_attr_free(&tags);
     if (rc == -OL_EPRECONDITION && has_cond)
         return ol_s3_write_cond_fail(r, &cond);
     if (rc == -OL_EPRECONDITION)
         return precondition_failed(r);
-    if (rc == 0 && tags_replace) {
-        rc = ol_store_object_attr_put(r->ctx->store, r->bucket, r->key, r->key_len,
-                                      COPY_TAGS_ATTR, NULL, 0);
-        if (rc == 0)
-            rc = ol_s3_tagging_apply_header(r);
-    }
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     struct ol_http_hdr vh[2];

@@ -94,7 +94,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
             return ol_s3_error(r, OL_S3_InvalidArgument,
                                "Your metadata headers exceed the maximum allowed metadata size.");
     }
-    /* The tags are checked now and applied when the upload completes. */
+    /* The tags are checked now and committed with the object at Complete. */
     const char *tag_msg;
     if (!ol_s3_tagging_header_ok(r, &tag_msg))
         return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
@@ -431,7 +431,7 @@ static bool parts_rle(const struct stored_part *sp, const struct ol_complete_par
 int ol_s3_complete_multipart(struct ol_s3_req *r)
 {
     int err;
-    char *tags = NULL; /* the upload's x-amz-tagging, when given */
+    struct ol_s3_tag_attr tags = {0}; /* the upload's x-amz-tagging, when given */
     uint32_t meta_len = 0;
     size_t meta_cap = OL_S3_META_MAX + 256 + PARTS_META_MAX;
     uint8_t *meta = malloc(meta_cap);
@@ -508,15 +508,17 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
      * its own checksum and part sizes in place of the upload's entries. */
     bool full = false;
     enum ol_ck_algo algo = meta_checksum(meta, meta_len, &full);
+    /* The tags given at CreateMultipartUpload (checked then) commit with
+     * the object, in its entry. */
     const uint8_t *tv = NULL;
     size_t tvl = 0;
-    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_TAGS, &tv, &tvl) == 0 && tvl > 0) {
-        tags = malloc(tvl);
-        if (!tags) {
-            rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
-            goto out;
-        }
-        memcpy(tags, tv, tvl);
+    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_TAGS, &tv, &tvl) != 0)
+        tvl = 0;
+    const char *tag_msg;
+    int trc = ol_s3_tag_attr_from_query(&tags, (const char *)tv, tvl, &tag_msg);
+    if (trc < 0) {
+        rc = trc == -EINVAL ? ol_s3_error(r, OL_S3_InvalidTag, tag_msg) : ol_s3_error_from(r, trc);
+        goto out;
     }
     size_t mlen = ol_s3_meta_strip_internal(meta, meta_len);
     char ckval[OL_CK_B64_MAX] = "";
@@ -541,8 +543,14 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     if (rle && sizes_known && parts_rle(sp, d.parts, d.n, rle, PARTS_META_MAX))
         (void)ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_PARTS, rle, strlen(rle));
     free(rle);
-    struct ol_obj_info info = {.mtime_ns = r->now_ns, .nparts = d.n, .meta = meta,
-                               .meta_len = (uint32_t)mlen};
+    struct ol_obj_info info = {
+        .mtime_ns = r->now_ns,
+        .nparts = d.n,
+        .meta = meta,
+        .meta_len = (uint32_t)mlen,
+        .attrs = tags.attr.val ? &tags.attr : NULL,
+        .nattrs = tags.attr.val ? 1 : 0,
+    };
     snprintf(info.etag, sizeof(info.etag), "%s", mp_etag);
     char vid[OL_STORE_VID_MAX];
     rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
@@ -554,12 +562,6 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     }
     if (rc < 0) {
         rc = ol_s3_complete_error(r, rc);
-        goto out;
-    }
-    /* The tags given at CreateMultipartUpload; a failure here leaves the
-     * object written but untagged, and says so. */
-    if (tags && (rc = ol_s3_tagging_apply(r, tags, tvl)) < 0) {
-        rc = ol_s3_error_from(r, rc);
         goto out;
     }
     struct ol_xml x;
@@ -584,7 +586,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
     ol_xml_free(&x);
 out:
-    free(tags);
+    ol_s3_tag_attr_free(&tags);
     free(sp);
     free(meta);
     free(body);

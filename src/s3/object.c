@@ -114,22 +114,33 @@ int ol_s3_put_object(struct ol_s3_req *r)
     int has_cond = ol_s3_write_cond(r, &cond, cond_etag);
     if (has_cond < 0)
         return 0;
+    /* The tags are parsed (and refused) before the body is read, and commit
+     * with the object, in its entry. */
+    struct ol_s3_tag_attr tags;
     const char *tag_msg;
-    if (!ol_s3_tagging_header_ok(r, &tag_msg))
-        return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
+    rc = ol_s3_tag_attr_from_header(r, &tags, &tag_msg);
+    if (rc < 0) {
+        ol_s3_tag_attr_free(&tags);
+        return rc == -EINVAL ? ol_s3_error(r, OL_S3_InvalidTag, tag_msg) : ol_s3_error_from(r, rc);
+    }
     struct ol_bucket_info bi;
     rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
-    if (rc < 0)
+    if (rc < 0) {
+        ol_s3_tag_attr_free(&tags);
         return ol_s3_error_from(r, rc);
+    }
     struct ol_store_writer *w;
     char etag[33];
     rc = ol_s3_receive_body_ck(r, &w, etag, &ck);
-    if (rc < 0)
+    if (rc < 0) {
+        ol_s3_tag_attr_free(&tags);
         return ol_s3_receive_fail(r, rc, &ck);
+    }
     size_t mlen = (size_t)ml;
     if (ck.algo != OL_CK_NONE &&
         meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
         ol_store_write_abort(w);
+        ol_s3_tag_attr_free(&tags);
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Your metadata headers exceed the maximum allowed metadata size.");
     }
@@ -137,15 +148,16 @@ int ol_s3_put_object(struct ol_s3_req *r)
         .mtime_ns = r->now_ns,
         .meta = meta,
         .meta_len = (uint32_t)mlen,
+        .attrs = tags.attr.val ? &tags.attr : NULL,
+        .nattrs = tags.attr.val ? 1 : 0,
     };
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
     char vid[OL_STORE_VID_MAX];
     rc = ol_store_write_commit_object_v(w, r->bucket, r->key, r->key_len, &info,
                                         has_cond ? &cond : NULL, vid);
+    ol_s3_tag_attr_free(&tags);
     if (rc == -OL_EPRECONDITION)
         return ol_s3_write_cond_fail(r, &cond);
-    if (rc == 0)
-        rc = ol_s3_tagging_apply_header(r);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     char qetag[40];

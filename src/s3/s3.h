@@ -15,6 +15,7 @@
 #include "http/conn.h"
 #include "s3/errors.h"
 #include "s3/xml.h"
+#include "store/store.h" /* struct ol_obj_attr (tagging) */
 
 struct ol_store;
 struct ol_cfg;
@@ -123,15 +124,29 @@ int ol_s3_delete_objects(struct ol_s3_req *r);
 int ol_s3_get_object_tagging(struct ol_s3_req *r);
 int ol_s3_put_object_tagging(struct ol_s3_req *r);
 int ol_s3_delete_object_tagging(struct ol_s3_req *r);
-/* PutObject's x-amz-tagging header ("k1=v1&k2=v2", URL-encoded).  Checked
- * before the body is received: true when absent or valid, else false with
- * *msg set (answer InvalidTag).  Applied after the object commit: 0, or a
- * store error (the object then exists without its tags). */
+/* The x-amz-tagging header ("k1=v1&k2=v2", URL-encoded) of PutObject,
+ * CreateMultipartUpload and CopyObject.  Checked before the body is
+ * received: true when absent or valid, else false with *msg set (answer
+ * InvalidTag). */
 bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg);
-int ol_s3_tagging_apply_header(struct ol_s3_req *r);
-/* Sets the request object's tags from a header value kept elsewhere (an
- * upload's x-amz-tagging): 0, -EINVAL when it is not a valid tag set. */
-int ol_s3_tagging_apply(struct ol_s3_req *r, const char *q, size_t n);
+/* A tag set encoded as the object attribute that holds it, ready for a
+ * commit or copy to write with the object (store.h: ol_obj_info.attrs,
+ * ol_store_copy_opts.attrs), so the tags commit in the object's own
+ * transaction.  attr.name is the tags attribute; attr.val is NULL when the
+ * set is empty (a copy passes that to remove the source's tags; a commit
+ * passes no attribute). */
+struct ol_s3_tag_attr {
+    struct ol_obj_attr attr;
+    char *blob; /* owns attr.val */
+};
+/* Parses tag query q (n bytes; an upload's saved x-amz-tagging) into *ta:
+ * 0, -EINVAL with *msg the InvalidTag message, or -ENOMEM.  Free *ta with
+ * ol_s3_tag_attr_free whatever the result. */
+int ol_s3_tag_attr_from_query(struct ol_s3_tag_attr *ta, const char *q, size_t n,
+                              const char **msg);
+/* The same from r's x-amz-tagging header (absent: an empty set). */
+int ol_s3_tag_attr_from_header(struct ol_s3_req *r, struct ol_s3_tag_attr *ta, const char **msg);
+void ol_s3_tag_attr_free(struct ol_s3_tag_attr *ta);
 /* Number of tags on r's object (0 when none), or a negative store error;
  * GetObject/HeadObject send it as x-amz-tagging-count when positive. */
 int ol_s3_tagging_count(struct ol_s3_req *r);

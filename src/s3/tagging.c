@@ -7,10 +7,15 @@
  * 0..256, made of letters, digits, spaces and "+-=._:/@" (any UTF-8 letter
  * counts as a letter); keys are unique and may not start with "aws:".
  *
- * CreateMultipartUpload's x-amz-tagging is checked when the upload starts,
- * kept in the upload's metadata blob (meta.h: OL_S3_META_TAGS) and applied
- * by CompleteMultipartUpload; CopyObject applies it with the directive
- * REPLACE (copy.c).
+ * The x-amz-tagging header is checked before a request body is read, and
+ * its tags are written into the new object's index entry by the commit
+ * itself (struct ol_obj_attr, store.h): PutObject's commit, the
+ * CompleteMultipartUpload of an upload created with the header (kept in the
+ * upload's metadata blob meta.h: OL_S3_META_TAGS until then), and a
+ * CopyObject with x-amz-tagging-directive REPLACE (copy.c; COPY keeps the
+ * source's).  So an object is never visible, or left by a crash, without the
+ * tags it was written with, and two racing writers of one key cannot swap
+ * tags: the tags belong to the version they came with.
  *
  * Tags live in the object's index entry as the attribute "tags" (store.h:
  * changing them leaves the data, ETag and Last-Modified alone), in a compact
@@ -251,44 +256,63 @@ static int ol_tagset_store(struct ol_s3_req *r, const struct ol_tagset *t)
                                     t->n ? t->blob : NULL, t->n ? t->len : 0);
 }
 
-bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg)
+void ol_s3_tag_attr_free(struct ol_s3_tag_attr *ta)
 {
-    const struct ol_slice *h = ol_s3_header(r, "x-amz-tagging");
-    *msg = NULL;
-    if (!h)
-        return true;
-    struct ol_tagset *t = malloc(sizeof(*t));
-    if (!t)
-        return true; /* checked again, with the same rules, when applied */
-    *msg = ol_tagset_from_query(t, h->p, h->n);
-    free(t);
-    return *msg == NULL;
+    free(ta->blob);
+    memset(ta, 0, sizeof(*ta));
+    ta->attr.name = OL_TAGS_ATTR;
 }
 
-int ol_s3_tagging_apply(struct ol_s3_req *r, const char *q, size_t n)
+int ol_s3_tag_attr_from_query(struct ol_s3_tag_attr *ta, const char *q, size_t n, const char **msg)
 {
+    struct ol_tagset *t = NULL;
+    int ret = 0;
+    memset(ta, 0, sizeof(*ta));
+    ta->attr.name = OL_TAGS_ATTR;
+    *msg = NULL;
     if (n == 0)
-        return 0;
-    struct ol_tagset *t = malloc(sizeof(*t));
-    int ret;
+        goto out;
+    t = malloc(sizeof(*t));
     if (!t) {
         ret = -ENOMEM;
         goto out;
     }
-    if (ol_tagset_from_query(t, q, n) != NULL) {
+    *msg = ol_tagset_from_query(t, q, n);
+    if (*msg) {
         ret = -EINVAL;
         goto out;
     }
-    ret = ol_tagset_store(r, t);
+    if (t->n == 0)
+        goto out;
+    /* The blob is copied out at its own size: the tag set's buffer is sized
+     * for the worst case (15 KiB) and the attribute lives until the commit. */
+    ta->blob = malloc(t->len);
+    if (!ta->blob) {
+        ret = -ENOMEM;
+        goto out;
+    }
+    memcpy(ta->blob, t->blob, t->len);
+    ta->attr.val = ta->blob;
+    ta->attr.len = t->len;
 out:
     free(t);
     return ret;
 }
 
-int ol_s3_tagging_apply_header(struct ol_s3_req *r)
+int ol_s3_tag_attr_from_header(struct ol_s3_req *r, struct ol_s3_tag_attr *ta, const char **msg)
 {
     const struct ol_slice *h = ol_s3_header(r, "x-amz-tagging");
-    return h ? ol_s3_tagging_apply(r, h->p, h->n) : 0;
+    return ol_s3_tag_attr_from_query(ta, h ? h->p : NULL, h ? h->n : 0, msg);
+}
+
+bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg)
+{
+    struct ol_s3_tag_attr ta;
+    int rc = ol_s3_tag_attr_from_header(r, &ta, msg);
+    ol_s3_tag_attr_free(&ta);
+    /* Out of memory: the header is parsed again, with the same rules, when
+     * it is used, and fails the request then. */
+    return rc != -EINVAL;
 }
 
 /* Attribute reads answer one of these when the object has no tags. */
@@ -481,21 +505,29 @@ int ol_s3_get_object_tagging(struct ol_s3_req *r)
 {
     struct ol_xml x;
     ol_xml_init(&x);
+    struct ol_store_reader *rd = NULL;
     struct ol_tagset *t = malloc(sizeof(*t));
     int ret;
     if (!t) {
         ret = ol_s3_error_from(r, -ENOMEM);
         goto out;
     }
-    /* An attribute read of a missing object fails with -OL_ENOKEY, but the
-     * explicit check keeps NoSuchKey independent of how the store reports an
-     * unset attribute. */
-    ret = ol_s3_object_exists(r);
-    ssize_t n = ret < 0 ? ret : ol_tags_read(r, t);
-    if (n < 0) {
-        ret = ol_s3_error_from(r, (int)n);
+    /* The tags come from the snapshot of the version asked for (versionId,
+     * else the current one): an object's tags are part of its entry. */
+    const char *want_vid = ol_s3_version_param(r);
+    ret = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, want_vid, &rd);
+    if (ret < 0) {
+        ret = ol_s3_version_open_error(r, ret, want_vid);
         goto out;
     }
+    const uint8_t *val = NULL;
+    size_t vlen = 0;
+    if (ol_store_read_attr(rd, OL_TAGS_ATTR, &val, &vlen) == 0)
+        ol_tagset_load(t, (const char *)val, vlen);
+    else
+        t->n = 0;
+    char vid[OL_STORE_VID_MAX];
+    bool has_vid = ol_store_read_vid(rd, vid) == 0 || want_vid;
     ol_xml_begin_doc(&x, "Tagging");
     ol_xml_open(&x, "TagSet");
     for (size_t i = 0; i < t->n; i++) {
@@ -505,8 +537,11 @@ int ol_s3_get_object_tagging(struct ol_s3_req *r)
         ol_xml_close(&x);
     }
     ol_xml_end_doc(&x);
-    ret = ol_s3_send_xml(r, 200, &x);
+    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
+    ret = ol_s3_send_xml_hdrs(r, 200, &x, vh, has_vid ? 1 : 0);
 out:
+    if (rd)
+        ol_store_read_close(rd);
     ol_xml_free(&x);
     free(t);
     return ret;

@@ -417,7 +417,8 @@ int ol_store_object_attr_put(struct ol_store *st, const char *bucket, const char
     if (kl < 0)
         return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
     size_t nl = name ? strlen(name) : 0;
-    if (nl == 0 || nl > OL_ATTR_NAME_MAX)
+    /* "ol." names are the store's own (the version id): never the caller's. */
+    if (nl == 0 || nl > OL_ATTR_NAME_MAX || strncmp(name, "ol.", 3) == 0)
         return -EINVAL;
     if (len > OL_ATTR_VAL_MAX)
         return -OL_ETOOLARGE;

@@ -337,6 +337,67 @@ int ol_attrs_set(const uint8_t *attrs, size_t len, const char *name, const void 
     return rc;
 }
 
+_Static_assert(OL_OBJ_ATTR_NAME_MAX == OL_ATTR_NAME_MAX, "one attribute name limit");
+_Static_assert(OL_OBJ_ATTR_VAL_MAX == OL_ATTR_VAL_MAX, "one attribute value limit");
+/* Room kept for the store's own attributes (the 17-byte version tag and its
+ * record), so that a caller's full list never makes a versioned commit fail. */
+#define OL_ATTRS_RESERVED 256u
+
+int ol_attrs_check(const struct ol_obj_attr *a, uint32_t n, bool allow_remove)
+{
+    if (n > OL_OBJ_ATTRS_MAX || (n && !a))
+        return -EINVAL;
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t nl = a[i].name ? strnlen(a[i].name, OL_ATTR_NAME_MAX + 1) : 0;
+        if (nl == 0 || nl > OL_ATTR_NAME_MAX || strncmp(a[i].name, "ol.", 3) == 0)
+            return -EINVAL;
+        if (!a[i].val && !allow_remove)
+            return -EINVAL;
+        if (a[i].val && a[i].len > OL_ATTR_VAL_MAX)
+            return -OL_ETOOLARGE;
+        total += OL_ATTR_REC_HDR + nl + (a[i].val ? a[i].len : 0);
+    }
+    return total + OL_ATTRS_RESERVED > OL_ATTRS_MAX ? -OL_ETOOLARGE : 0;
+}
+
+int ol_attrs_apply(const uint8_t *attrs, size_t len, const struct ol_obj_attr *a, uint32_t n,
+                   uint8_t **out, size_t *out_len)
+{
+    uint8_t *cur = NULL;
+    size_t cur_len = 0;
+    int rc = 0;
+    *out = NULL;
+    *out_len = 0;
+    OL_ASSERT(n <= OL_OBJ_ATTRS_MAX);
+    /* Each round replaces the working section with one more change. */
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t *next = NULL;
+        size_t next_len = 0;
+        rc = ol_attrs_set(i ? cur : attrs, i ? cur_len : len, a[i].name, a[i].val,
+                          a[i].val ? a[i].len : 0, &next, &next_len);
+        free(cur);
+        cur = next;
+        cur_len = next_len;
+        if (rc)
+            break;
+    }
+    if (rc == 0 && n == 0 && len > 0) {
+        cur = malloc(len);
+        if (!cur)
+            return -ENOMEM;
+        memcpy(cur, attrs, len);
+        cur_len = len;
+    }
+    if (rc) {
+        free(cur);
+        return rc;
+    }
+    *out = cur;
+    *out_len = cur_len;
+    return 0;
+}
+
 /* ---- bucket settings ---- */
 
 int ol_bconf_key(uint8_t out[OL_BUCKET_MAX + 1 + OL_BCONF_NAME_MAX], const char *bucket,

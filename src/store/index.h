@@ -139,6 +139,15 @@ int ol_attrs_find(const uint8_t *attrs, size_t len, const char *name, const uint
  * `attrs` with name set to val (or removed when val == NULL). */
 int ol_attrs_set(const uint8_t *attrs, size_t len, const char *name, const void *val,
                  size_t val_len, uint8_t **out, size_t *out_len);
+/* Checks a caller's attribute list (store.h, struct ol_obj_attr): 0, -EINVAL
+ * (too many, a bad or reserved name, a removal when !allow_remove), or
+ * -OL_ETOOLARGE (a value, or all of them together). */
+int ol_attrs_check(const struct ol_obj_attr *a, uint32_t n, bool allow_remove);
+/* Builds a new section (as ol_attrs_set) from `attrs` with each of a[0..n)
+ * set or removed in turn (a later one of the same name wins).  a must have
+ * passed ol_attrs_check. */
+int ol_attrs_apply(const uint8_t *attrs, size_t len, const struct ol_obj_attr *a, uint32_t n,
+                   uint8_t **out, size_t *out_len);
 
 /* ---- bucket settings (bconf DB: bucket '\0' name -> record) ---- */
 

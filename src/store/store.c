@@ -1088,6 +1088,10 @@ int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
     for (uint32_t i = 1; i < nparts; i++)
         if (parts[i].part_no <= parts[i - 1].part_no)
             return -OL_EPARTORDER;
+    /* Checked here so that the writer thread only encodes them. */
+    rc = ol_attrs_check(info->attrs, info->nattrs, false);
+    if (rc)
+        return rc;
     struct ol_op op;
     memset(&op, 0, sizeof(op));
     op.type = OL_OP_UPLOAD_COMPLETE;

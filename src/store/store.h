@@ -66,6 +66,21 @@ void ol_store_close(struct ol_store *st);
 
 /* ---- object information ---- */
 
+/* One object attribute (section "object attributes" below) given with a
+ * commit or a copy.  name: 1..OL_OBJ_ATTR_NAME_MAX bytes, NUL-terminated, not
+ * starting with "ol." (reserved for the store's own attributes, such as the
+ * version id).  val: len bytes (at most OL_OBJ_ATTR_VAL_MAX; len 0 is an
+ * empty value), or NULL to remove the attribute (copies only: a new object
+ * has none to remove).  All borrowed for the call. */
+struct ol_obj_attr {
+    const char *name;
+    const void *val;
+    size_t len;
+};
+#define OL_OBJ_ATTR_NAME_MAX 128u
+#define OL_OBJ_ATTR_VAL_MAX (64u << 10)
+#define OL_OBJ_ATTRS_MAX 16u /* attributes one commit or copy may carry */
+
 /* What the S3 layer stores with an object and gets back.  `meta` is an opaque
  * blob (the S3 layer serialises content-type, x-amz-meta-* etc. into it). */
 struct ol_obj_info {
@@ -75,6 +90,17 @@ struct ol_obj_info {
     uint32_t nparts;         /* 0 for a single PUT, else number of multipart parts */
     uint32_t meta_len;
     const uint8_t *meta;     /* borrowed: valid while the reader/iterator lives */
+    /* Commits only (ol_store_write_commit_object*, ol_store_upload_complete*):
+     * the object's initial attributes, nattrs (<= OL_OBJ_ATTRS_MAX) of them,
+     * written into the new entry in the same writer transaction as the
+     * object itself, so no reader ever sees the object without them and a
+     * crash cannot separate them.  In a versioned bucket they sit beside the
+     * version id, which the store adds.  Borrowed for the call; NULL/0 for
+     * none.  Reads, listings and copy results leave them NULL/0.  A bad
+     * attribute fails the commit with -EINVAL (name) or -OL_ETOOLARGE (value)
+     * before anything is written. */
+    const struct ol_obj_attr *attrs;
+    uint32_t nattrs;
 };
 
 /* ---- buckets ---- */
@@ -268,11 +294,19 @@ struct ol_store_copy_opts {
     uint32_t meta_len;
     int64_t mtime_ns;            /* the copy's Last-Modified */
     const struct ol_store_cond *dst_cond; /* precondition on the destination, or NULL */
+    /* Changes to the source's attributes, applied in the copy's transaction
+     * (an attribute with val NULL is removed; see struct ol_obj_attr): a
+     * CopyObject with x-amz-tagging-directive REPLACE sets or removes "tags"
+     * here instead of rewriting them after the copy.  NULL/0: the copy keeps
+     * the source's attributes as they are. */
+    const struct ol_obj_attr *attrs;
+    uint32_t nattrs;
 };
 /* Copies src to dst (same or another bucket; src == dst rewrites the
  * metadata only).  On success *out gets the new object's size, etag (the
  * source's), nparts and mtime (out->meta is NULL).  The copy keeps the
- * source's object attributes (S3 copies tags by default).  Source and
+ * source's object attributes (S3 copies tags by default), changed by
+ * o->attrs.  Source and
  * destination are read and written in one writer transaction, so the copy is
  * atomic.  -OL_ENOKEY / -OL_ENOBUCKET / -OL_EPRECONDITION (src_etag or
  * dst_cond). */
@@ -308,7 +342,11 @@ ssize_t ol_store_bucket_config_get(struct ol_store *st, const char *bucket, cons
  *
  * Small named values kept in an object's index entry beside its metadata
  * (object tags), changed without touching its data, ETag or Last-Modified.
- * Removed with the object; replaced when the object is overwritten. */
+ * Removed with the object; replaced when the object is overwritten.  A new
+ * object gets its first attributes with its commit (ol_obj_info.attrs) and a
+ * copy through ol_store_copy_opts.attrs; the calls below change them later
+ * (PutObjectTagging), each in a transaction of its own.  Names starting
+ * with "ol." are the store's own (-EINVAL). */
 /* Sets (val == NULL: removes) attribute `name` (1..128 bytes, no NUL; value
  * at most 64 KiB, all of an object's attributes at most 256 KiB).
  * -OL_ENOKEY, -OL_ENOBUCKET, -OL_ETOOLARGE.  The get copies the value into

@@ -768,6 +768,9 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
         memset(&def, 0, sizeof(def));
         o = &def;
     }
+    int rc = ol_attrs_check(o->attrs, o->nattrs, true);
+    if (rc)
+        return rc;
     struct ol_op op;
     memset(&op, 0, sizeof(op));
     op.type = OL_OP_COPY_OBJECT;
@@ -780,7 +783,7 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
     op.copy = o;
     op.info = out;
     op.vid = src_vid;
-    int rc = ol_commit_run(st, &op);
+    rc = ol_commit_run(st, &op);
     if (vid)
         memcpy(vid, op.vid_out, OL_STORE_VID_MAX);
     return rc;

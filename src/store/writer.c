@@ -408,8 +408,8 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
                                    const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX])
 {
     struct ol_store *st = w->st;
-    uint8_t *entry = NULL;
-    size_t entry_len = 0;
+    uint8_t *entry = NULL, *attrs = NULL;
+    size_t entry_len = 0, attr_len = 0;
     uint8_t ikey[OL_IDX_KEY_MAX];
     int rc = w->err;
     if (rc)
@@ -419,6 +419,13 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
         rc = kl;
         goto out;
     }
+    /* The attributes go into the entry itself, so they commit with the
+     * object; checked before the data is made durable. */
+    rc = ol_attrs_check(info->attrs, info->nattrs, false);
+    if (rc == 0)
+        rc = ol_attrs_apply(NULL, 0, info->attrs, info->nattrs, &attrs, &attr_len);
+    if (rc)
+        goto out;
     struct ol_entry_src s;
     fill_src(w, &s);
     /* Small objects live in the index: one LMDB write instead of a data write,
@@ -437,6 +444,8 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
     s.nparts = info->nparts;
     s.meta = info->meta;
     s.meta_len = info->meta ? info->meta_len : 0;
+    s.attrs = attrs;
+    s.attr_len = (uint32_t)attr_len;
     rc = ol_entry_build(&s, &entry, &entry_len);
     if (rc)
         goto out;
@@ -453,6 +462,7 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
     if (rc == 0 && vid)
         memcpy(vid, op.vid_out, OL_STORE_VID_MAX);
 out:
+    free(attrs);
     free(entry);
     writer_free(w);
     return rc;
@@ -907,12 +917,12 @@ static int upload_drop(struct batch_ctx *bc, MDB_txn *txn, const char *id,
 static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
 {
     struct ol_store *st = bc->st;
-    uint8_t *up = NULL, *entry = NULL;
+    uint8_t *up = NULL, *entry = NULL, *attrs = NULL;
     uint8_t **pv = NULL;
     size_t *pl = NULL;
     struct ol_extent *ext = NULL;
     uint32_t *crcs = NULL;
-    size_t entry_len = 0;
+    size_t entry_len = 0, attr_len = 0;
     MDB_val uk = {OL_UPLOAD_ID_LEN, (void *)op->upload_id}, uv;
     int rc = mdb_get(txn, st->db_uploads, &uk, &uv);
     if (rc)
@@ -1004,6 +1014,10 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         for (uint32_t j = 0; j < e.h.ncrc; j++)
             crcs[ci++] = ol_entry_get_crc(&e, j);
     }
+    /* The caller checked the attributes (ol_store_upload_complete_if). */
+    rc = ol_attrs_apply(NULL, 0, op->info->attrs, op->info->nattrs, &attrs, &attr_len);
+    if (rc)
+        goto out;
     struct ol_entry_src s;
     memset(&s, 0, sizeof(s));
     s.size = total;
@@ -1012,6 +1026,8 @@ static int op_complete(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     s.nparts = op->nparts;
     s.meta = op->info->meta;
     s.meta_len = op->info->meta ? op->info->meta_len : 0;
+    s.attrs = attrs;
+    s.attr_len = (uint32_t)attr_len;
     s.block_bytes = st->o.block_bytes;
     s.ext = ext;
     s.nextents = xi;
@@ -1046,6 +1062,7 @@ out:
     free(up);
     free(ext);
     free(crcs);
+    free(attrs);
     free(entry);
     return rc;
 }
@@ -1114,8 +1131,8 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
 {
     struct ol_store *st = bc->st;
     const struct ol_store_copy_opts *o = op->copy;
-    uint8_t *src = NULL, *entry = NULL;
-    size_t entry_len = 0;
+    uint8_t *src = NULL, *entry = NULL, *attrs = NULL;
+    size_t entry_len = 0, attr_len = 0;
     int rc = bucket_exists(st, txn, op->src_bucket);
     if (rc == 0)
         rc = bucket_exists(st, txn, op->bucket);
@@ -1150,6 +1167,15 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         ov.meta = o->meta ? o->meta : none;
         ov.meta_len = o->meta ? o->meta_len : 0;
     }
+    /* The caller's attribute changes (checked by ol_store_copy_object_v)
+     * land in the copy's own entry, in this transaction. */
+    if (o->nattrs) {
+        rc = ol_attrs_apply(e.attrs, e.h.attr_len, o->attrs, o->nattrs, &attrs, &attr_len);
+        if (rc)
+            goto out;
+        ov.attrs = attrs ? attrs : none;
+        ov.attr_len = (uint32_t)attr_len;
+    }
     rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
     if (rc)
         goto out;
@@ -1171,6 +1197,7 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     }
 out:
     free(src);
+    free(attrs);
     free(entry);
     return rc;
 }

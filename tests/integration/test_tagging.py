@@ -188,3 +188,204 @@ def test_copy_tagging_directive(s3, bucket):
                        TaggingDirective="REPLACE", Tagging="k=1&k=2")
     assert h.error_code(e.value) == "InvalidTag"
     assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="src")) == {"a": "1", "b": "2"}
+
+
+# ---- tags commit with the object (one index transaction) ----
+
+def _enable_versioning(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def _tag_query(d):
+    from urllib.parse import quote
+    return "&".join(f"{quote(k, safe='')}={quote(v, safe='')}" for k, v in d.items())
+
+
+def test_get_tagging_of_a_version(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="v", Body=b"one", Tagging="gen=1&a=x")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="v", Body=b"two", Tagging="gen=2")["VersionId"]
+    v3 = s3.put_object(Bucket=bucket, Key="v", Body=b"three")["VersionId"]
+    assert len({v1, v2, v3}) == 3
+    got = s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v1)
+    assert as_dict(got) == {"gen": "1", "a": "x"}
+    assert got["VersionId"] == v1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v2)) == {"gen": "2"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v3)) == {}
+    cur = s3.get_object_tagging(Bucket=bucket, Key="v")
+    assert as_dict(cur) == {} and cur["VersionId"] == v3
+    # Each version's GET reports its own count.
+    assert s3.get_object(Bucket=bucket, Key="v", VersionId=v1)["TagCount"] == 2
+    assert s3.head_object(Bucket=bucket, Key="v", VersionId=v2)["ResponseMetadata"][
+        "HTTPHeaders"]["x-amz-tagging-count"] == "1"
+    # Tagging the current version leaves the older ones alone.
+    s3.put_object_tagging(Bucket=bucket, Key="v", Tagging=tagset({"now": "3"}))
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v3)) == {"now": "3"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v1)) == {
+        "gen": "1", "a": "x"}
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket, Key="v", VersionId="A" * 22)
+    assert h.error_code(e.value) == "NoSuchVersion"
+    # A delete marker on top: the older versions' tags stay readable by id.
+    s3.delete_object(Bucket=bucket, Key="v")
+    with pytest.raises(ClientError) as e:
+        s3.get_object_tagging(Bucket=bucket, Key="v")
+    assert h.http_status(e.value) == 404
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="v", VersionId=v2)) == {"gen": "2"}
+
+
+def test_multipart_tags_in_versioned_bucket(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v0 = s3.put_object(Bucket=bucket, Key="mpv", Body=b"before", Tagging="old=1")["VersionId"]
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mpv", Tagging="mp=yes")["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key="mpv", UploadId=up, PartNumber=1,
+                        Body=b"p" * 100)["ETag"]
+    done = s3.complete_multipart_upload(Bucket=bucket, Key="mpv", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}]})
+    v1 = done["VersionId"]
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mpv", VersionId=v1)) == {"mp": "yes"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mpv", VersionId=v0)) == {"old": "1"}
+    assert s3.head_object(Bucket=bucket, Key="mpv")["ResponseMetadata"]["HTTPHeaders"][
+        "x-amz-tagging-count"] == "1"
+
+
+def test_multipart_without_tags_drops_old_tags(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="mp0", Body=b"x", Tagging="a=1")
+    up = s3.create_multipart_upload(Bucket=bucket, Key="mp0")["UploadId"]
+    e1 = s3.upload_part(Bucket=bucket, Key="mp0", UploadId=up, PartNumber=1, Body=b"y")["ETag"]
+    s3.complete_multipart_upload(Bucket=bucket, Key="mp0", UploadId=up, MultipartUpload={
+        "Parts": [{"PartNumber": 1, "ETag": e1}]})
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="mp0")) == {}
+
+
+def test_copy_tags_in_versioned_bucket(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="s", Body=b"1", Tagging="src=v1")["VersionId"]
+    s3.put_object(Bucket=bucket, Key="s", Body=b"2", Tagging="src=v2")
+    # COPY takes the tags of the version copied, REPLACE the request's.
+    c1 = s3.copy_object(Bucket=bucket, Key="d", CopySource={
+        "Bucket": bucket, "Key": "s", "VersionId": v1})["VersionId"]
+    c2 = s3.copy_object(Bucket=bucket, Key="d", CopySource={"Bucket": bucket, "Key": "s"},
+                        TaggingDirective="REPLACE", Tagging="dst=new&x=y")["VersionId"]
+    c3 = s3.copy_object(Bucket=bucket, Key="d", CopySource={"Bucket": bucket, "Key": "s"},
+                        TaggingDirective="REPLACE")["VersionId"]
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="d", VersionId=c1)) == {"src": "v1"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="d", VersionId=c2)) == {
+        "dst": "new", "x": "y"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="d", VersionId=c3)) == {}
+    assert s3.get_object(Bucket=bucket, Key="d", VersionId=c1)["Body"].read() == b"1"
+    # Copying onto itself with new tags makes a new version with them.
+    c4 = s3.copy_object(Bucket=bucket, Key="d", CopySource={"Bucket": bucket, "Key": "d",
+                                                            "VersionId": c2},
+                        MetadataDirective="REPLACE", TaggingDirective="COPY")["VersionId"]
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="d", VersionId=c4)) == {
+        "dst": "new", "x": "y"}
+
+
+def test_copy_replace_tags_onto_itself(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="self", Body=b"body", Tagging="a=1")
+    s3.copy_object(Bucket=bucket, Key="self", CopySource={"Bucket": bucket, "Key": "self"},
+                   MetadataDirective="REPLACE", TaggingDirective="REPLACE", Tagging="b=2")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="self")) == {"b": "2"}
+    assert s3.get_object(Bucket=bucket, Key="self")["Body"].read() == b"body"
+
+
+def test_tags_in_suspended_bucket(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="n", Body=b"1", Tagging="v=1")["VersionId"]
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Suspended"})
+    s3.put_object(Bucket=bucket, Key="n", Body=b"2", Tagging="v=null")
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="n", VersionId="null")) == {
+        "v": "null"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="n", VersionId=v1)) == {"v": "1"}
+
+
+def _racing_puts(server, bucket, key, writers, rounds, reader, check):
+    """writers threads PUT key with their own body and tag set; reader(s3)
+    runs meanwhile and returns the errors it saw."""
+    import threading
+    errors, results = [], []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def write(w):
+        c = h.make_client(server.endpoint)
+        for i in range(rounds):
+            ntags = 1 + (w + i) % 4
+            tags = {f"t{j}": f"w{w}r{i}" for j in range(ntags)}
+            body = f"w{w} r{i} n{ntags}".encode()
+            try:
+                r = c.put_object(Bucket=bucket, Key=key, Body=body, Tagging=_tag_query(tags))
+                with lock:
+                    results.append((r.get("VersionId"), body, tags))
+            except Exception as e:  # noqa: BLE001 - reported below
+                with lock:
+                    errors.append(f"put: {e!r}")
+
+    def read():
+        c = h.make_client(server.endpoint)
+        while not stop.is_set():
+            errors.extend(reader(c))
+
+    rt = threading.Thread(target=read)
+    rt.start()
+    ts = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    stop.set()
+    rt.join()
+    errors.extend(check(results))
+    return errors
+
+
+def test_concurrent_puts_keep_tags_with_their_body(server, s3, bucket):
+    """Every GET's tag count matches the body it came with: a GET never sees
+    an object before its tags, nor another PUT's tags."""
+    s3.put_object(Bucket=bucket, Key="race", Body=b"w- r- n0")
+    seen = {"n": 0}
+
+    def reader(c):
+        errs = []
+        g = c.get_object(Bucket=bucket, Key="race")
+        body = g["Body"].read().decode()
+        want = int(body.rsplit("n", 1)[1])
+        if g.get("TagCount", 0) != want:
+            errs.append(f"GET body {body!r} came with {g.get('TagCount', 0)} tags")
+        seen["n"] += 1
+        return errs
+
+    errors = _racing_puts(server, bucket, "race", writers=6, rounds=25, reader=reader,
+                          check=lambda res: [])
+    assert not errors, errors[:5]
+    assert seen["n"] > 0
+    # The last PUT's tags are the current ones, and they match its body.
+    g = s3.get_object(Bucket=bucket, Key="race")
+    body = g["Body"].read().decode()
+    w, r = body.split()[0][1:], body.split()[1][1:]
+    tags = as_dict(s3.get_object_tagging(Bucket=bucket, Key="race"))
+    assert tags and all(v == f"w{w}r{r}" for v in tags.values()), (body, tags)
+
+
+def test_concurrent_puts_versioned_tags_per_version(server, s3, bucket):
+    """In a versioned bucket, racing PUTs of one key: every version holds
+    exactly the tags that were sent with its body."""
+    _enable_versioning(s3, bucket)
+
+    def check(results):
+        errs = []
+        for vid, body, tags in results:
+            got = as_dict(s3.get_object_tagging(Bucket=bucket, Key="vrace", VersionId=vid))
+            if got != tags:
+                errs.append(f"version {vid}: tags {got}, sent {tags}")
+            b = s3.get_object(Bucket=bucket, Key="vrace", VersionId=vid)["Body"].read()
+            if b != body:
+                errs.append(f"version {vid}: body {b!r}, sent {body!r}")
+        return errs
+
+    errors = _racing_puts(server, bucket, "vrace", writers=6, rounds=15,
+                          reader=lambda c: [], check=check)
+    assert not errors, errors[:5]
+    vs = s3.list_object_versions(Bucket=bucket)["Versions"]
+    assert len(vs) == 6 * 15

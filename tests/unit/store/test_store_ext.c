@@ -307,6 +307,230 @@ static void test_settings(struct ol_store *st)
     CHECK_RC(ol_store_bucket_delete(st, "cfg2"), 0);
 }
 
+/* ---- attributes written with the commit ---- */
+
+static uint64_t live(struct ol_store *st);
+
+static int put_attrs(struct ol_store *st, const char *bucket, const char *key, size_t size,
+                     uint64_t seed, const struct ol_obj_attr *a, uint32_t n,
+                     char vid[OL_STORE_VID_MAX])
+{
+    struct ol_store_writer *w;
+    int rc = ol_store_write_begin(st, (int64_t)size, &w);
+    if (rc)
+        return rc;
+    uint8_t *buf = malloc(size ? size : 1);
+    fill(buf, size, seed, 0);
+    rc = ol_store_write(w, buf, size);
+    free(buf);
+    if (rc) {
+        ol_store_write_abort(w);
+        return rc;
+    }
+    struct ol_obj_info info;
+    memset(&info, 0, sizeof(info));
+    snprintf(info.etag, sizeof(info.etag), "e%llu", (unsigned long long)seed);
+    info.mtime_ns = 1000;
+    info.attrs = a;
+    info.nattrs = n;
+    return ol_store_write_commit_object_v(w, bucket, key, strlen(key), &info, NULL, vid);
+}
+
+/* 0 when version vid (NULL: current) of bucket/key has attribute name equal
+ * to want (NULL: not set) and, when vid is given, still has that version id. */
+static int attr_is(struct ol_store *st, const char *bucket, const char *key, const char *vid,
+                   const char *name, const char *want)
+{
+    struct ol_store_reader *r = NULL;
+    int rc = ol_store_read_open_v(st, bucket, key, strlen(key), vid, &r);
+    if (rc)
+        return rc;
+    const uint8_t *v = NULL;
+    size_t vl = 0;
+    rc = ol_store_read_attr(r, name, &v, &vl);
+    if (want)
+        rc = rc == 0 && vl == strlen(want) && memcmp(v, want, vl) == 0 ? 0 : -1;
+    else
+        rc = rc == -OL_ENOCONFIG ? 0 : -1;
+    char got[OL_STORE_VID_MAX];
+    if (rc == 0 && vid && (ol_store_read_vid(r, got) != 0 || strcmp(got, vid) != 0))
+        rc = -2; /* the version tag went missing beside the attributes */
+    ol_store_read_close(r);
+    return rc;
+}
+
+static int complete_attrs(struct ol_store *st, const char *bucket, const char *key,
+                          uint64_t seed, const struct ol_obj_attr *a, uint32_t n,
+                          char vid[OL_STORE_VID_MAX])
+{
+    char id[40];
+    int rc = ol_store_upload_create(st, bucket, key, strlen(key), NULL, 0, 1, id);
+    if (rc)
+        return rc;
+    struct ol_store_writer *w;
+    rc = ol_store_write_begin(st, -1, &w);
+    if (rc)
+        return rc;
+    uint8_t buf[20000];
+    fill(buf, sizeof(buf), seed, 0);
+    rc = ol_store_write(w, buf, sizeof(buf));
+    if (rc) {
+        ol_store_write_abort(w);
+        return rc;
+    }
+    rc = ol_store_write_commit_part(w, id, 1, "p1");
+    if (rc)
+        return rc;
+    struct ol_complete_part cp = {.part_no = 1};
+    snprintf(cp.etag, sizeof(cp.etag), "p1");
+    struct ol_obj_info info;
+    memset(&info, 0, sizeof(info));
+    snprintf(info.etag, sizeof(info.etag), "mp-%llu", (unsigned long long)seed);
+    info.attrs = a;
+    info.nattrs = n;
+    rc = ol_store_upload_complete_if(st, id, &cp, 1, 0, &info, NULL, vid);
+    if (rc)
+        (void)ol_store_upload_abort(st, id);
+    return rc;
+}
+
+/* Removes every version of every key of a versioned bucket, then the bucket. */
+static void drop_versioned(struct ol_store *st, const char *bucket)
+{
+    for (int round = 0; round < 100; round++) {
+        struct ol_store_viter *it = NULL;
+        CHECK_RC(ol_store_viter_open(st, bucket, &it), 0);
+        if (!it)
+            return;
+        const char *k;
+        size_t kl;
+        struct ol_version_info vi;
+        char key[64], vid[OL_STORE_VID_MAX];
+        int rc = ol_store_viter_next(it, &k, &kl, &vi);
+        if (rc == 0) {
+            snprintf(key, sizeof(key), "%.*s", (int)kl, k);
+            memcpy(vid, vi.vid, sizeof(vid));
+        }
+        ol_store_viter_close(it);
+        if (rc != 0)
+            break;
+        CHECK_RC(ol_store_delete_v(st, bucket, key, strlen(key), vid, NULL), 0);
+    }
+    CHECK_RC(ol_store_bucket_delete(st, bucket), 0);
+}
+
+static void test_commit_attrs(struct ol_store *st)
+{
+    char buf[64];
+    CHECK_RC(ol_store_bucket_create(st, "att", 1), 0);
+    uint64_t l0 = live(st);
+    /* Inline and segment-backed objects get their attributes with the commit. */
+    struct ol_obj_attr two[] = {{"tags", "k=v", 3}, {"acl", "private", 7}};
+    CHECK_RC(put_attrs(st, "att", "small", 100, 41, two, 2, NULL), 0);
+    CHECK_RC(put_attrs(st, "att", "big", 100000, 42, two, 2, NULL), 0);
+    CHECK_RC(verify(st, "att", "small", 100, 41), 0);
+    CHECK_RC(verify(st, "att", "big", 100000, 42), 0);
+    CHECK_RC(ol_store_object_attr_get(st, "att", "big", 3, "tags", buf, sizeof(buf)), 3);
+    CHECK(memcmp(buf, "k=v", 3) == 0);
+    CHECK_RC(attr_is(st, "att", "small", NULL, "acl", "private"), 0);
+    CHECK_RC(attr_is(st, "att", "small", NULL, "ol.vid", NULL), 0);
+    /* An empty value is a value. */
+    struct ol_obj_attr empty = {"tags", "", 0};
+    CHECK_RC(put_attrs(st, "att", "e", 10, 43, &empty, 1, NULL), 0);
+    CHECK_RC(attr_is(st, "att", "e", NULL, "tags", ""), 0);
+    /* An overwrite without attributes has none. */
+    CHECK_RC(put_attrs(st, "att", "e", 10, 44, NULL, 0, NULL), 0);
+    CHECK_RC(attr_is(st, "att", "e", NULL, "tags", NULL), 0);
+    /* Bad lists fail before anything is written. */
+    uint64_t l1 = live(st);
+    struct ol_obj_attr reserved = {"ol.vid", "x", 1};
+    CHECK_RC(put_attrs(st, "att", "bad", 100000, 45, &reserved, 1, NULL), -EINVAL);
+    struct ol_obj_attr removal = {"tags", NULL, 0};
+    CHECK_RC(put_attrs(st, "att", "bad", 100000, 45, &removal, 1, NULL), -EINVAL);
+    struct ol_obj_attr noname = {"", "x", 1};
+    CHECK_RC(put_attrs(st, "att", "bad", 10, 45, &noname, 1, NULL), -EINVAL);
+    struct ol_obj_attr many[OL_OBJ_ATTRS_MAX + 1];
+    for (unsigned i = 0; i <= OL_OBJ_ATTRS_MAX; i++)
+        many[i] = (struct ol_obj_attr){"tags", "x", 1};
+    CHECK_RC(put_attrs(st, "att", "bad", 10, 45, many, OL_OBJ_ATTRS_MAX + 1, NULL), -EINVAL);
+    char *huge = calloc(1, OL_OBJ_ATTR_VAL_MAX + 1);
+    struct ol_obj_attr big = {"tags", huge, OL_OBJ_ATTR_VAL_MAX + 1};
+    CHECK_RC(put_attrs(st, "att", "bad", 10, 45, &big, 1, NULL), -OL_ETOOLARGE);
+    CHECK_RC(ol_store_object_attr_put(st, "att", "e", 1, "ol.vid", "x", 1), -EINVAL);
+    struct ol_store_reader *r = NULL;
+    CHECK_RC(ol_store_read_open(st, "att", "bad", 3, &r), -OL_ENOKEY);
+    CHECK(live(st) == l1);
+    /* CompleteMultipartUpload. */
+    struct ol_obj_attr t1 = {"tags", "mp=one", 6};
+    CHECK_RC(complete_attrs(st, "att", "mp", 46, &t1, 1, NULL), 0);
+    CHECK_RC(attr_is(st, "att", "mp", NULL, "tags", "mp=one"), 0);
+    CHECK_RC(verify(st, "att", "mp", 20000, 46), 0);
+    CHECK_RC(complete_attrs(st, "att", "mp", 47, &reserved, 1, NULL), -EINVAL);
+    CHECK_RC(attr_is(st, "att", "mp", NULL, "tags", "mp=one"), 0);
+    /* Copies: keep, replace or remove the source's attributes. */
+    struct ol_store_copy_opts o = {.mtime_ns = 5};
+    struct ol_obj_info out;
+    CHECK_RC(ol_store_copy_object(st, "att", "big", 3, "att", "c1", 2, &o, &out), 0);
+    CHECK_RC(attr_is(st, "att", "c1", NULL, "tags", "k=v"), 0);
+    struct ol_obj_attr t2 = {"tags", "z=26", 4};
+    o.attrs = &t2;
+    o.nattrs = 1;
+    CHECK_RC(ol_store_copy_object(st, "att", "big", 3, "att", "c2", 2, &o, &out), 0);
+    CHECK_RC(attr_is(st, "att", "c2", NULL, "tags", "z=26"), 0);
+    CHECK_RC(attr_is(st, "att", "c2", NULL, "acl", "private"), 0); /* others kept */
+    CHECK_RC(attr_is(st, "att", "big", NULL, "tags", "k=v"), 0); /* source untouched */
+    o.attrs = &removal;
+    CHECK_RC(ol_store_copy_object(st, "att", "big", 3, "att", "c1", 2, &o, &out), 0);
+    CHECK_RC(attr_is(st, "att", "c1", NULL, "tags", NULL), 0);
+    /* Onto itself: the metadata-only rewrite takes them too. */
+    o.attrs = &t2;
+    o.replace_meta = true;
+    CHECK_RC(ol_store_copy_object(st, "att", "small", 5, "att", "small", 5, &o, &out), 0);
+    CHECK_RC(attr_is(st, "att", "small", NULL, "tags", "z=26"), 0);
+    CHECK_RC(verify(st, "att", "small", 100, 41), 0);
+    o.replace_meta = false;
+    o.attrs = &reserved;
+    CHECK_RC(ol_store_copy_object(st, "att", "big", 3, "att", "c3", 2, &o, &out), -EINVAL);
+    const char *keys[] = {"small", "big", "e", "mp", "c1", "c2"};
+    for (unsigned i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        CHECK_RC(ol_store_delete(st, "att", keys[i], strlen(keys[i])), 0);
+    CHECK(live(st) == l0);
+    CHECK_RC(ol_store_bucket_delete(st, "att"), 0);
+
+    /* A versioned bucket: each version keeps its own attributes beside its
+     * version id. */
+    CHECK_RC(ol_store_bucket_create(st, "vat", 1), 0);
+    CHECK_RC(ol_store_versioning_put(st, "vat", OL_VERSIONING_ENABLED), 0);
+    char v1[OL_STORE_VID_MAX], v2[OL_STORE_VID_MAX], v3[OL_STORE_VID_MAX];
+    char v4[OL_STORE_VID_MAX], v5[OL_STORE_VID_MAX], v6[OL_STORE_VID_MAX];
+    struct ol_obj_attr a1 = {"tags", "n=1", 3}, a2 = {"tags", "n=2", 3};
+    CHECK_RC(put_attrs(st, "vat", "k", 100, 51, &a1, 1, v1), 0);
+    CHECK_RC(put_attrs(st, "vat", "k", 100000, 52, &a2, 1, v2), 0);
+    CHECK_RC(put_attrs(st, "vat", "k", 100, 53, NULL, 0, v3), 0);
+    CHECK(strcmp(v1, v2) != 0 && strcmp(v2, v3) != 0 && strcmp(v1, "null") != 0);
+    CHECK_RC(attr_is(st, "vat", "k", v1, "tags", "n=1"), 0);
+    CHECK_RC(attr_is(st, "vat", "k", v2, "tags", "n=2"), 0);
+    CHECK_RC(attr_is(st, "vat", "k", v3, "tags", NULL), 0);
+    CHECK_RC(complete_attrs(st, "vat", "mp", 54, &a1, 1, v4), 0);
+    CHECK_RC(attr_is(st, "vat", "mp", v4, "tags", "n=1"), 0);
+    /* A copy of an older version: its attributes, a new version id. */
+    CHECK_RC(ol_store_copy_object_v(st, "vat", "k", 1, v2, "vat", "c", 1, NULL, &out, v5), 0);
+    CHECK_RC(attr_is(st, "vat", "c", v5, "tags", "n=2"), 0);
+    o = (struct ol_store_copy_opts){.attrs = &a1, .nattrs = 1};
+    CHECK_RC(ol_store_copy_object_v(st, "vat", "k", 1, v2, "vat", "c", 1, &o, &out, v6), 0);
+    CHECK_RC(attr_is(st, "vat", "c", v6, "tags", "n=1"), 0);
+    CHECK_RC(attr_is(st, "vat", "c", v5, "tags", "n=2"), 0);
+    /* Suspended: the "null" version carries its attributes too. */
+    CHECK_RC(ol_store_versioning_put(st, "vat", OL_VERSIONING_SUSPENDED), 0);
+    CHECK_RC(put_attrs(st, "vat", "k", 100, 55, &a2, 1, v1), 0);
+    CHECK(strcmp(v1, "null") == 0);
+    CHECK_RC(attr_is(st, "vat", "k", "null", "tags", "n=2"), 0);
+    CHECK_RC(attr_is(st, "vat", "k", v2, "tags", "n=2"), 0);
+    drop_versioned(st, "vat");
+    CHECK(live(st) == l0);
+    free(huge);
+}
+
 /* ---- copies by reference ---- */
 
 static uint64_t live(struct ol_store *st)
@@ -622,6 +846,7 @@ int main(void)
     test_cond(st);
     test_settings(st);
     test_copy(st);
+    test_commit_attrs(st);
     struct ol_store_stats s;
     ol_store_stats(st, &s);
     CHECK(s.live_bytes == 0 && s.objects == 0);
