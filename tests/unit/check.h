@@ -1,10 +1,12 @@
-/* The assertions of the unit tests.  Each test is a standalone program
- * (liburing style): it counts failed checks in `failures`, prints each with
- * its place, and exits 1 when any failed (0 pass, 77 skip). */
+/* The assertions of the unit tests, and their scratch directories.  Each
+ * test is a standalone program (liburing style): it counts failed checks in
+ * `failures`, prints each with its place, and exits 1 when any failed (0
+ * pass, 77 skip). */
 #ifndef OL_TESTS_UNIT_CHECK_H
 #define OL_TESTS_UNIT_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/err.h"
 
@@ -28,5 +30,15 @@ static int failures;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
+
+/* Removes a test's scratch directory tree (a path the test made with
+ * mkdtemp, so it holds no quote). */
+static inline void check_rm_rf(const char *path)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cleanup of %s failed\n", path);
+}
 
 #endif

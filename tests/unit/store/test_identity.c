@@ -221,10 +221,7 @@ int main(void)
     test_round_trip(d1);
     test_inconsistent(d1);
     test_admit(d2);
-    char cmd[700];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", root);
+    check_rm_rf(root);
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     return failures ? 1 : 0;

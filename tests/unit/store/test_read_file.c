@@ -239,9 +239,6 @@ int main(void)
     }
 
     ol_store_close(st);
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", root);
+    check_rm_rf(root);
     return failures ? 1 : 0;
 }

@@ -880,14 +880,6 @@ static void test_fibers(struct ol_store *st)
     ol_loop_destroy(loop);
 }
 
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", path);
-}
-
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
@@ -901,7 +893,7 @@ int main(void)
     struct ol_store *st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
     if (!st) {
-        rm_rf(root);
+        check_rm_rf(root);
         return 1;
     }
     test_buckets(st);
@@ -939,7 +931,7 @@ int main(void)
     test_space();
     test_reader_snapshot();
 
-    rm_rf(root);
+    check_rm_rf(root);
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;

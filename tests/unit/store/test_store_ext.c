@@ -819,14 +819,6 @@ static void test_format_upgrade(void)
 }
 
 
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", path);
-}
-
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
@@ -840,7 +832,7 @@ int main(void)
     struct ol_store *st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
     if (!st) {
-        rm_rf(root);
+        check_rm_rf(root);
         return 1;
     }
     test_cond(st);
@@ -853,7 +845,7 @@ int main(void)
     ol_store_close(st);
     test_copy_compact();
     test_format_upgrade();
-    rm_rf(root);
+    check_rm_rf(root);
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;

@@ -187,10 +187,7 @@ int main(void)
         ol_store_close(st);
     }
     free(long_key);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", root);
+    check_rm_rf(root);
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;

@@ -267,14 +267,6 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
-static void rm_rf(const char *path)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cleanup of %s failed\n", path);
-}
-
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
@@ -291,7 +283,7 @@ int main(void)
     struct ol_store *st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
     if (!st) {
-        rm_rf(root);
+        check_rm_rf(root);
         return 1;
     }
     CHECK_RC(ol_store_bucket_create(st, "bkt", 1), 0);
@@ -312,7 +304,7 @@ int main(void)
         printf("fibers: no loop (skipped)\n");
     }
     ol_store_close(st);
-    rm_rf(root);
+    check_rm_rf(root);
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;
