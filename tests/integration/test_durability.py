@@ -254,6 +254,66 @@ def test_corruption_is_detected(make_server):
     assert s3.get_object(Bucket="rot", Key="new")["Body"].read() == big
 
 
+def _get_raw(srv, s3, bucket, key):
+    """GET through a raw connection: (status, body, broken) where broken says
+    the response was cut off."""
+    url = s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key})
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    status, body, broken = None, b"", False
+    try:
+        conn.request("GET", h.split_url(url)[2])
+        resp = conn.getresponse()
+        status = resp.status
+        try:
+            body = resp.read()
+        except (http.client.IncompleteRead, ConnectionError) as e:
+            body = getattr(e, "partial", b"")
+            broken = True
+    except (ConnectionError, http.client.HTTPException):
+        broken = True
+    finally:
+        conn.close()
+    return status, body, broken
+
+
+def test_corruption_in_cached_pages_is_detected(make_server):
+    """Large GETs of cached data are sent with sendfile after their CRCs are
+    checked on the cached pages: a page changed in the cache under a running
+    server (as a bad page would look) is never sent as good data."""
+    srv = make_server()
+    s3 = h.make_client(srv.endpoint)
+    s3.create_bucket(Bucket="hot")
+    big = os.urandom(6 * MIB)
+    s3.put_object(Bucket="hot", Key="big", Body=big)
+    for _ in range(2):  # the first read fills the page cache, the second is zero-copy
+        assert s3.get_object(Bucket="hot", Key="big")["Body"].read() == big
+    probe = big[3 * MIB:3 * MIB + 4096]
+    where = None
+    for seg in srv.segment_files():
+        pos = seg.read_bytes().find(probe)
+        if pos >= 0:
+            where = (seg, pos)
+            break
+    assert where, "object data not found in segment files"
+    seg, pos = where
+    with open(seg, "r+b") as f:  # buffered: the cached page changes
+        f.seek(pos + 200)
+        orig = f.read(4)
+        f.seek(pos + 200)
+        f.write(bytes(x ^ 0xA5 for x in orig))
+        f.flush()
+        os.fsync(f.fileno())
+    status, body, broken = _get_raw(srv, s3, "hot", "big")
+    assert not (status == 200 and not broken and len(body) == len(big)), \
+        "a changed cached page was served as a complete, successful response"
+    # Bytes before the damaged block went out intact.
+    assert body[:MIB] == big[:len(body[:MIB])]
+    # The server goes on serving, and a rewrite heals the key.
+    s3 = h.make_client(srv.endpoint)
+    s3.put_object(Bucket="hot", Key="big", Body=big)
+    assert s3.get_object(Bucket="hot", Key="big")["Body"].read() == big
+
+
 def test_compaction_reclaims_space(make_server):
     srv = make_server(config={"segment_bytes": 8 * MIB, "compact_interval_ms": 500})
     s3 = h.make_client(srv.endpoint)
