@@ -1,9 +1,10 @@
 /* Bucket lifecycle: PutBucketLifecycleConfiguration, GetBucketLifecycle-
  * Configuration, DeleteBucketLifecycle, and the worker that applies the rules.
  *
- * Rules: ID, Status (Enabled | Disabled), a filter on the key prefix (Filter/
- * Prefix, Filter/And/Prefix or the legacy rule-level Prefix; tag and size
- * filters answer NotImplemented), and actions: Expiration (Days, Date or
+ * Rules: ID, Status (Enabled | Disabled), a filter (Filter/Prefix, one
+ * Filter/Tag, or Filter/And with a Prefix and up to OL_LC_MAX_TAGS tags, or
+ * the legacy rule-level Prefix; size filters answer NotImplemented), and
+ * actions: Expiration (Days, Date or
  * ExpiredObjectDeleteMarker), NoncurrentVersionExpiration (see below) and
  * AbortIncompleteMultipartUpload (DaysAfterInitiation).  Transitions answer
  * NotImplemented: this server has one storage class.
@@ -23,6 +24,15 @@
  * store iterator closed (and the fiber yielding) between batches, at most
  * OL_LC_MAX_ACTIONS objects and uploads per bucket are removed per pass (the
  * next pass goes on), and no iterator is held across a store write.
+ *
+ * A rule with tags applies to the objects (and versions) that carry every
+ * one of them, key and value equal.  Tags live in each version's index entry
+ * (tagging.c), which the iterators do not return: after each batch, with the
+ * iterator closed, the worker opens each candidate (the version concerned,
+ * for noncurrent expiration) and drops those whose tags do not match, so a
+ * batch of non-matching objects costs one read each and takes none of the
+ * removal budget.  A delete marker has no tags, so a tag rule never removes
+ * one (S3 rejects ExpiredObjectDeleteMarker with a tag filter).
  *
  * In a bucket that has had versioning, Expiration adds a delete marker (the
  * store's delete follows the bucket's state).  NoncurrentVersionExpiration
@@ -55,6 +65,10 @@
 #define OL_LC_STORED_MAX (OL_LC_DOC_MAX * 2)
 #define OL_LC_ID_MAX 255
 #define OL_LC_PREFIX_MAX 1024
+/* Tags one rule's filter may require (as many as an object may carry). */
+#define OL_LC_MAX_TAGS 10
+#define OL_LC_TAG_KEY_MAX 128
+#define OL_LC_TAG_VALUE_MAX 256
 /* Keys examined per iterator snapshot, and most removals per bucket per pass. */
 #define OL_LC_SCAN_BATCH 1000
 #define OL_LC_MAX_ACTIONS 1000
@@ -74,6 +88,14 @@ struct ol_lc_rule {
     bool and_filter;    /* <Filter><And><Prefix> */
     const char *prefix; /* "" when absent */
     size_t prefix_len;
+    bool filter_prefix;  /* <Filter><Prefix> directly, not inside <And> */
+    unsigned filter_tags; /* <Filter><Tag> directly */
+    /* The tags required (Filter/Tag or Filter/And/Tag), kept in the arena;
+     * a tag without <Key> has key NULL. */
+    size_t ntags;
+    const char *tag_key[OL_LC_MAX_TAGS], *tag_val[OL_LC_MAX_TAGS];
+    size_t tag_key_len[OL_LC_MAX_TAGS], tag_val_len[OL_LC_MAX_TAGS];
+    bool tag_overflow; /* more than OL_LC_MAX_TAGS tags were given */
     bool has_status, has_filter, has_expiration, has_noncurrent, has_abort;
     int64_t exp_days;    /* > 0, or 0 */
     int64_t exp_date_ns; /* > 0 with has_date */
@@ -216,6 +238,12 @@ static const char *const ol_lc_known[] = {
     "Filter/Prefix",
     "Filter/And",
     "Filter/And/Prefix",
+    "Filter/Tag",
+    "Filter/Tag/Key",
+    "Filter/Tag/Value",
+    "Filter/And/Tag",
+    "Filter/And/Tag/Key",
+    "Filter/And/Tag/Value",
     "Expiration",
     "Expiration/Days",
     "Expiration/Date",
@@ -229,8 +257,6 @@ static const char *const ol_lc_known[] = {
 
 /* Known to S3, not implemented here. */
 static const char *const ol_lc_unsupported[] = {
-    "Filter/Tag",
-    "Filter/And/Tag",
     "Filter/ObjectSizeGreaterThan",
     "Filter/ObjectSizeLessThan",
     "Filter/And/ObjectSizeGreaterThan",
@@ -258,6 +284,24 @@ static int ol_lc_rule_done(struct ol_lc_cfg *c, struct ol_lc_rule *ru)
         return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
     if (ru->legacy_prefix && ru->has_filter)
         return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+    /* A Filter holds one condition: several need <And>. */
+    if (ru->filter_tags > 1 || (ru->filter_tags && (ru->filter_prefix || ru->and_filter)))
+        return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+    if (ru->tag_overflow)
+        return ol_lc_fail(c, OL_S3_InvalidArgument,
+                          "A lifecycle rule filter may have at most 10 tags");
+    for (size_t i = 0; i < ru->ntags; i++) {
+        if (!ru->tag_key[i])
+            return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+        for (size_t j = 0; j < i; j++)
+            if (ru->tag_key_len[j] == ru->tag_key_len[i] &&
+                memcmp(ru->tag_key[j], ru->tag_key[i], ru->tag_key_len[i]) == 0)
+                return ol_lc_fail(c, OL_S3_InvalidArgument,
+                                  "Duplicate Tag Keys are not allowed.");
+    }
+    if (ru->ntags && ru->exp_marker >= 0)
+        return ol_lc_fail(c, OL_S3_InvalidArgument,
+                          "ExpiredObjectDeleteMarker cannot be specified with tags.");
     if (ru->has_expiration) {
         int kinds = (ru->exp_days > 0) + ru->has_date + (ru->exp_marker >= 0);
         if (kinds != 1)
@@ -313,6 +357,18 @@ static int ol_lc_on_elem(void *ctx, const char *path, bool start)
                 ru->has_filter = true;
             else if (strcmp(rel, "Filter/And") == 0)
                 ru->and_filter = true;
+            else if (strcmp(rel, "Filter/Tag") == 0 || strcmp(rel, "Filter/And/Tag") == 0) {
+                ru->filter_tags += rel[7] == 'T';
+                if (ru->ntags >= OL_LC_MAX_TAGS) {
+                    ru->tag_overflow = true;
+                    return 0;
+                }
+                ru->tag_key[ru->ntags] = NULL;
+                ru->tag_val[ru->ntags] = "";
+                ru->tag_key_len[ru->ntags] = 0;
+                ru->tag_val_len[ru->ntags] = 0;
+                ru->ntags++;
+            }
             else if (strcmp(rel, "Expiration") == 0)
                 ru->has_expiration = true;
             else if (strcmp(rel, "NoncurrentVersionExpiration") == 0)
@@ -359,9 +415,33 @@ static int ol_lc_on_text(void *ctx, const char *path, const char *text, size_t l
         if (len > OL_LC_PREFIX_MAX)
             return ol_lc_fail(c, OL_S3_InvalidArgument, "The prefix is too long.");
         ru->legacy_prefix = ru->legacy_prefix || rel[0] == 'P';
+        ru->filter_prefix = ru->filter_prefix || strcmp(rel, "Filter/Prefix") == 0;
         ru->prefix = ol_lc_keep(c, text, len);
         ru->prefix_len = len;
         return ru->prefix ? 0 : ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+    }
+    bool tkey = strcmp(rel, "Filter/Tag/Key") == 0 || strcmp(rel, "Filter/And/Tag/Key") == 0;
+    if (tkey || strcmp(rel, "Filter/Tag/Value") == 0 || strcmp(rel, "Filter/And/Tag/Value") == 0) {
+        if (ru->tag_overflow || ru->ntags == 0)
+            return 0;
+        size_t i = ru->ntags - 1;
+        /* Tag keys and values are compared with the object's as they are. */
+        if (len > (tkey ? OL_LC_TAG_KEY_MAX : OL_LC_TAG_VALUE_MAX) * 4u ||
+            (tkey && len == 0))
+            return ol_lc_fail(c, OL_S3_InvalidArgument,
+                              tkey ? "The TagKey you have provided is invalid"
+                                   : "The TagValue you have provided is invalid");
+        const char *kept = ol_lc_keep(c, text, len);
+        if (!kept)
+            return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+        if (tkey) {
+            ru->tag_key[i] = kept;
+            ru->tag_key_len[i] = len;
+        } else {
+            ru->tag_val[i] = kept;
+            ru->tag_val_len[i] = len;
+        }
+        return 0;
     }
     if (strcmp(rel, "Expiration/Days") == 0) {
         ru->exp_days = ol_lc_positive(text, len);
@@ -465,8 +545,14 @@ static void ol_lc_write(const struct ol_lc_cfg *c, struct ol_xml *x)
             ol_xml_open(x, "Filter");
             if (ru->and_filter)
                 ol_xml_open(x, "And");
-            if (ru->prefix_len || ru->and_filter)
+            if (ru->prefix_len || (ru->and_filter && ru->ntags == 0))
                 ol_xml_text(x, "Prefix", ru->prefix, ru->prefix_len);
+            for (size_t t = 0; t < ru->ntags; t++) {
+                ol_xml_open(x, "Tag");
+                ol_xml_text(x, "Key", ru->tag_key[t], ru->tag_key_len[t]);
+                ol_xml_text(x, "Value", ru->tag_val[t], ru->tag_val_len[t]);
+                ol_xml_close(x);
+            }
             if (ru->and_filter)
                 ol_xml_close(x);
             ol_xml_close(x);
@@ -584,6 +670,54 @@ static void ol_lc_keys_clear(struct ol_lc_keys *k)
     k->n = 0;
 }
 
+/* Whether the version rd holds carries every tag the rule requires. */
+static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_reader *rd)
+{
+    for (size_t i = 0; i < ru->ntags; i++)
+        if (!ol_s3_tagging_has(rd, ru->tag_key[i], ru->tag_key_len[i], ru->tag_val[i],
+                               ru->tag_val_len[i]))
+            return false;
+    return true;
+}
+
+/* Drops, from candidates [from, k->n), those whose tags do not match the
+ * rule's (a lone delete marker has none), keeping the others in order.  The
+ * current object is read when k->vids is not used (vids false), else the
+ * version named.  Called with no iterator open. */
+static int ol_lc_tag_filter(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+                            struct ol_lc_keys *k, size_t from, bool vids)
+{
+    size_t out = from;
+    int ret = 0;
+    for (size_t i = from; i < k->n; i++) {
+        bool keep = false;
+        if (ret == 0 && !(vids && k->lone[i])) {
+            struct ol_store_reader *rd = NULL;
+            int rc = ol_store_read_open_v(st, bucket, k->keys[i], k->lens[i],
+                                          vids ? k->vids[i] : NULL, &rd);
+            if (rc == 0) {
+                keep = ol_lc_tags_match(ru, rd);
+                ol_store_read_close(rd);
+            } else if (rc != -OL_ENOKEY && rc != -OL_ENOVERSION && rc != -OL_EMARKER) {
+                ret = rc;
+            }
+        }
+        if (!keep) {
+            free(k->keys[i]);
+            continue;
+        }
+        k->keys[out] = k->keys[i];
+        k->lens[out] = k->lens[i];
+        if (vids) {
+            memmove(k->vids[out], k->vids[i], OL_STORE_VID_MAX);
+            k->lone[out] = k->lone[i];
+        }
+        out++;
+    }
+    k->n = out;
+    return ret;
+}
+
 static bool ol_lc_stopping(void)
 {
     struct ol_loop *l = ol_loop_current();
@@ -634,6 +768,7 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
     /* Each round examines one batch; the scan limit bounds the rounds. */
     while (!done && scanned < OL_LC_MAX_SCAN && k->n < budget && k->n < k->cap) {
         struct ol_store_iter *it = NULL;
+        size_t batch_from = k->n;
         ret = ol_store_iter_open(st, bucket, from, from_len, inclusive, &it);
         if (ret < 0)
             goto out;
@@ -670,6 +805,8 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
         }
         ol_store_iter_close(it);
         scanned += in_batch;
+        if (ret == 0 && ru->ntags)
+            ret = ol_lc_tag_filter(st, bucket, ru, k, batch_from, false);
         if (ret < 0)
             goto out;
         /* Keep loop 0's connections served between batches. */
@@ -684,7 +821,8 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
         struct ol_store_reader *rd = NULL;
         int rc = ol_store_read_open(st, bucket, k->keys[i], k->lens[i], &rd);
         if (rc == 0) {
-            bool expired = ol_store_read_info(rd)->mtime_ns <= cutoff;
+            /* Its tags may have changed since too. */
+            bool expired = ol_store_read_info(rd)->mtime_ns <= cutoff && ol_lc_tags_match(ru, rd);
             ol_store_read_close(rd);
             if (!expired)
                 continue;
@@ -785,6 +923,7 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
      * snapshot is held across the yield. */
     while (!done && scanned < OL_LC_MAX_SCAN && k->n < budget && k->n < k->cap) {
         struct ol_store_viter *it = NULL;
+        size_t batch_from = k->n;
         ret = ol_store_viter_open(st, bucket, &it);
         if (ret < 0)
             goto out;
@@ -847,6 +986,8 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
         }
         ol_store_viter_close(it);
         scanned += in_batch + skipped;
+        if (ret == 0 && ru->ntags)
+            ret = ol_lc_tag_filter(st, bucket, ru, k, batch_from, true);
         if (ret < 0)
             goto out;
         ol_fiber_yield();

@@ -153,6 +153,10 @@ int ol_s3_tagging_count(struct ol_s3_req *r);
 struct ol_store_reader;
 /* The same from an open reader's snapshot (no index lookup): 0 when none. */
 int ol_s3_tagging_count_of(const struct ol_store_reader *rd);
+/* Whether the version rd holds has tag key (key_len bytes) with value val
+ * (val_len bytes): the lifecycle worker's tag filter. */
+bool ol_s3_tagging_has(const struct ol_store_reader *rd, const char *key, size_t key_len,
+                       const char *val, size_t val_len);
 /* Reads a small request document (tagging, CORS, lifecycle) of at most max
  * bytes into *out (malloc'ed, NUL-terminated; the caller frees it) and checks
  * Content-MD5 when sent.  -EBADMSG when larger, -OL_EBADDIGEST on a Content-MD5

@@ -250,10 +250,17 @@ static const char *ol_tagset_from_query(struct ol_tagset *t, const char *s, size
     return NULL;
 }
 
-static int ol_tagset_store(struct ol_s3_req *r, const struct ol_tagset *t)
+/* Sets (t non-empty) or removes (t NULL or empty) the tags of the version r
+ * names (versionId, else the current object); vid gets the version's id ("":
+ * none to answer). */
+static int ol_tagset_store(struct ol_s3_req *r, const struct ol_tagset *t,
+                           char vid[OL_STORE_VID_MAX])
 {
-    return ol_store_object_attr_put(r->ctx->store, r->bucket, r->key, r->key_len, OL_TAGS_ATTR,
-                                    t->n ? t->blob : NULL, t->n ? t->len : 0);
+    bool set = t && t->n;
+    vid[0] = 0;
+    return ol_store_object_attr_put_v(r->ctx->store, r->bucket, r->key, r->key_len,
+                                      ol_s3_version_param(r), OL_TAGS_ATTR,
+                                      set ? t->blob : NULL, set ? t->len : 0, vid);
 }
 
 void ol_s3_tag_attr_free(struct ol_s3_tag_attr *ta)
@@ -373,6 +380,31 @@ static int ol_tags_count_blob(const char *blob, size_t len)
     return nul / 2;
 }
 
+bool ol_s3_tagging_has(const struct ol_store_reader *rd, const char *key, size_t key_len,
+                       const char *val, size_t val_len)
+{
+    const uint8_t *blob = NULL;
+    size_t len = 0;
+    if (ol_store_read_attr(rd, OL_TAGS_ATTR, &blob, &len) != 0)
+        return false;
+    /* "key\0value\0" per tag; a damaged tail ends the walk. */
+    size_t at = 0;
+    for (size_t i = 0; i < OL_TAGS_MAX && at < len; i++) {
+        const uint8_t *kend = memchr(blob + at, 0, len - at);
+        if (!kend)
+            break;
+        size_t kn = (size_t)(kend - blob) - at, vstart = at + kn + 1;
+        const uint8_t *vend = vstart < len ? memchr(blob + vstart, 0, len - vstart) : NULL;
+        if (!vend)
+            break;
+        size_t vn = (size_t)(vend - blob) - vstart;
+        if (kn == key_len && memcmp(blob + at, key, kn) == 0)
+            return vn == val_len && memcmp(blob + vstart, val, vn) == 0;
+        at = vstart + vn + 1;
+    }
+    return false;
+}
+
 int ol_s3_tagging_count_of(const struct ol_store_reader *rd)
 {
     const uint8_t *val;
@@ -448,13 +480,21 @@ static int ol_tag_on_text(void *ctx, const char *path, const char *text, size_t 
     return 0;
 }
 
-static int ol_s3_object_exists(struct ol_s3_req *r)
+/* Whether the version r names (versionId, else the current object) exists
+ * and is not a delete marker: 0, or 1 after answering the request (NoSuchKey,
+ * NoSuchVersion, MethodNotAllowed for a marker) with *answer the result of
+ * sending that answer. */
+static int ol_s3_version_check(struct ol_s3_req *r, int *answer)
 {
     struct ol_store_reader *rd = NULL;
-    int rc = ol_store_read_open(r->ctx->store, r->bucket, r->key, r->key_len, &rd);
-    if (rc == 0)
+    const char *vid = ol_s3_version_param(r);
+    int rc = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, vid, &rd);
+    if (rc == 0) {
         ol_store_read_close(rd);
-    return rc;
+        return 0;
+    }
+    *answer = ol_s3_version_open_error(r, rc, vid);
+    return 1;
 }
 
 int ol_s3_put_object_tagging(struct ol_s3_req *r)
@@ -462,11 +502,10 @@ int ol_s3_put_object_tagging(struct ol_s3_req *r)
     struct ol_tag_doc *d = NULL;
     char *doc = NULL;
     size_t len = 0;
-    int ret = ol_s3_object_exists(r);
-    if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
+    char vid[OL_STORE_VID_MAX] = "";
+    int ret = 0;
+    if (ol_s3_version_check(r, &ret) != 0)
         goto out;
-    }
     ret = ol_s3_read_doc(r, OL_TAGGING_DOC_MAX, &doc, &len);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
@@ -489,12 +528,14 @@ int ol_s3_put_object_tagging(struct ol_s3_req *r)
                           "our published schema");
         goto out;
     }
-    ret = ol_tagset_store(r, d->t);
+    /* The version may have gone since the check above: answer as a read would. */
+    ret = ol_tagset_store(r, d->t, vid);
     if (ret < 0) {
-        ret = ol_s3_error_from(r, ret);
+        ret = ol_s3_version_open_error(r, ret, ol_s3_version_param(r));
         goto out;
     }
-    ret = ol_s3_send_empty(r, 200, NULL, 0);
+    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
+    ret = ol_s3_send_empty(r, 200, vh, vid[0] ? 1 : 0);
 out:
     free(d);
     free(doc);
@@ -549,11 +590,13 @@ out:
 
 int ol_s3_delete_object_tagging(struct ol_s3_req *r)
 {
-    int ret = ol_s3_object_exists(r);
-    if (ret == 0)
-        ret = ol_store_object_attr_put(r->ctx->store, r->bucket, r->key, r->key_len, OL_TAGS_ATTR,
-                                       NULL, 0);
+    char vid[OL_STORE_VID_MAX] = "";
+    int ret = 0;
+    if (ol_s3_version_check(r, &ret) != 0)
+        return ret;
+    ret = ol_tagset_store(r, NULL, vid);
     if (ret < 0 && !ol_tags_unset(ret))
-        return ol_s3_error_from(r, ret);
-    return ol_s3_send_empty(r, 204, NULL, 0);
+        return ol_s3_version_open_error(r, ret, ol_s3_version_param(r));
+    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
+    return ol_s3_send_empty(r, 204, vh, vid[0] ? 1 : 0);
 }

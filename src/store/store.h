@@ -424,6 +424,16 @@ int ol_store_viter_seek(struct ol_store_viter *it, const char *from, size_t from
 int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key_len,
                         struct ol_version_info *vi);
 void ol_store_viter_close(struct ol_store_viter *it);
+/* ol_store_object_attr_put for version vid of a key (NULL: the current
+ * object), current or not: PutObjectTagging / DeleteObjectTagging with a
+ * versionId.  vid_out (may be NULL) gets the version's id ("null" for an
+ * object written before versioning when asked by id; "" when vid is NULL and
+ * the object has no id).  -OL_ENOVERSION (unknown or malformed id),
+ * -OL_EMARKER (a delete marker has no attributes), -OL_ENOKEY, -OL_ENOBUCKET,
+ * -OL_ETOOLARGE, -EINVAL. */
+int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const char *key,
+                               size_t key_len, const char *vid, const char *name,
+                               const void *val, size_t len, char vid_out[OL_STORE_VID_MAX]);
 /* Copies version vid of a source (NULL: current) as ol_store_copy_object. */
 int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const char *src_key,
                            size_t src_len, const char *src_vid, const char *dst_bucket,

@@ -151,6 +151,8 @@ int ol_ver_replace(struct batch_ctx *bc, MDB_txn *txn, const uint8_t *ik, size_t
 enum ol_versioning ol_ver_state(struct ol_store *st, MDB_txn *txn, const char *bucket);
 /* OL_OP_DELETE_VERSION. */
 int ol_ver_delete_version(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
+/* OL_OP_ATTR_PUT_VERSION. */
+int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
 /* -OL_EBUCKETNOTEMPTY when a version or marker of the bucket remains. */
 int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket);
 /* Finds version vid of ik (current or not) in any transaction: 0 with *v,

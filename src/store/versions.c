@@ -610,6 +610,78 @@ out:
     return rc;
 }
 
+/* OL_OP_ATTR_PUT_VERSION: sets or removes attribute op->name of version
+ * op->vid (NULL: the current object), wherever the version lives, re-encoding
+ * its entry with the same data, so space accounting is unchanged.  A delete
+ * marker has no attributes: -OL_EMARKER. */
+int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = ol_batch_store(bc);
+    uint8_t *vk = NULL, *attrs = NULL, *entry = NULL;
+    size_t vkl = 0, attr_len = 0, entry_len = 0;
+    MDB_val bk = {strlen(op->bucket), (void *)op->bucket}, v;
+    int rc = mdb_get(txn, st->db_buckets, &bk, &v);
+    if (rc) {
+        rc = rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
+        goto out;
+    }
+    struct ver_tag t;
+    bool tagged = false, current = true;
+    struct ol_entry e;
+    if (op->vid) {
+        struct vid_want w;
+        rc = vid_parse(op->vid, &w);
+        if (rc)
+            goto out;
+        vk = malloc(OL_IDX_KEY_MAX);
+        if (!vk) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        rc = ver_find(st, txn, op->ikey, op->ikey_len, &w, &v, &t, &tagged, &current, vk, &vkl);
+        if (rc)
+            goto out;
+    } else {
+        rc = ol_idx_get(txn, st->db_objects, op->ikey, op->ikey_len, &v);
+        if (rc)
+            goto out;
+    }
+    rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+    if (rc)
+        goto out;
+    if (!op->vid) {
+        rc = tag_get(&e, &t);
+        if (rc && rc != -OL_ENOCONFIG)
+            goto out;
+        tagged = rc == 0;
+    }
+    if (tagged && (t.flags & OL_VER_MARKER)) {
+        rc = -OL_EMARKER;
+        goto out;
+    }
+    /* An object written before versioning has no id: "null" when asked by
+     * id, none ("") when asked as the current object, as the reads answer. */
+    if (tagged || op->vid)
+        tag_text(tagged ? &t : NULL, op->vid_out);
+    rc = ol_attrs_set(e.attrs, e.h.attr_len, op->name, op->val, op->val_len, &attrs, &attr_len);
+    if (rc)
+        goto out;
+    static const uint8_t none[1];
+    struct ol_entry_over ov = {.attrs = attrs ? attrs : none, .attr_len = (uint32_t)attr_len};
+    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
+    if (rc)
+        goto out;
+    if (current)
+        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
+    else
+        rc = ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
+out:
+    free(entry);
+    free(attrs);
+    free(vk);
+    return rc;
+}
+
 int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket)
 {
     size_t bl = strlen(bucket);
@@ -747,6 +819,37 @@ int ol_store_delete_v(struct ol_store *st, const char *bucket, const char *key, 
         memcpy(res->vid, op.vid_out, sizeof(res->vid));
         res->marker = vid ? op.marker : op.vid_out[0] != 0;
     }
+    return rc;
+}
+
+int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const char *key,
+                               size_t key_len, const char *vid, const char *name,
+                               const void *val, size_t len, char vid_out[OL_STORE_VID_MAX])
+{
+    uint8_t ik[OL_IDX_KEY_MAX];
+    int kl = ol_idx_key(ik, bucket, key, key_len);
+    if (kl < 0)
+        return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
+    size_t nl = name ? strlen(name) : 0;
+    /* "ol." names are the store's own (the version id): never the caller's. */
+    if (nl == 0 || nl > OL_ATTR_NAME_MAX || strncmp(name, "ol.", 3) == 0)
+        return -EINVAL;
+    if (len > OL_ATTR_VAL_MAX)
+        return -OL_ETOOLARGE;
+    static const uint8_t empty[1];
+    struct ol_op op;
+    memset(&op, 0, sizeof(op));
+    op.type = OL_OP_ATTR_PUT_VERSION;
+    op.bucket = bucket;
+    op.ikey = ik;
+    op.ikey_len = (size_t)kl;
+    op.vid = vid;
+    op.name = name;
+    op.val = val ? (len ? val : empty) : NULL;
+    op.val_len = val ? len : 0;
+    int rc = ol_commit_run(st, &op);
+    if (rc == 0 && vid_out)
+        memcpy(vid_out, op.vid_out, OL_STORE_VID_MAX);
     return rc;
 }
 

@@ -1295,6 +1295,8 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         return op_copy_part(bc, txn, op);
     case OL_OP_DELETE_VERSION:
         return ol_ver_delete_version(bc, txn, op);
+    case OL_OP_ATTR_PUT_VERSION:
+        return ol_ver_attr_put(bc, txn, op);
     }
     return -EINVAL;
 }

@@ -31,6 +31,7 @@ enum ol_op_type {
     OL_OP_COPY_OBJECT,
     OL_OP_COPY_PART,
     OL_OP_DELETE_VERSION, /* versions.c: remove one version permanently */
+    OL_OP_ATTR_PUT_VERSION, /* versions.c: set an attribute of one version */
 };
 
 enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS, OL_RELOC_VERSIONS };

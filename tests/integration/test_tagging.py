@@ -389,3 +389,80 @@ def test_concurrent_puts_versioned_tags_per_version(server, s3, bucket):
     assert not errors, errors[:5]
     vs = s3.list_object_versions(Bucket=bucket)["Versions"]
     assert len(vs) == 6 * 15
+
+
+def test_put_delete_tagging_of_a_version(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="pv", Body=b"one", Tagging="gen=1")["VersionId"]
+    v2 = s3.put_object(Bucket=bucket, Key="pv", Body=b"two")["VersionId"]
+
+    # A noncurrent version, by id: the current one is left alone.
+    r = s3.put_object_tagging(Bucket=bucket, Key="pv", VersionId=v1,
+                              Tagging=tagset({"set": "old", "b": "2"}))
+    assert r["VersionId"] == v1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv", VersionId=v1)) == {
+        "set": "old", "b": "2"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv")) == {}
+    assert s3.get_object(Bucket=bucket, Key="pv", VersionId=v1)["Body"].read() == b"one"
+
+    # The current version, by id and without one: both answer its id.
+    r = s3.put_object_tagging(Bucket=bucket, Key="pv", VersionId=v2, Tagging=tagset({"c": "2"}))
+    assert r["VersionId"] == v2
+    r = s3.put_object_tagging(Bucket=bucket, Key="pv", Tagging=tagset({"c": "3"}))
+    assert r["VersionId"] == v2
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv", VersionId=v2)) == {"c": "3"}
+
+    # DeleteObjectTagging by id removes that version's tags only.
+    d = s3.delete_object_tagging(Bucket=bucket, Key="pv", VersionId=v1)
+    assert d["ResponseMetadata"]["HTTPStatusCode"] == 204
+    assert d["VersionId"] == v1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv", VersionId=v1)) == {}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv")) == {"c": "3"}
+    d = s3.delete_object_tagging(Bucket=bucket, Key="pv")
+    assert d["VersionId"] == v2
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="pv")) == {}
+
+    # Neither the listing nor the versions change.
+    vs = s3.list_object_versions(Bucket=bucket, Prefix="pv")["Versions"]
+    assert [v["VersionId"] for v in vs] == [v2, v1]
+
+
+def test_tagging_of_a_delete_marker_or_unknown_version(s3, bucket):
+    _enable_versioning(s3, bucket)
+    v1 = s3.put_object(Bucket=bucket, Key="dm", Body=b"one")["VersionId"]
+    marker = s3.delete_object(Bucket=bucket, Key="dm")["VersionId"]
+    for call in (lambda: s3.put_object_tagging(Bucket=bucket, Key="dm", VersionId=marker,
+                                               Tagging=tagset({"a": "b"})),
+                 lambda: s3.delete_object_tagging(Bucket=bucket, Key="dm", VersionId=marker)):
+        with pytest.raises(ClientError) as e:
+            call()
+        assert e.value.response["Error"]["Code"] == "MethodNotAllowed"
+        assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 405
+    # Without an id, the key's latest version is the marker: no such key.
+    with pytest.raises(ClientError) as e:
+        s3.put_object_tagging(Bucket=bucket, Key="dm", Tagging=tagset({"a": "b"}))
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    # The noncurrent version under the marker can still be tagged.
+    r = s3.put_object_tagging(Bucket=bucket, Key="dm", VersionId=v1, Tagging=tagset({"a": "b"}))
+    assert r["VersionId"] == v1
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="dm", VersionId=v1)) == {"a": "b"}
+    for vid in ("A" * 22, "not-a-version-id"):
+        for call in (lambda: s3.put_object_tagging(Bucket=bucket, Key="dm", VersionId=vid,
+                                                   Tagging=tagset({"a": "b"})),
+                     lambda: s3.delete_object_tagging(Bucket=bucket, Key="dm", VersionId=vid)):
+            with pytest.raises(ClientError) as e:
+                call()
+            assert e.value.response["Error"]["Code"] == "NoSuchVersion"
+            assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+
+
+def test_tagging_null_version(s3, bucket):
+    # An object written before versioning is the "null" version.
+    s3.put_object(Bucket=bucket, Key="nv", Body=b"pre")
+    _enable_versioning(s3, bucket)
+    s3.put_object(Bucket=bucket, Key="nv", Body=b"post")
+    r = s3.put_object_tagging(Bucket=bucket, Key="nv", VersionId="null",
+                              Tagging=tagset({"n": "1"}))
+    assert r["VersionId"] == "null"
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="nv", VersionId="null")) == {"n": "1"}
+    assert as_dict(s3.get_object_tagging(Bucket=bucket, Key="nv")) == {}

@@ -130,6 +130,91 @@ static void test_versions(struct ol_store *st, char *long_key)
     CHECK_RC(list(st, rows, 16), 5); /* s(null), 1, 0, long x2 */
 }
 
+/* The "tags" attribute of version vid, as text in out ("" when unset), or
+ * -error. */
+static int attr_of(struct ol_store *st, const char *key, const char *vid, char *out, size_t cap)
+{
+    struct ol_store_reader *r;
+    int rc = ol_store_read_open_v(st, "vbk", key, strlen(key), vid, &r);
+    if (rc)
+        return rc;
+    const uint8_t *val;
+    size_t len = 0;
+    out[0] = 0;
+    if (ol_store_read_attr(r, "tags", &val, &len) == 0 && len < cap) {
+        memcpy(out, val, len);
+        out[len] = 0;
+    }
+    ol_store_read_close(r);
+    return 0;
+}
+
+/* ol_store_object_attr_put_v: attributes of current and noncurrent versions,
+ * markers, unknown ids; the data and the space stay as they were. */
+static void test_attr_v(struct ol_store *st)
+{
+    char v[2][OL_STORE_VID_MAX], out[OL_STORE_VID_MAX], buf[64];
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_ENABLED), 0);
+    CHECK_RC(put(st, "b", 1, 300000, 'p', v[0]), 0);
+    CHECK_RC(put(st, "b", 1, 300000, 'q', v[1]), 0);
+    struct ol_store_stats before, after;
+    ol_store_stats(st, &before);
+    /* A noncurrent version, by id. */
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, v[0], "tags", "old", 3, out), 0);
+    CHECK(strcmp(out, v[0]) == 0);
+    CHECK_RC(attr_of(st, "b", v[0], buf, sizeof(buf)), 0);
+    CHECK(strcmp(buf, "old") == 0);
+    CHECK_RC(attr_of(st, "b", NULL, buf, sizeof(buf)), 0);
+    CHECK(buf[0] == 0);
+    /* The current version, with no id and by its id. */
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, NULL, "tags", "cur", 3, out), 0);
+    CHECK(strcmp(out, v[1]) == 0);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, v[1], "tags", "cur2", 4, NULL), 0);
+    CHECK_RC(attr_of(st, "b", NULL, buf, sizeof(buf)), 0);
+    CHECK(strcmp(buf, "cur2") == 0);
+    CHECK_RC(attr_of(st, "b", v[0], buf, sizeof(buf)), 0);
+    CHECK(strcmp(buf, "old") == 0);
+    /* Data, order and space are untouched. */
+    CHECK_RC(first_byte(st, "b", 1, v[0]), 'p');
+    CHECK_RC(first_byte(st, "b", 1, NULL), 'q');
+    ol_store_stats(st, &after);
+    CHECK(after.live_bytes == before.live_bytes && after.objects == before.objects);
+    /* Removal. */
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, v[0], "tags", NULL, 0, NULL), 0);
+    CHECK_RC(attr_of(st, "b", v[0], buf, sizeof(buf)), 0);
+    CHECK(buf[0] == 0);
+    /* Unknown or malformed ids, reserved names, a missing bucket. */
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, "AAAAAAAAAAAAAAAAAAAAAA", "tags",
+                                        "x", 1, NULL),
+             -OL_ENOVERSION);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, "junk", "tags", "x", 1, NULL),
+             -OL_ENOVERSION);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, v[0], "ol.vid", "x", 1, NULL), -EINVAL);
+    CHECK_RC(ol_store_object_attr_put_v(st, "nob", "b", 1, v[0], "tags", "x", 1, NULL),
+             -OL_ENOBUCKET);
+    /* A delete marker has no attributes; with it latest, there is no current object. */
+    struct ol_store_del_res res;
+    CHECK_RC(ol_store_delete_v(st, "vbk", "b", 1, NULL, &res), 0);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, res.vid, "tags", "x", 1, NULL),
+             -OL_EMARKER);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, NULL, "tags", "x", 1, NULL),
+             -OL_ENOKEY);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "b", 1, v[1], "tags", "nc", 2, NULL), 0);
+    CHECK_RC(attr_of(st, "b", v[1], buf, sizeof(buf)), 0);
+    CHECK(strcmp(buf, "nc") == 0);
+    /* The "null" version of key a (written while suspended). */
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "a", 1, "null", "tags", "n", 1, out), 0);
+    CHECK(strcmp(out, "null") == 0);
+    CHECK_RC(attr_of(st, "a", "null", buf, sizeof(buf)), 0);
+    CHECK(strcmp(buf, "n") == 0);
+    CHECK_RC(ol_store_object_attr_put_v(st, "vbk", "a", 1, "null", "tags", NULL, 0, NULL), 0);
+    /* Leave the bucket as test_cleanup expects it. */
+    CHECK_RC(ol_store_delete_v(st, "vbk", "b", 1, res.vid, NULL), 0);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "b", 1, v[1], NULL), 0);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "b", 1, v[0], NULL), 0);
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
+}
+
 static void test_cleanup(struct ol_store *st, const char *long_key)
 {
     char rows[16][64];
@@ -178,6 +263,7 @@ int main(void)
     if (!st)
         return 1;
     test_versions(st, long_key);
+    test_attr_v(st);
     ol_store_close(st);
     st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
