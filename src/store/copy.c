@@ -412,27 +412,7 @@ out:
 int ol_store_object_attr_put(struct ol_store *st, const char *bucket, const char *key,
                              size_t key_len, const char *name, const void *val, size_t len)
 {
-    uint8_t ik[OL_IDX_KEY_MAX];
-    int kl = ol_idx_key(ik, bucket, key, key_len);
-    if (kl < 0)
-        return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
-    size_t nl = name ? strlen(name) : 0;
-    /* "ol." names are the store's own (the version id): never the caller's. */
-    if (nl == 0 || nl > OL_ATTR_NAME_MAX || strncmp(name, "ol.", 3) == 0)
-        return -EINVAL;
-    if (len > OL_ATTR_VAL_MAX)
-        return -OL_ETOOLARGE;
-    static const uint8_t empty[1];
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_ATTR_PUT;
-    op.bucket = bucket;
-    op.ikey = ik;
-    op.ikey_len = (size_t)kl;
-    op.name = name;
-    op.val = val ? (len ? val : empty) : NULL;
-    op.val_len = val ? len : 0;
-    return ol_commit_run(st, &op);
+    return ol_attr_op_run(st, OL_OP_ATTR_PUT, bucket, key, key_len, NULL, name, val, len, NULL);
 }
 
 ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const char *key,

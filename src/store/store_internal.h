@@ -153,6 +153,12 @@ enum ol_versioning ol_ver_state(struct ol_store *st, MDB_txn *txn, const char *b
 int ol_ver_delete_version(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
 /* OL_OP_ATTR_PUT_VERSION. */
 int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
+/* Validates an attribute (name, value size) and runs an attribute op
+ * (OL_OP_ATTR_PUT on the current entry, OL_OP_ATTR_PUT_VERSION on version
+ * vid) through the writer; vid_out (may be NULL) gets the version's id. */
+int ol_attr_op_run(struct ol_store *st, enum ol_op_type type, const char *bucket,
+                   const char *key, size_t key_len, const char *vid, const char *name,
+                   const void *val, size_t len, char vid_out[OL_STORE_VID_MAX]);
 /* -OL_EBUCKETNOTEMPTY when a version or marker of the bucket remains. */
 int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket);
 /* Finds version vid of ik (current or not) in any transaction: 0 with *v,

@@ -822,9 +822,9 @@ int ol_store_delete_v(struct ol_store *st, const char *bucket, const char *key, 
     return rc;
 }
 
-int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const char *key,
-                               size_t key_len, const char *vid, const char *name,
-                               const void *val, size_t len, char vid_out[OL_STORE_VID_MAX])
+int ol_attr_op_run(struct ol_store *st, enum ol_op_type type, const char *bucket,
+                   const char *key, size_t key_len, const char *vid, const char *name,
+                   const void *val, size_t len, char vid_out[OL_STORE_VID_MAX])
 {
     uint8_t ik[OL_IDX_KEY_MAX];
     int kl = ol_idx_key(ik, bucket, key, key_len);
@@ -839,7 +839,7 @@ int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const ch
     static const uint8_t empty[1];
     struct ol_op op;
     memset(&op, 0, sizeof(op));
-    op.type = OL_OP_ATTR_PUT_VERSION;
+    op.type = type;
     op.bucket = bucket;
     op.ikey = ik;
     op.ikey_len = (size_t)kl;
@@ -851,6 +851,14 @@ int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const ch
     if (rc == 0 && vid_out)
         memcpy(vid_out, op.vid_out, OL_STORE_VID_MAX);
     return rc;
+}
+
+int ol_store_object_attr_put_v(struct ol_store *st, const char *bucket, const char *key,
+                               size_t key_len, const char *vid, const char *name,
+                               const void *val, size_t len, char vid_out[OL_STORE_VID_MAX])
+{
+    return ol_attr_op_run(st, OL_OP_ATTR_PUT_VERSION, bucket, key, key_len, vid, name, val, len,
+                          vid_out);
 }
 
 int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const char *src_key,
