@@ -222,23 +222,7 @@ def test_corruption_is_detected(make_server):
         os.fsync(f.fileno())
 
     srv.start()
-    url = s3.generate_presigned_url("get_object", Params={"Bucket": "rot", "Key": "big"})
-    target = h.split_url(url)[2]
-    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    status, body, broken = None, b"", False
-    try:
-        conn.request("GET", target)
-        resp = conn.getresponse()
-        status = resp.status
-        try:
-            body = resp.read()
-        except (http.client.IncompleteRead, ConnectionError) as e:
-            body = getattr(e, "partial", b"")
-            broken = True
-    except (ConnectionError, http.client.HTTPException):
-        broken = True
-    finally:
-        conn.close()
+    status, body, broken = _get_raw(srv, s3, "rot", "big")
     assert not (status == 200 and not broken and len(body) == len(big) and body != big), \
         "corrupt data was served as a complete, successful response"
     assert not (status == 200 and not broken and body == big), \
