@@ -9,12 +9,12 @@
 #include "core/md5.h"
 
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
-#include "core/loop.h"
-
 #include "core/log.h"
+#include "core/loop.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "md5.c loads message words in host order and needs a little-endian host"
@@ -170,7 +170,7 @@ typedef uint32_t v16u __attribute__((vector_size(64)));
  * block.  Rows (one lane's words) become columns with unpack and shuffle
  * instructions: 48 of them for 8 lanes, 64 for 16, where element-wise
  * moves would take 128 or 256 loads and stores. */
-__attribute__((target("avx2"))) static inline void load8(v8u X[16],
+__attribute__((target("avx2"), always_inline)) static inline void load8(v8u X[16],
                                                          const uint8_t *const ptr[MB_MAX],
                                                          const size_t step[MB_MAX], size_t k)
 {
@@ -196,7 +196,7 @@ __attribute__((target("avx2"))) static inline void load8(v8u X[16],
     }
 }
 
-__attribute__((target("avx512f"))) static inline void load16(v16u X[16],
+__attribute__((target("avx512f"), always_inline)) static inline void load16(v16u X[16],
                                                              const uint8_t *const ptr[MB_MAX],
                                                              const size_t step[MB_MAX], size_t k)
 {
@@ -229,7 +229,8 @@ __attribute__((target("avx512f"))) static inline void load16(v16u X[16],
 
 /* Hashes nblk blocks of each lane: lane l's block k is at ptr[l] + k *
  * step[l] (step 0 keeps an idle lane on one harmless block).  st[j][l] is
- * state word j of lane l. */
+ * state word j of lane l.  This generic form (GCC vector types) is the
+ * AVX2 one; AVX-512 has its own below. */
 #define DEFINE_MB(name, W, VT, TGT, LOAD)                                                          \
     __attribute__((target(TGT))) static void name(uint32_t st[4][MB_MAX],                          \
                                                   const uint8_t *const ptr[MB_MAX],                \
@@ -257,8 +258,66 @@ __attribute__((target("avx512f"))) static inline void load16(v16u X[16],
     }
 
 DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
-DEFINE_MB(mb8_avx512, 8, v8u, "avx512f,avx512vl", load8)
-DEFINE_MB(mb16_avx512, 16, v16u, "avx512f", load16)
+
+/* AVX-512: each of F, G, H and I is one vpternlogd (the immediates below
+ * are their truth tables over b, c, d) and the rotation one vprold.  The
+ * step is written so that a + x + k is summed before f joins it: the chain
+ * from one step to the next is then ternlog, add, rotate, add (5 cycles
+ * where vprold takes 2), where GCC's own order for the generic form adds a
+ * sixth and more.  The empty asm keeps GCC from reassociating the sum. */
+#define TL_MD5_F 0xca
+#define TL_MD5_G 0xe4
+#define TL_MD5_H 0x96
+#define TL_MD5_I 0x39
+#define MD5_STEP_AVX512(PFX, f, a, b, c, d, X, i, k, s)                                           \
+    do {                                                                                           \
+        __typeof__(a) t_ = PFX##_add_epi32((a), PFX##_add_epi32(X[i], PFX##_set1_epi32((int)(k)))); \
+        __asm__("" : "+v"(t_));                                                                    \
+        t_ = PFX##_add_epi32(t_, PFX##_ternarylogic_epi32((b), (c), (d), TL_##f));                 \
+        (a) = PFX##_add_epi32(PFX##_rol_epi32(t_, (s)), (b));                                      \
+    } while (0)
+#define MD5_STEP_Y(f, a, b, c, d, X, i, k, s) MD5_STEP_AVX512(_mm256, f, a, b, c, d, X, i, k, s)
+#define MD5_STEP_Z(f, a, b, c, d, X, i, k, s) MD5_STEP_AVX512(_mm512, f, a, b, c, d, X, i, k, s)
+
+#define DEFINE_MB_AVX512(name, VT, PFX, TGT, GVT, LOAD, STEP, AHEAD)                              \
+    __attribute__((target(TGT))) static void name(uint32_t st[4][MB_MAX],                          \
+                                                  const uint8_t *const ptr[MB_MAX],                \
+                                                  const size_t step[MB_MAX], size_t nblk)          \
+    {                                                                                              \
+        VT a0, b0, c0, d0;                                                                         \
+        memcpy(&a0, st[0], sizeof(VT));                                                            \
+        memcpy(&b0, st[1], sizeof(VT));                                                            \
+        memcpy(&c0, st[2], sizeof(VT));                                                            \
+        memcpy(&d0, st[3], sizeof(VT));                                                            \
+        GVT G[16];                                                                                 \
+        if (AHEAD && nblk > 0)                                                                     \
+            LOAD(G, ptr, step, 0);                                                                 \
+        for (size_t k = 0; k < nblk; k++) {                                                        \
+            VT X[16];                                                                              \
+            if (!AHEAD)                                                                            \
+                LOAD(G, ptr, step, k);                                                             \
+            memcpy(X, G, sizeof(X));                                                               \
+            /* AHEAD: the next block's words are loaded and transposed before  \
+             * this block's steps, which do not need them and leave the vector \
+             * units mostly idle, each waiting on the one before.  (At 16 lanes \
+             * the registers run short and it costs more than it saves.) */     \
+            if (AHEAD && k + 1 < nblk)                                                             \
+                LOAD(G, ptr, step, k + 1);                                                         \
+            VT a = a0, b = b0, c = c0, d = d0;                                                     \
+            MD5_ROUNDS_WITH(STEP, a, b, c, d, X);                                                  \
+            a0 = PFX##_add_epi32(a0, a);                                                           \
+            b0 = PFX##_add_epi32(b0, b);                                                           \
+            c0 = PFX##_add_epi32(c0, c);                                                           \
+            d0 = PFX##_add_epi32(d0, d);                                                           \
+        }                                                                                          \
+        memcpy(st[0], &a0, sizeof(VT));                                                            \
+        memcpy(st[1], &b0, sizeof(VT));                                                            \
+        memcpy(st[2], &c0, sizeof(VT));                                                            \
+        memcpy(st[3], &d0, sizeof(VT));                                                            \
+    }
+
+DEFINE_MB_AVX512(mb8_avx512, __m256i, _mm256, "avx512f,avx512vl", v8u, load8, MD5_STEP_Y, 1)
+DEFINE_MB_AVX512(mb16_avx512, __m512i, _mm512, "avx512f", v16u, load16, MD5_STEP_Z, 0)
 
 typedef void (*mb_fn)(uint32_t st[4][MB_MAX], const uint8_t *const ptr[MB_MAX],
                       const size_t step[MB_MAX], size_t nblk);
@@ -388,9 +447,6 @@ void ol_md5(const void *p, size_t n, uint8_t out[16])
     ol_md5_update(&m, p, n);
     ol_md5_final(&m, out);
 }
-
-/* How long a stream forced to hash waits for the others' chunks. */
-#define ASYNC_WAIT_MS 1
 
 /* A block every idle lane hashes in place: its result is thrown away. */
 static const uint8_t idle_block[64];
@@ -525,101 +581,179 @@ void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs)
     }
 }
 
-/* ---- deferred hashing: the per-thread batches ---- */
+/* ---- deferred hashing: one queue for the process ---- */
 
-/* The thread's streams, how many there are, and how many have chunks
- * queued. */
-static __thread struct {
+/* Every stream of the process, and how many are ready (a chunk queued and
+ * none of theirs being hashed).  A batch claims the oldest chunk of every
+ * ready stream under the lock, marking the stream busy (a stream's chunks
+ * are hashed in order, one at a time), hashes them without the lock, and
+ * retires them under it again.  So loop threads hash each other's bodies:
+ * with 4 bodies on 2 loops, a batch is 4 lanes wide, not 2. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t done; /* a batch was retired (for waiters off a loop) */
     struct ol_md5_async *list;
-    unsigned n, with_data;
-} tl_q;
+    unsigned n, ready;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static bool stream_ready(const struct ol_md5_async *s)
+{
+    return s->count > 0 && !s->busy;
+}
+
+/* Whether enough streams are ready to fill a batch's lanes (g.mu held):
+ * one per lane, or every stream there is.  With 16 lanes, 8 will do: an
+ * 8-lane round hashes nearly as much per cycle, and 16 streams all ready
+ * at once are rarer than 8. */
+static bool batch_full(void)
+{
+    unsigned want = use_lanes < 8 ? (unsigned)use_lanes : 8;
+    if (want > g.n)
+        want = g.n;
+    return g.ready > 0 && g.ready >= want;
+}
 
 void ol_md5_async_begin(struct ol_md5_async *s)
 {
+    detect();
     ol_md5_init(&s->m);
     s->head = s->count = 0;
+    s->busy = false;
+    s->waiter = NULL;
     s->added = s->hashed = 0;
     s->prev = NULL;
-    s->next = tl_q.list;
-    if (tl_q.list)
-        tl_q.list->prev = s;
-    tl_q.list = s;
-    tl_q.n++;
+    pthread_mutex_lock(&g.mu);
+    s->next = g.list;
+    if (g.list)
+        g.list->prev = s;
+    g.list = s;
+    g.n++;
+    pthread_mutex_unlock(&g.mu);
 }
 
-/* One batch: the oldest queued chunk of every stream of this thread, side
- * by side. */
-static void run_batch(void)
+/* One batch, called and returning with g.mu held: the oldest queued chunk
+ * of every ready stream, side by side.  Returns false if none was ready. */
+static bool batch_locked(void)
 {
     struct ol_md5_job jobs[64];
     struct ol_md5_async *who[64];
     size_t n = 0;
-    for (struct ol_md5_async *s = tl_q.list; s && n < 64; s = s->next) {
-        if (s->count == 0)
+    for (struct ol_md5_async *s = g.list; s && n < 64; s = s->next) {
+        if (!stream_ready(s))
             continue;
         jobs[n] = (struct ol_md5_job){.m = &s->m, .p = s->q[s->head].p, .n = s->q[s->head].n};
+        s->busy = true;
+        g.ready--;
         who[n++] = s;
     }
+    if (n == 0)
+        return false;
+    pthread_mutex_unlock(&g.mu);
+    /* Busy streams are ours alone: their contexts and chunks are read and
+     * written here, and no one else touches them until they are retired. */
     ol_md5_update_many(jobs, n);
+    tl_stats.batches++;
+    tl_stats.jobs += n;
+    pthread_mutex_lock(&g.mu);
     for (size_t i = 0; i < n; i++) {
         struct ol_md5_async *s = who[i];
         s->head = (s->head + 1) % OL_MD5_ASYNC_MAX;
         s->hashed++;
-        if (--s->count == 0)
-            tl_q.with_data--;
+        s->count--;
+        s->busy = false;
+        if (s->count > 0)
+            g.ready++;
+        if (s->waiter) {
+            ol_completion_signal(s->waiter, 0);
+            s->waiter = NULL;
+        }
     }
-    tl_stats.batches++;
-    tl_stats.jobs += n;
+    pthread_cond_broadcast(&g.done);
+    return true;
+}
+
+/* Waits (g.mu held, and released meanwhile) until the batch hashing s's
+ * chunk retires it.  A fiber parks, so that its loop goes on serving other
+ * fibers; a plain thread blocks. */
+static void wait_busy_locked(struct ol_md5_async *s)
+{
+    tl_stats.waits++;
+    if (!ol_fiber_current()) {
+        pthread_cond_wait(&g.done, &g.mu);
+        return;
+    }
+    struct ol_completion c;
+    ol_completion_init(&c);
+    OL_ASSERT(s->waiter == NULL);
+    s->waiter = &c;
+    pthread_mutex_unlock(&g.mu);
+    ol_completion_wait(&c);
+    pthread_mutex_lock(&g.mu);
+}
+
+/* Until chunk seq of s is hashed (g.mu held): hashes when s is ready, and
+ * while another thread has s's chunk, hashes other streams' or waits. */
+static void wait_locked(struct ol_md5_async *s, uint64_t seq)
+{
+    while (s->hashed <= seq && s->count > 0) {
+        if (stream_ready(s))
+            batch_locked();
+        else if (!batch_locked())
+            wait_busy_locked(s);
+    }
 }
 
 uint64_t ol_md5_async_add(struct ol_md5_async *s, const void *p, size_t n)
 {
-    /* A full queue makes room first; each batch takes one chunk of ours. */
-    for (int i = 0; s->count == OL_MD5_ASYNC_MAX && i < OL_MD5_ASYNC_MAX; i++)
-        run_batch();
+    pthread_mutex_lock(&g.mu);
+    /* A full queue makes room first. */
+    if (s->count == OL_MD5_ASYNC_MAX)
+        wait_locked(s, s->hashed);
     OL_ASSERT(s->count < OL_MD5_ASYNC_MAX);
     s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].p = p;
     s->q[(s->head + s->count) % OL_MD5_ASYNC_MAX].n = n;
-    if (s->count++ == 0)
-        tl_q.with_data++;
-    /* Every stream has a chunk: the lanes are as full as they will get. */
-    if (tl_q.with_data == tl_q.n && tl_q.n > 1)
-        run_batch();
-    return s->added++;
+    if (s->count++ == 0 && !s->busy)
+        g.ready++;
+    /* With the lanes as full as they will get, the batch runs now. */
+    if (batch_full())
+        batch_locked();
+    uint64_t seq = s->added++;
+    pthread_mutex_unlock(&g.mu);
+    return seq;
 }
 
 void ol_md5_async_wait(struct ol_md5_async *s, uint64_t seq)
 {
-    /* Forced to hash while other streams have nothing queued: give them a
-     * moment to add theirs (a batch runs as soon as all have), rather than
-     * hash this stream alone at a fraction of the SIMD width. */
-    if (ASYNC_WAIT_MS > 0 && s->hashed <= seq && s->count > 0 && tl_q.with_data < tl_q.n &&
-        ol_fiber_current())
-        ol_io_sleep_ms(ASYNC_WAIT_MS);
-    for (int i = 0; s->hashed <= seq && s->count > 0 && i <= OL_MD5_ASYNC_MAX; i++)
-        run_batch();
+    pthread_mutex_lock(&g.mu);
+    wait_locked(s, seq);
     OL_ASSERT(s->hashed > seq || seq >= s->added);
+    pthread_mutex_unlock(&g.mu);
 }
 
 void ol_md5_async_end(struct ol_md5_async *s, uint8_t out[16])
 {
+    pthread_mutex_lock(&g.mu);
     if (out) {
         if (s->added > 0)
-            ol_md5_async_wait(s, s->added - 1);
+            wait_locked(s, s->added - 1);
         ol_md5_final(&s->m, out);
     }
-    /* Unfinished chunks of a failed stream are dropped with it. */
+    /* Unfinished chunks of a failed stream are dropped with it, once no
+     * batch reads them any more. */
+    while (s->busy)
+        wait_busy_locked(s);
     if (s->count > 0)
-        tl_q.with_data--;
+        g.ready--;
     s->count = 0;
     if (s->prev)
         s->prev->next = s->next;
     else
-        tl_q.list = s->next;
+        g.list = s->next;
     if (s->next)
         s->next->prev = s->prev;
     s->next = s->prev = NULL;
-    tl_q.n--;
+    g.n--;
+    pthread_mutex_unlock(&g.mu);
 }
 
 void ol_md5_stats(struct ol_md5_stats *out)

@@ -8,17 +8,20 @@
  * package ships it, so it is written here.  The implementation is chosen at
  * run time from the CPU's features.
  *
- * ol_md5_async_*() is the server-facing entry: concurrent request bodies on
- * one thread queue their chunks and are hashed together in batches.
+ * ol_md5_async_*() is the server-facing entry: concurrent request bodies of
+ * all threads queue their chunks and are hashed together in batches.
  *
- * Thread rules: a context belongs to one thread at a time; the batching state
- * of ol_md5_async_*() is per thread.  Nothing here allocates.
+ * Thread rules: a context belongs to one thread at a time; the deferred
+ * queue is the process's, under one lock.  Nothing here allocates.
  */
 #ifndef OL_CORE_MD5_H
 #define OL_CORE_MD5_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/loop.h"
 
 struct ol_md5 {
     uint32_t h[4];
@@ -44,14 +47,17 @@ struct ol_md5_job {
 /* Hashes every job's bytes, the streams side by side in SIMD lanes. */
 void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs);
 
-/* Deferred hashing, for a thread that receives many streams at once.  A
- * stream queues its chunks (which must stay valid and unchanged until they
- * are hashed) and goes on receiving; when it needs a chunk hashed (to reuse
- * its buffer, or at the end) it runs batches, each of which hashes the
- * oldest queued chunk of every stream of the thread side by side.  Streams
- * that keep a few chunks in flight thus fill the SIMD lanes together,
- * without waiting for each other.  No locks: streams belong to one thread
- * and batches run on it, synchronously (nothing yields). */
+/* Deferred hashing, for a server receiving many streams at once.  A stream
+ * queues its chunks (which must stay valid and unchanged until they are
+ * hashed) and goes on receiving.  The queue is the process's: a batch hashes
+ * the oldest queued chunk of every stream, whichever thread queued it, side
+ * by side in SIMD lanes.  A batch runs on the thread that queues the chunk
+ * that fills the lanes (a chunk from as many streams as there are lanes,
+ * or from every stream), and on any thread that needs a chunk hashed (to
+ * reuse its buffer, or at the end) and finds it not yet done.  A thread
+ * whose chunk another thread is hashing hashes other streams' chunks
+ * meanwhile, or waits for that batch (a fiber parks, so its loop goes on;
+ * a plain thread blocks). */
 #define OL_MD5_ASYNC_MAX 8
 struct ol_md5_async {
     struct ol_md5 m;
@@ -59,19 +65,22 @@ struct ol_md5_async {
         const uint8_t *p;
         size_t n;
     } q[OL_MD5_ASYNC_MAX]; /* queued chunks, a ring */
-    unsigned head, count;
+    unsigned head, count;   /* count includes the one being hashed */
+    bool busy;              /* a batch is hashing q[head] */
+    struct ol_completion *waiter; /* a fiber waiting for that batch */
     uint64_t added, hashed; /* chunks queued / hashed so far */
     struct ol_md5_async *next, *prev;
 };
-/* Starts a stream on the calling thread; it must end on the same thread. */
+/* Starts a stream; any thread may then add to it, one at a time. */
 void ol_md5_async_begin(struct ol_md5_async *s);
-/* Queues a chunk (hashing others' first when s's queue is full); returns its
- * sequence number for ol_md5_async_wait(). */
+/* Queues a chunk (first hashing the oldest if s's queue is full); returns
+ * its sequence number for ol_md5_async_wait(). */
 uint64_t ol_md5_async_add(struct ol_md5_async *s, const void *p, size_t n);
 /* Returns once chunk seq (and every earlier one) of s is hashed. */
 void ol_md5_async_wait(struct ol_md5_async *s, uint64_t seq);
 /* Ends the stream: with out, hashes what is queued and writes the digest;
- * with out NULL (a failed stream), drops it. */
+ * with out NULL (a failed stream), drops what is queued, once no batch is
+ * reading it. */
 void ol_md5_async_end(struct ol_md5_async *s, uint8_t out[16]);
 
 /* The lane count of the implementation in use: 1, 8 or 16. */
@@ -82,9 +91,10 @@ unsigned ol_md5_lanes(void);
 unsigned ol_md5_force_lanes(unsigned lanes);
 
 /* Counters of the calling thread's ol_md5_async batches: batches run,
- * jobs hashed and 64-byte blocks hashed in SIMD rounds vs scalar. */
+ * jobs hashed, 64-byte blocks hashed in SIMD rounds vs scalar, and waits
+ * for a batch of another thread (parks of a fiber, or blocks). */
 struct ol_md5_stats {
-    uint64_t batches, jobs, simd_rounds, simd_blocks, scalar_blocks;
+    uint64_t batches, jobs, simd_rounds, simd_blocks, scalar_blocks, waits;
 };
 void ol_md5_stats(struct ol_md5_stats *out);
 

@@ -222,10 +222,11 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     bool ck_on = ck && ck->algo != OL_CK_NONE;
     /* The bytes are received straight into the store writer's buffer
      * (ol_store_write_room), without a copy.  The ETag MD5 is deferred: each
-     * chunk is queued with this loop's other bodies and hashed with them,
-     * side by side in SIMD lanes, when a body needs a buffer back
-     * (ol_md5_async_*), or when its queue is full (OL_MD5_ASYNC_MAX chunks,
-     * 2 MiB ahead of its hash). */
+     * chunk is queued with every loop's other bodies and hashed with them,
+     * side by side in SIMD lanes, when enough bodies have a chunk queued to
+     * fill the lanes, when a body needs a buffer back, or when its queue is
+     * full (OL_MD5_ASYNC_MAX chunks, 2 MiB ahead of its hash); see
+     * ol_md5_async_*. */
     struct body_md5 bm;
     bool md_on = false;
     int rc = 0;

@@ -1,10 +1,13 @@
 /* MD5, scalar and multi-buffer, against OpenSSL: RFC 1321 vectors, random
  * lengths split into random updates, 1..40 streams hashed side by side at
  * every lane width the CPU has, the multipart ETag (MD5 of the parts' MD5s),
- * and deferred hashing (ol_md5_async_*) from many fibers of a loop.  Prints the single-stream
+ * and deferred hashing (ol_md5_async_*) from many fibers of one loop and of
+ * two loops on two threads, which hash each other's chunks.  Prints the single-stream
  * and 16-stream throughput (informational; set OL_MD5_BENCH_MB to change the
  * amount). */
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,22 +136,30 @@ static void test_md5_of_md5s(void)
     CHECK(memcmp(a, b, 16) == 0);
 }
 
-/* ---- deferred hashing from fibers ---- */
+/* ---- deferred hashing from fibers of one or two loops ---- */
+
+/* A loop, the thread running it, and its fibers still running. */
+struct loop_ctx {
+    struct ol_loop *loop;
+    pthread_t thread;
+    unsigned first, step, left;
+};
+static struct loop_ctx lctx[2];
 
 struct fiber_arg {
     struct ol_md5_async s;
     size_t start, len;
     uint8_t digest[16];
     int done;
+    bool fail;
+    struct loop_ctx *lc;
 };
 static struct fiber_arg fargs[MAXS];
-static unsigned fibers_left;
-static struct ol_loop *test_loop;
 
 /* Like the PUT body receiver: chunks through a ring of 3 buffers, waiting
  * for a buffer's chunk to be hashed before refilling it (each refill
- * scribbles over the old bytes, so a late hash would be caught).  Stream 0
- * fails halfway and drops its stream. */
+ * scribbles over the old bytes, so a late hash would be caught).  A failing
+ * stream drops itself halfway. */
 static void submitter(void *p)
 {
     struct fiber_arg *a = p;
@@ -170,7 +181,7 @@ static void submitter(void *p)
         seq[i] = ol_md5_async_add(&a->s, bufs[i], take);
         queued[i] = 1;
         off += take;
-        if (a == &fargs[0] && off > a->len / 2) {
+        if (a->fail && off > a->len / 2) {
             ol_md5_async_end(&a->s, NULL);
             a->done = 2;
             goto out;
@@ -181,47 +192,90 @@ static void submitter(void *p)
     ol_md5_async_end(&a->s, a->digest);
     a->done = 1;
 out:
-    if (--fibers_left == 0)
-        ol_loop_stop(test_loop);
+    if (--a->lc->left == 0)
+        ol_loop_stop(a->lc->loop);
 }
 
-static void spawn_all(void *unused)
+static void spawn_all(void *arg)
 {
-    (void)unused;
-    for (unsigned s = 0; s < MAXS; s++)
-        CHECK(ol_fiber_spawn(test_loop, submitter, &fargs[s]) == 0);
+    struct loop_ctx *lc = arg;
+    for (unsigned s = lc->first; s < MAXS; s += lc->step)
+        CHECK(ol_fiber_spawn(lc->loop, submitter, &fargs[s]) == 0);
 }
 
-static void test_submit(void)
+static uint64_t cross_batches, cross_waits; /* over the loop threads */
+
+static void *loop_thread(void *arg)
 {
-    struct ol_loop_opts o = {.id = 0, .max_fibers = 64};
-    CHECK(ol_loop_create(&test_loop, &o) == 0);
-    if (!test_loop)
-        return;
-    fibers_left = MAXS;
+    struct loop_ctx *lc = arg;
+    CHECK(ol_loop_run(lc->loop) == 0);
+    struct ol_md5_stats st;
+    ol_md5_stats(&st);
+    __atomic_add_fetch(&cross_batches, st.batches, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&cross_waits, st.waits, __ATOMIC_RELAXED);
+    return NULL;
+}
+
+/* MAXS streams on nloops loops; with two, each loop's batches hash the
+ * other's chunks too, and a stream whose chunk the other thread is hashing
+ * parks its fiber until that batch is done.  The first stream of each loop
+ * fails halfway.  (rnd() is shared by the threads: its values only need to
+ * vary.) */
+static void test_submit(unsigned nloops)
+{
+    for (unsigned l = 0; l < nloops; l++) {
+        struct ol_loop_opts o = {.id = l, .max_fibers = 64};
+        CHECK(ol_loop_create(&lctx[l].loop, &o) == 0);
+        if (!lctx[l].loop)
+            return;
+        lctx[l].first = l;
+        lctx[l].step = nloops;
+        lctx[l].left = 0;
+    }
     for (unsigned s = 0; s < MAXS; s++) {
         fargs[s].len = rnd() % (512u << 10);
         fargs[s].start = rnd() % (DATA_BYTES - fargs[s].len);
         fargs[s].done = 0;
+        fargs[s].fail = s < nloops;
+        fargs[s].lc = &lctx[s % nloops];
+        fargs[s].lc->left++;
     }
+    struct ol_md5_stats st0;
+    ol_md5_stats(&st0);
     /* Spawning happens on the loop thread: post a message that does it. */
-    CHECK(ol_loop_post(test_loop, spawn_all, NULL) == 0);
-    CHECK(ol_loop_run(test_loop) == 0);
-    ol_loop_destroy(test_loop);
-    CHECK(fargs[0].done == 2);
-    for (unsigned s = 1; s < MAXS; s++) {
+    for (unsigned l = 0; l < nloops; l++)
+        CHECK(ol_loop_post(lctx[l].loop, spawn_all, &lctx[l]) == 0);
+    if (nloops == 1) {
+        CHECK(ol_loop_run(lctx[0].loop) == 0);
+    } else {
+        for (unsigned l = 0; l < nloops; l++)
+            CHECK(pthread_create(&lctx[l].thread, NULL, loop_thread, &lctx[l]) == 0);
+        for (unsigned l = 0; l < nloops; l++)
+            pthread_join(lctx[l].thread, NULL);
+    }
+    for (unsigned l = 0; l < nloops; l++)
+        ol_loop_destroy(lctx[l].loop);
+    for (unsigned s = 0; s < MAXS; s++) {
         uint8_t b[16];
+        if (fargs[s].fail) {
+            CHECK(fargs[s].done == 2);
+            continue;
+        }
         CHECK(fargs[s].done == 1);
         ref_md5(data + fargs[s].start, fargs[s].len, b);
         CHECK(memcmp(fargs[s].digest, b, 16) == 0);
     }
-    struct ol_md5_stats st;
-    ol_md5_stats(&st);
-    printf("async: %llu batches, %llu jobs, %llu SIMD rounds for %llu blocks, %llu scalar\n",
-           (unsigned long long)st.batches, (unsigned long long)st.jobs,
-           (unsigned long long)st.simd_rounds, (unsigned long long)st.simd_blocks,
-           (unsigned long long)st.scalar_blocks);
-    CHECK(st.batches > 0 && st.jobs > st.batches);
+    if (nloops == 1) {
+        struct ol_md5_stats st;
+        ol_md5_stats(&st);
+        printf("async: %llu batches, %llu jobs, %llu SIMD rounds for %llu blocks, %llu scalar\n",
+               (unsigned long long)(st.batches - st0.batches),
+               (unsigned long long)(st.jobs - st0.jobs),
+               (unsigned long long)(st.simd_rounds - st0.simd_rounds),
+               (unsigned long long)(st.simd_blocks - st0.simd_blocks),
+               (unsigned long long)(st.scalar_blocks - st0.scalar_blocks));
+        CHECK(st.batches > st0.batches && st.jobs - st0.jobs > st.batches - st0.batches);
+    }
 }
 
 static void bench(unsigned nstreams, size_t mb)
@@ -264,7 +318,12 @@ int main(void)
         test_md5_of_md5s();
     }
     ol_md5_force_lanes(widest);
-    test_submit();
+    test_submit(1);
+    for (int i = 0; i < 20; i++)
+        test_submit(2);
+    printf("two loops: %llu batches, %llu waits for the other thread's batch\n",
+           (unsigned long long)cross_batches, (unsigned long long)cross_waits);
+    CHECK(cross_batches > 0);
     const char *e = getenv("OL_MD5_BENCH_MB");
     size_t mb = e ? (size_t)atoi(e) : 64;
     for (int w = 0; mb && w < 3; w++) {
