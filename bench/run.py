@@ -72,6 +72,53 @@ http {{
 """
 
 
+def dirty_bytes():
+    """Bytes of the page cache waiting to be written back (Dirty + Writeback)."""
+    n = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            k, v = line.split(":", 1)
+            if k in ("Dirty", "Writeback"):
+                n += int(v.split()[0]) * 1024
+    return n
+
+
+def disk_activity():
+    """Sectors written and discarded so far, summed over the block devices."""
+    n = 0
+    with open("/proc/diskstats") as f:
+        for line in f:
+            x = line.split()
+            if len(x) >= 10:
+                n += int(x[9]) + (int(x[16]) if len(x) >= 17 else 0)
+    return n
+
+
+def settle(limit=64 << 20, timeout=60.0, quiet_s=0.3):
+    """Lets the disk finish what earlier runs left it, before the next run.
+
+    nginx's DAV PUT returns once a file is in the page cache, and the kernel
+    writes it back later: up to gigabytes after a 5 s run.  OpenLake frees the
+    segments of overwritten objects in the background, and on a file system
+    mounted with `discard` each freed block is discarded.  Without this, one
+    side's late I/O lands in the other side's next run.  So: write back the
+    dirty pages, then wait until no device has written or discarded anything
+    for quiet_s.  nginx is still measured without paying for its writeback."""
+    os.sync()
+    t = time.time() + timeout
+    while dirty_bytes() > limit and time.time() < t:
+        time.sleep(0.1)
+    last = disk_activity()
+    quiet_since = time.time()
+    while time.time() < t:
+        time.sleep(0.1)
+        now = disk_activity()
+        if now != last:
+            last, quiet_since = now, time.time()
+        elif time.time() - quiet_since >= quiet_s:
+            break
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -367,10 +414,14 @@ def main():
                 b.run(ngep + ngpath + warm, ng.pid)
             ol_runs, ec_runs_l, ng_runs = [], [], []
             for i in range(runs):
-                # Interleaved, so that a noisy neighbour hurts every side alike.
+                # Interleaved, so that a noisy neighbour hurts every side alike;
+                # each run starts on a settled disk (see settle()).
+                settle()
                 ol_runs.append(b.run(olep + ["--bucket", bucket, "--op", op] + common, ol.pid))
                 if i < ec_runs:
+                    settle()
                     ec_measure(["--bucket", bucket, "--op", op] + ec_common, ec_runs_l)
+                settle()
                 ng_runs.append(b.run(ngep + ngpath + ["--op", op] + common, ng.pid))
             row = {"test": "%s %s c=%d" % (op.upper(), label, conc), "op": op,
                    "openlake": summarize(ol_runs, "openlake"),
