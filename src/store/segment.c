@@ -497,7 +497,7 @@ static bool seg_has_live(MDB_txn *txn, struct ol_store *st, uint64_t id)
     return rc != -OL_ENOKEY;
 }
 
-static void reap(struct ol_store *st, bool all, uint64_t id)
+void ol_seg_reap_all(struct ol_store *st)
 {
     MDB_txn *txn = NULL;
     if (mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) != 0)
@@ -505,13 +505,7 @@ static void reap(struct ol_store *st, bool all, uint64_t id)
     struct ol_seg *kill[64];
     size_t nkill = 0;
     pthread_mutex_lock(&st->reg_mu);
-    size_t lo = 0, hi = st->nsegs;
-    if (!all) {
-        bool found;
-        lo = reg_find(st, id, &found);
-        hi = found ? lo + 1 : lo;
-    }
-    for (size_t i = lo; i < hi && i < st->nsegs && nkill < 64;) {
+    for (size_t i = 0; i < st->nsegs && nkill < 64;) {
         struct ol_seg *seg = st->segs[i];
         if (seg->dead || !atomic_load(&seg->sealed) || atomic_load(&seg->refs) != 0 ||
             seg_has_live(txn, st, seg->id)) {
@@ -521,7 +515,6 @@ static void reap(struct ol_store *st, bool all, uint64_t id)
         seg->dead = true;
         memmove(st->segs + i, st->segs + i + 1, (st->nsegs - i - 1) * sizeof(*st->segs));
         st->nsegs--;
-        hi--;
         kill[nkill++] = seg;
     }
     pthread_mutex_unlock(&st->reg_mu);
@@ -536,16 +529,6 @@ static void reap(struct ol_store *st, bool all, uint64_t id)
         seg_free(kill[i]);
     }
     /* A full batch means there may be more; the next pass takes them. */
-    if (all && nkill == 64)
+    if (nkill == 64)
         ol_compact_kick_reap(st);
-}
-
-void ol_seg_reap(struct ol_store *st, uint64_t id)
-{
-    reap(st, false, id);
-}
-
-void ol_seg_reap_all(struct ol_store *st)
-{
-    reap(st, true, 0);
 }

@@ -65,8 +65,10 @@ void ol_seg_unref(struct ol_store *st, struct ol_seg *seg);
 /* Makes everything written to seg so far durable; concurrent callers share
  * fdatasyncs. */
 int ol_seg_sync(struct ol_seg *seg);
-/* Unlinks the segment if it is sealed, unreferenced and has no live bytes. */
-void ol_seg_reap(struct ol_store *st, uint64_t id);
+/* Unlinks every segment that is sealed, unreferenced and has no live bytes
+ * (at most 64 per call; it asks the compactor for another pass if there may
+ * be more).  Runs on the compactor thread (ol_compact_kick_reap) and at open:
+ * with online discard, an unlink can take milliseconds. */
 void ol_seg_reap_all(struct ol_store *st);
 /* Full-buffer I/O helpers with bounded retries on short transfers. */
 int ol_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);

@@ -1337,10 +1337,13 @@ static void run_batch(struct ol_store *st, struct ol_op **ops, unsigned n)
     atomic_fetch_add(&st->commit_ops, n);
     for (unsigned i = 0; i < n; i++)
         ol_completion_signal(&ops[i]->done, ops[i]->result); /* ops[i] may vanish now */
-    /* Unlinking comes after the commit is durable, so no committed entry can
-     * point into a removed file. */
-    for (uint32_t i = 0; rc == 0 && i < bc.nzeroed; i++)
-        ol_seg_reap(st, bc.zeroed[i]);
+    /* Segments left with no live bytes are unlinked by the compactor thread,
+     * after this commit is durable, so no committed entry can point into a
+     * removed file.  Not here: on a file system mounted with `discard`, an
+     * unlink discards the file's blocks synchronously (milliseconds for a
+     * 256 MiB segment), and every commit queued behind it would wait. */
+    if (rc == 0 && bc.nzeroed > 0)
+        ol_compact_kick_reap(st);
     free(bc.zeroed);
 }
 
