@@ -227,37 +227,8 @@ __attribute__((target("avx512f"), always_inline)) static inline void load16(v16u
     }
 }
 
-/* Hashes nblk blocks of each lane: lane l's block k is at ptr[l] + k *
- * step[l] (step 0 keeps an idle lane on one harmless block).  st[j][l] is
- * state word j of lane l.  This generic form (GCC vector types) is the
- * AVX2 one; AVX-512 has its own below. */
-#define DEFINE_MB(name, W, VT, TGT, LOAD)                                                          \
-    __attribute__((target(TGT))) static void name(uint32_t st[4][MB_MAX],                          \
-                                                  const uint8_t *const ptr[MB_MAX],                \
-                                                  const size_t step[MB_MAX], size_t nblk)          \
-    {                                                                                              \
-        VT a0, b0, c0, d0;                                                                         \
-        memcpy(&a0, st[0], sizeof(VT));                                                            \
-        memcpy(&b0, st[1], sizeof(VT));                                                            \
-        memcpy(&c0, st[2], sizeof(VT));                                                            \
-        memcpy(&d0, st[3], sizeof(VT));                                                            \
-        for (size_t k = 0; k < nblk; k++) {                                                        \
-            VT X[16];                                                                              \
-            LOAD(X, ptr, step, k);                                                                 \
-            VT a = a0, b = b0, c = c0, d = d0;                                                     \
-            MD5_ROUNDS(a, b, c, d, X);                                                             \
-            a0 += a;                                                                               \
-            b0 += b;                                                                               \
-            c0 += c;                                                                               \
-            d0 += d;                                                                               \
-        }                                                                                          \
-        memcpy(st[0], &a0, sizeof(VT));                                                            \
-        memcpy(st[1], &b0, sizeof(VT));                                                            \
-        memcpy(st[2], &c0, sizeof(VT));                                                            \
-        memcpy(st[3], &d0, sizeof(VT));                                                            \
-    }
-
-DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
+/* AVX2 takes the generic step (MD5_STEP_1 on GCC vector types). */
+#define MB_VADD(x, y) ((x) + (y))
 
 /* AVX-512: each of F, G, H and I is one vpternlogd (the immediates below
  * are their truth tables over b, c, d) and the rotation one vprold.  The
@@ -279,7 +250,11 @@ DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
 #define MD5_STEP_Y(f, a, b, c, d, X, i, k, s) MD5_STEP_AVX512(_mm256, f, a, b, c, d, X, i, k, s)
 #define MD5_STEP_Z(f, a, b, c, d, X, i, k, s) MD5_STEP_AVX512(_mm512, f, a, b, c, d, X, i, k, s)
 
-#define DEFINE_MB_AVX512(name, VT, PFX, TGT, GVT, LOAD, STEP, AHEAD)                              \
+/* Hashes nblk blocks of each lane: lane l's block k is at ptr[l] + k *
+ * step[l] (step 0 keeps an idle lane on one harmless block).  st[j][l] is
+ * state word j of lane l.  VT is the state's vector type, GVT the one LOAD
+ * fills, STEP one MD5 step and ADD a lane-wise add. */
+#define DEFINE_MB(name, VT, TGT, GVT, LOAD, STEP, ADD, AHEAD)                                      \
     __attribute__((target(TGT))) static void name(uint32_t st[4][MB_MAX],                          \
                                                   const uint8_t *const ptr[MB_MAX],                \
                                                   const size_t step[MB_MAX], size_t nblk)          \
@@ -305,10 +280,10 @@ DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
                 LOAD(G, ptr, step, k + 1);                                                         \
             VT a = a0, b = b0, c = c0, d = d0;                                                     \
             MD5_ROUNDS_WITH(STEP, a, b, c, d, X);                                                  \
-            a0 = PFX##_add_epi32(a0, a);                                                           \
-            b0 = PFX##_add_epi32(b0, b);                                                           \
-            c0 = PFX##_add_epi32(c0, c);                                                           \
-            d0 = PFX##_add_epi32(d0, d);                                                           \
+            a0 = ADD(a0, a);                                                                       \
+            b0 = ADD(b0, b);                                                                       \
+            c0 = ADD(c0, c);                                                                       \
+            d0 = ADD(d0, d);                                                                       \
         }                                                                                          \
         memcpy(st[0], &a0, sizeof(VT));                                                            \
         memcpy(st[1], &b0, sizeof(VT));                                                            \
@@ -316,8 +291,9 @@ DEFINE_MB(mb8_avx2, 8, v8u, "avx2", load8)
         memcpy(st[3], &d0, sizeof(VT));                                                            \
     }
 
-DEFINE_MB_AVX512(mb8_avx512, __m256i, _mm256, "avx512f,avx512vl", v8u, load8, MD5_STEP_Y, 1)
-DEFINE_MB_AVX512(mb16_avx512, __m512i, _mm512, "avx512f", v16u, load16, MD5_STEP_Z, 0)
+DEFINE_MB(mb8_avx2, v8u, "avx2", v8u, load8, MD5_STEP_1, MB_VADD, 0)
+DEFINE_MB(mb8_avx512, __m256i, "avx512f,avx512vl", v8u, load8, MD5_STEP_Y, _mm256_add_epi32, 1)
+DEFINE_MB(mb16_avx512, __m512i, "avx512f", v16u, load16, MD5_STEP_Z, _mm512_add_epi32, 0)
 
 typedef void (*mb_fn)(uint32_t st[4][MB_MAX], const uint8_t *const ptr[MB_MAX],
                       const size_t step[MB_MAX], size_t nblk);
