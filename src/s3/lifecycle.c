@@ -31,7 +31,8 @@
  * iterator closed, the worker opens each candidate (the version concerned,
  * for noncurrent expiration) and drops those whose tags do not match, so a
  * batch of non-matching objects costs one read each and takes none of the
- * removal budget.  A delete marker has no tags, so a tag rule never removes
+ * removal budget.  Each one is read again right before its removal, since
+ * its tags may have changed in between.  A delete marker has no tags, so a tag rule never removes
  * one (S3 rejects ExpiredObjectDeleteMarker with a tag filter).
  *
  * In a bucket that has had versioning, Expiration adds a delete marker (the
@@ -680,6 +681,20 @@ static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_
     return true;
 }
 
+/* Whether candidate i's version (k->vids[i]) still exists and carries every
+ * tag the rule requires. */
+static bool ol_lc_version_tags_match(struct ol_store *st, const char *bucket,
+                                     const struct ol_lc_rule *ru, const struct ol_lc_keys *k,
+                                     size_t i)
+{
+    struct ol_store_reader *rd = NULL;
+    if (ol_store_read_open_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], &rd) != 0)
+        return false;
+    bool match = ol_lc_tags_match(ru, rd);
+    ol_store_read_close(rd);
+    return match;
+}
+
 /* Drops, from candidates [from, k->n), those whose tags do not match the
  * rule's (a lone delete marker has none), keeping the others in order.  The
  * current object is read when k->vids is not used (vids false), else the
@@ -1002,6 +1017,12 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
          * returns. */
         bool latest = ol_lc_is_latest(st, bucket, k->keys[i], k->lens[i], k->vids[i]);
         if (!k->lone[i] && latest)
+            continue;
+        /* Its tags may have changed since the scan (PutObjectTagging with
+         * its versionId): look at them again just before removing it, as
+         * the current-version expiration does (the same narrow race
+         * remains: the store has no delete-if-unchanged). */
+        if (!k->lone[i] && ru->ntags && !ol_lc_version_tags_match(st, bucket, ru, k, i))
             continue;
         int rc = ol_store_delete_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], NULL);
         if (rc == -OL_ENOVERSION || rc == -OL_ENOKEY)
