@@ -1,10 +1,11 @@
 /* Bucket lifecycle: PutBucketLifecycleConfiguration, GetBucketLifecycle-
  * Configuration, DeleteBucketLifecycle, and the worker that applies the rules.
  *
- * Rules: ID, Status (Enabled | Disabled), a filter (Filter/Prefix, one
- * Filter/Tag, or Filter/And with a Prefix and up to OL_LC_MAX_TAGS tags, or
- * the legacy rule-level Prefix; size filters answer NotImplemented), and
- * actions: Expiration (Days, Date or
+ * Rules: ID, Status (Enabled | Disabled), a filter (exactly one of
+ * Filter/Prefix, one Filter/Tag, Filter/ObjectSizeGreaterThan,
+ * Filter/ObjectSizeLessThan, or Filter/And with a Prefix, up to
+ * OL_LC_MAX_TAGS tags and the two size bounds; or the legacy rule-level
+ * Prefix), and actions: Expiration (Days, Date or
  * ExpiredObjectDeleteMarker), NoncurrentVersionExpiration (see below) and
  * AbortIncompleteMultipartUpload (DaysAfterInitiation).  Transitions answer
  * NotImplemented: this server has one storage class.
@@ -24,6 +25,15 @@
  * store iterator closed (and the fiber yielding) between batches, at most
  * OL_LC_MAX_ACTIONS objects and uploads per bucket are removed per pass (the
  * next pass goes on), and no iterator is held across a store write.
+ *
+ * Size bounds are exclusive byte counts (GreaterThan 0..OL_LC_SIZE_MAX,
+ * LessThan 1..OL_LC_SIZE_MAX, GreaterThan below LessThan when both are
+ * given; not with AbortIncompleteMultipartUpload, as S3 refuses).  The
+ * iterators return sizes, so the worker filters on them while scanning: the
+ * current object's size for Expiration, each version's own for
+ * NoncurrentVersionExpiration.  A delete marker has no size and is not
+ * filtered by them.  The re-read before a current object's removal checks
+ * its size again (an overwrite may have changed it).
  *
  * A rule with tags applies to the objects (and versions) that carry every
  * one of them, key and value equal.  Tags live in each version's index entry
@@ -70,6 +80,9 @@
 #define OL_LC_MAX_TAGS 10
 #define OL_LC_TAG_KEY_MAX 128
 #define OL_LC_TAG_VALUE_MAX 256
+/* The largest ObjectSizeGreaterThan / ObjectSizeLessThan Amazon S3 accepts
+ * (its InvalidRequest message for a value out of range names this bound). */
+#define OL_LC_SIZE_MAX 1099511627776000LL
 /* Keys examined per iterator snapshot, and most removals per bucket per pass. */
 #define OL_LC_SCAN_BATCH 1000
 #define OL_LC_MAX_ACTIONS 1000
@@ -97,6 +110,11 @@ struct ol_lc_rule {
     const char *tag_key[OL_LC_MAX_TAGS], *tag_val[OL_LC_MAX_TAGS];
     size_t tag_key_len[OL_LC_MAX_TAGS], tag_val_len[OL_LC_MAX_TAGS];
     bool tag_overflow; /* more than OL_LC_MAX_TAGS tags were given */
+    /* ObjectSizeGreaterThan / ObjectSizeLessThan in bytes, -1 when absent;
+     * inside <And> when and_filter, else directly in <Filter>. */
+    int64_t size_gt, size_lt;
+    unsigned filter_sizes; /* size elements directly in <Filter> */
+    bool size_twice;       /* one of them given twice */
     bool has_status, has_filter, has_expiration, has_noncurrent, has_abort;
     int64_t exp_days;    /* > 0, or 0 */
     int64_t exp_date_ns; /* > 0 with has_date */
@@ -160,18 +178,36 @@ static void ol_lc_trim(const char **s, size_t *n)
         (*n)--;
 }
 
-/* A positive decimal integer of at most 9 digits; -1 otherwise. */
-static int64_t ol_lc_positive(const char *s, size_t n)
+/* A size filter's value: an optionally signed decimal integer (the schema's
+ * Long).  Returns 0 with *v, or -1 when the text is not such an integer (or
+ * has more than 18 digits, beyond any valid size). */
+static int ol_lc_long(const char *s, size_t n, int64_t *v)
 {
     ol_lc_trim(&s, &n);
-    if (n == 0 || n > 9)
+    bool neg = n && s[0] == '-';
+    if (n && (s[0] == '-' || s[0] == '+')) {
+        s++;
+        n--;
+    }
+    if (n == 0 || n > 18)
         return -1;
-    int64_t v = 0;
+    int64_t x = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i] < '0' || s[i] > '9')
             return -1;
-        v = v * 10 + (s[i] - '0');
+        x = x * 10 + (s[i] - '0');
     }
+    *v = neg ? -x : x;
+    return 0;
+}
+
+/* A positive decimal integer of at most 9 digits, unsigned; -1 otherwise. */
+static int64_t ol_lc_positive(const char *s, size_t n)
+{
+    int64_t v = 0;
+    ol_lc_trim(&s, &n);
+    if (n == 0 || n > 9 || s[0] == '-' || s[0] == '+' || ol_lc_long(s, n, &v) != 0)
+        return -1;
     return v > 0 ? v : -1;
 }
 
@@ -245,6 +281,10 @@ static const char *const ol_lc_known[] = {
     "Filter/And/Tag",
     "Filter/And/Tag/Key",
     "Filter/And/Tag/Value",
+    "Filter/ObjectSizeGreaterThan",
+    "Filter/ObjectSizeLessThan",
+    "Filter/And/ObjectSizeGreaterThan",
+    "Filter/And/ObjectSizeLessThan",
     "Expiration",
     "Expiration/Days",
     "Expiration/Date",
@@ -258,10 +298,6 @@ static const char *const ol_lc_known[] = {
 
 /* Known to S3, not implemented here. */
 static const char *const ol_lc_unsupported[] = {
-    "Filter/ObjectSizeGreaterThan",
-    "Filter/ObjectSizeLessThan",
-    "Filter/And/ObjectSizeGreaterThan",
-    "Filter/And/ObjectSizeLessThan",
     "Transition",
     "Transitions",
     "NoncurrentVersionTransition",
@@ -285,9 +321,18 @@ static int ol_lc_rule_done(struct ol_lc_cfg *c, struct ol_lc_rule *ru)
         return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
     if (ru->legacy_prefix && ru->has_filter)
         return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
-    /* A Filter holds one condition: several need <And>. */
-    if (ru->filter_tags > 1 || (ru->filter_tags && (ru->filter_prefix || ru->and_filter)))
+    /* A Filter holds one condition (a Prefix, a Tag, a size bound, or an
+     * And): several need <And>, and And holds each size bound once. */
+    if (ru->filter_tags + ru->filter_sizes + ru->filter_prefix + ru->and_filter > 1 ||
+        ru->size_twice)
         return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+    if (ru->size_gt >= 0 && ru->size_lt >= 0 && ru->size_gt >= ru->size_lt)
+        return ol_lc_fail(c, OL_S3_InvalidArgument,
+                          "ObjectSizeGreaterThan must be less than ObjectSizeLessThan");
+    /* Amazon S3 refuses this pairing: an upload in progress has no size. */
+    if ((ru->size_gt >= 0 || ru->size_lt >= 0) && ru->has_abort)
+        return ol_lc_fail(c, OL_S3_InvalidRequest,
+                          "AbortIncompleteMultipartUpload cannot be specified with Object Size.");
     if (ru->tag_overflow)
         return ol_lc_fail(c, OL_S3_InvalidArgument,
                           "A lifecycle rule filter may have at most 10 tags");
@@ -336,6 +381,8 @@ static int ol_lc_on_elem(void *ctx, const char *path, bool start)
         memset(ru, 0, sizeof(*ru));
         ru->prefix = "";
         ru->exp_marker = -1;
+        ru->size_gt = -1;
+        ru->size_lt = -1;
         return 0;
     }
     if (!start)
@@ -356,6 +403,8 @@ static int ol_lc_on_elem(void *ctx, const char *path, bool start)
         if (strcmp(rel, ol_lc_known[i]) == 0) {
             if (strcmp(rel, "Filter") == 0)
                 ru->has_filter = true;
+            else if (strcmp(rel, "Filter/Prefix") == 0)
+                ru->filter_prefix = true; /* an empty one counts too */
             else if (strcmp(rel, "Filter/And") == 0)
                 ru->and_filter = true;
             else if (strcmp(rel, "Filter/Tag") == 0 || strcmp(rel, "Filter/And/Tag") == 0) {
@@ -370,6 +419,9 @@ static int ol_lc_on_elem(void *ctx, const char *path, bool start)
                 ru->tag_val_len[ru->ntags] = 0;
                 ru->ntags++;
             }
+            else if (strncmp(rel, "Filter/ObjectSize", 17) == 0 ||
+                     strncmp(rel, "Filter/And/ObjectSize", 21) == 0)
+                ru->filter_sizes += rel[7] == 'O';
             else if (strcmp(rel, "Expiration") == 0)
                 ru->has_expiration = true;
             else if (strcmp(rel, "NoncurrentVersionExpiration") == 0)
@@ -442,6 +494,26 @@ static int ol_lc_on_text(void *ctx, const char *path, const char *text, size_t l
             ru->tag_val[i] = kept;
             ru->tag_val_len[i] = len;
         }
+        return 0;
+    }
+    bool sgt = strcmp(rel, "Filter/ObjectSizeGreaterThan") == 0 ||
+               strcmp(rel, "Filter/And/ObjectSizeGreaterThan") == 0;
+    if (sgt || strcmp(rel, "Filter/ObjectSizeLessThan") == 0 ||
+        strcmp(rel, "Filter/And/ObjectSizeLessThan") == 0) {
+        int64_t v = 0;
+        int64_t *dst = sgt ? &ru->size_gt : &ru->size_lt;
+        /* Not a Long fails the schema; a Long out of range is refused the
+         * way Amazon S3 refuses it (InvalidRequest, naming the range). */
+        if (ol_lc_long(text, len, &v) != 0)
+            return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
+        if (v < (sgt ? 0 : 1) || v > OL_LC_SIZE_MAX)
+            return ol_lc_fail(c, OL_S3_InvalidRequest,
+                              sgt ? "'ObjectSizeGreaterThan' should be between 0 and "
+                                    "1099511627776000."
+                                  : "'ObjectSizeLessThan' should be between 1 and "
+                                    "1099511627776000.");
+        ru->size_twice = ru->size_twice || *dst >= 0;
+        *dst = v;
         return 0;
     }
     if (strcmp(rel, "Expiration/Days") == 0) {
@@ -546,7 +618,8 @@ static void ol_lc_write(const struct ol_lc_cfg *c, struct ol_xml *x)
             ol_xml_open(x, "Filter");
             if (ru->and_filter)
                 ol_xml_open(x, "And");
-            if (ru->prefix_len || (ru->and_filter && ru->ntags == 0))
+            bool sized = ru->size_gt >= 0 || ru->size_lt >= 0;
+            if (ru->prefix_len || (ru->and_filter && ru->ntags == 0 && !sized))
                 ol_xml_text(x, "Prefix", ru->prefix, ru->prefix_len);
             for (size_t t = 0; t < ru->ntags; t++) {
                 ol_xml_open(x, "Tag");
@@ -554,6 +627,11 @@ static void ol_lc_write(const struct ol_lc_cfg *c, struct ol_xml *x)
                 ol_xml_text(x, "Value", ru->tag_val[t], ru->tag_val_len[t]);
                 ol_xml_close(x);
             }
+            /* Inside <And> or directly in <Filter>, as given. */
+            if (ru->size_gt >= 0)
+                ol_xml_u64(x, "ObjectSizeGreaterThan", (uint64_t)ru->size_gt);
+            if (ru->size_lt >= 0)
+                ol_xml_u64(x, "ObjectSizeLessThan", (uint64_t)ru->size_lt);
             if (ru->and_filter)
                 ol_xml_close(x);
             ol_xml_close(x);
@@ -671,6 +749,17 @@ static void ol_lc_keys_clear(struct ol_lc_keys *k)
     k->n = 0;
 }
 
+/* Whether an object (or version) of this size passes the rule's size
+ * bounds, both exclusive as in Amazon S3. */
+static bool ol_lc_size_match(const struct ol_lc_rule *ru, uint64_t size)
+{
+    if (ru->size_gt >= 0 && size <= (uint64_t)ru->size_gt)
+        return false;
+    if (ru->size_lt >= 0 && size >= (uint64_t)ru->size_lt)
+        return false;
+    return true;
+}
+
 /* Whether the version rd holds carries every tag the rule requires. */
 static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_reader *rd)
 {
@@ -682,7 +771,7 @@ static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_
 }
 
 /* Whether candidate i's version (k->vids[i]) still exists and carries every
- * tag the rule requires. */
+ * tag the rule requires (and, read anyway, is of a size the rule covers). */
 static bool ol_lc_version_tags_match(struct ol_store *st, const char *bucket,
                                      const struct ol_lc_rule *ru, const struct ol_lc_keys *k,
                                      size_t i)
@@ -690,7 +779,7 @@ static bool ol_lc_version_tags_match(struct ol_store *st, const char *bucket,
     struct ol_store_reader *rd = NULL;
     if (ol_store_read_open_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], &rd) != 0)
         return false;
-    bool match = ol_lc_tags_match(ru, rd);
+    bool match = ol_lc_size_match(ru, ol_store_read_info(rd)->size) && ol_lc_tags_match(ru, rd);
     ol_store_read_close(rd);
     return match;
 }
@@ -809,7 +898,7 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
             memcpy(from, key, kl);
             from_len = kl;
             inclusive = false;
-            if (info.mtime_ns <= cutoff) {
+            if (info.mtime_ns <= cutoff && ol_lc_size_match(ru, info.size)) {
                 rc = ol_lc_keys_add(k, key, kl);
                 if (rc < 0) {
                     ret = rc == -ENOSPC ? 0 : rc;
@@ -836,8 +925,10 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
         struct ol_store_reader *rd = NULL;
         int rc = ol_store_read_open(st, bucket, k->keys[i], k->lens[i], &rd);
         if (rc == 0) {
-            /* Its tags may have changed since too. */
-            bool expired = ol_store_read_info(rd)->mtime_ns <= cutoff && ol_lc_tags_match(ru, rd);
+            /* Its tags (and, overwritten, its size) may have changed too. */
+            const struct ol_obj_info *info = ol_store_read_info(rd);
+            bool expired = info->mtime_ns <= cutoff && ol_lc_size_match(ru, info->size) &&
+                           ol_lc_tags_match(ru, rd);
             ol_store_read_close(rd);
             if (!expired)
                 continue;
@@ -990,8 +1081,11 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
                 s->first_mtime_ns = vi.info.mtime_ns;
                 snprintf(s->first_vid, sizeof(s->first_vid), "%s", vi.vid);
             } else if (nc_cutoff != INT64_MIN && s->prev_mtime_ns <= nc_cutoff &&
-                       s->pos > (size_t)ru->nc_newer) {
-                /* Noncurrent since the newer version's write, long enough. */
+                       s->pos > (size_t)ru->nc_newer &&
+                       (vi.is_marker || ol_lc_size_match(ru, vi.info.size))) {
+                /* Noncurrent since the newer version's write, long enough,
+                 * and of a size the rule covers (a version's own size; a
+                 * noncurrent delete marker has none and is not filtered). */
                 if (ol_lc_vadd(k, key, kl, vi.vid, false) < 0)
                     break;
             }

@@ -80,7 +80,9 @@ def rule(**kw):
     ([rule(Expiration={"Days": 1}), rule(Expiration={"Days": 2})], "InvalidArgument"),  # same ID
     ([rule(ID="x" * 256, Expiration={"Days": 1})], "InvalidArgument"),
     ([rule(AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})], "InvalidArgument"),
-    ([rule(Expiration={"Days": 1}, Filter={"ObjectSizeGreaterThan": 10})], "NotImplemented"),
+    ([rule(Expiration={"Days": 1},
+           Filter={"And": {"ObjectSizeGreaterThan": 10, "ObjectSizeLessThan": 10}})],
+     "InvalidArgument"),  # GreaterThan must be below LessThan
     ([rule(Expiration={"Days": 1},
            Filter={"And": {"Tags": [{"Key": "a", "Value": "1"}, {"Key": "a", "Value": "2"}]}})],
      "InvalidArgument"),  # duplicate tag keys
@@ -353,3 +355,152 @@ def test_noncurrent_expiration_with_tag_filter(s3, bucket):
     assert wait_for(lambda: versions(s3, bucket, "k") == [("k", v[3], False)]), \
         versions(s3, bucket, "k")
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"3"
+
+
+# ---- size filters ----
+
+def put_sized(s3, bucket, sizes):
+    for k, n in sizes.items():
+        s3.put_object(Bucket=bucket, Key=k, Body=b"s" * n)
+
+
+def test_size_filters_roundtrip(s3, bucket):
+    rules = [
+        rule(ID="gt", Filter={"ObjectSizeGreaterThan": 1024}, Expiration={"Days": 3}),
+        rule(ID="lt", Filter={"ObjectSizeLessThan": 77}, Expiration={"Days": 3}),
+        rule(ID="zero", Filter={"ObjectSizeGreaterThan": 0},
+             NoncurrentVersionExpiration={"NoncurrentDays": 2}),
+        rule(ID="and", Filter={"And": {"Prefix": "logs/", "Tags": [{"Key": "a", "Value": "1"}],
+                                       "ObjectSizeGreaterThan": 7,
+                                       "ObjectSizeLessThan": 1099511627776000}},
+             Expiration={"Days": 1}),
+        rule(ID="sizes-only", Filter={"And": {"ObjectSizeGreaterThan": 1,
+                                              "ObjectSizeLessThan": 5}},
+             Expiration={"Days": 1}),
+    ]
+    r = s3.put_bucket_lifecycle_configuration(Bucket=bucket,
+                                              LifecycleConfiguration={"Rules": rules})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [g["ID"] for g in got] == ["gt", "lt", "zero", "and", "sizes-only"]
+    assert got[0]["Filter"] == {"ObjectSizeGreaterThan": 1024}
+    assert got[1]["Filter"] == {"ObjectSizeLessThan": 77}
+    assert got[2]["Filter"] == {"ObjectSizeGreaterThan": 0}
+    assert got[3]["Filter"] == {"And": {"Prefix": "logs/", "Tags": [{"Key": "a", "Value": "1"}],
+                                        "ObjectSizeGreaterThan": 7,
+                                        "ObjectSizeLessThan": 1099511627776000}}
+    assert got[4]["Filter"] == {"And": {"ObjectSizeGreaterThan": 1, "ObjectSizeLessThan": 5}}
+
+
+def lc_doc(filt, action=b"<Expiration><Days>1</Days></Expiration>"):
+    return (b"<LifecycleConfiguration><Rule><ID>r</ID><Filter>" + filt + b"</Filter>"
+            b"<Status>Enabled</Status>" + action + b"</Rule></LifecycleConfiguration>")
+
+
+GT = b"ObjectSizeGreaterThan"
+LT = b"ObjectSizeLessThan"
+
+
+def el(name, val):
+    return b"<" + name + b">" + val + b"</" + name + b">"
+
+
+@pytest.mark.parametrize("doc, code", [
+    (lc_doc(el(GT, b"-1")), "InvalidRequest"),
+    (lc_doc(el(LT, b"0")), "InvalidRequest"),
+    (lc_doc(b"<And>" + el(LT, b"-5") + b"</And>"), "InvalidRequest"),
+    (lc_doc(el(GT, b"1099511627776001")), "InvalidRequest"),
+    (lc_doc(el(GT, b"ten")), "MalformedXML"),
+    (lc_doc(el(LT, b"1.5")), "MalformedXML"),
+    (lc_doc(el(LT, b"")), "MalformedXML"),
+    (lc_doc(b"<And>" + el(GT, b"12x") + b"</And>"), "MalformedXML"),
+    (lc_doc(b"<And>" + el(GT, b"100") + el(LT, b"100") + b"</And>"), "InvalidArgument"),
+    (lc_doc(b"<And>" + el(GT, b"101") + el(LT, b"100") + b"</And>"), "InvalidArgument"),
+    # A Filter holds one predicate directly; several need <And>.
+    (lc_doc(el(GT, b"1") + el(LT, b"100")), "MalformedXML"),
+    (lc_doc(el(b"Prefix", b"a/") + el(GT, b"1")), "MalformedXML"),
+    (lc_doc(b"<Prefix></Prefix>" + el(LT, b"10")), "MalformedXML"),
+    (lc_doc(b"<Tag><Key>k</Key><Value>v</Value></Tag>" + el(LT, b"10")), "MalformedXML"),
+    (lc_doc(el(GT, b"1") + b"<And><Prefix>a</Prefix></And>"), "MalformedXML"),
+    (lc_doc(b"<And>" + el(GT, b"1") + el(GT, b"2") + b"</And>"), "MalformedXML"),
+    # S3 refuses size filters on a rule that aborts uploads.
+    (lc_doc(el(GT, b"1"), b"<AbortIncompleteMultipartUpload><DaysAfterInitiation>1"
+                          b"</DaysAfterInitiation></AbortIncompleteMultipartUpload>"),
+     "InvalidRequest"),
+])
+def test_size_filter_invalid(server, bucket, doc, code):
+    r = h.signed_request(server, "PUT", f"/{bucket}?lifecycle", body=doc)
+    assert r.status == 400, r
+    assert h.parse_error(r.body)["Code"] == code, r.body
+
+
+def test_size_filter_valid_raw(server, s3, bucket):
+    """Whitespace around the number is accepted, as for Days; 0 is a valid GreaterThan."""
+    r = h.signed_request(server, "PUT", f"/{bucket}?lifecycle",
+                         body=lc_doc(b"<And>" + el(GT, b" 0 ") + el(LT, b"\n10\n") + b"</And>"))
+    assert r.status == 200, r
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert got[0]["Filter"] == {"And": {"ObjectSizeGreaterThan": 0, "ObjectSizeLessThan": 10}}
+
+
+def test_size_greater_than_expires_only_larger(s3, bucket):
+    put_sized(s3, bucket, {"a": 0, "b": 5, "c": 10, "d": 11, "e": 4096})
+    r = s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"ObjectSizeGreaterThan": 10}, Expiration={"Days": 1})]})
+    assert r["ResponseMetadata"]["HTTPStatusCode"] == 200
+    # Strictly greater: the 10-byte object stays.
+    assert wait_for(lambda: keys(s3, bucket) == ["a", "b", "c"]), keys(s3, bucket)
+    time.sleep(1.0)
+    assert keys(s3, bucket) == ["a", "b", "c"]
+    # Growing an object past the bound brings it under the rule.
+    s3.put_object(Bucket=bucket, Key="b", Body=b"x" * 20)
+    assert wait_for(lambda: keys(s3, bucket) == ["a", "c"]), keys(s3, bucket)
+
+
+def expire_and_expect(s3, bucket, filt, want):
+    """Sets one rule (this filter, Expiration after a day), then checks that
+    exactly `want` remains, and still remains a moment later."""
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter=filt, Expiration={"Days": 1})]})
+    assert wait_for(lambda: keys(s3, bucket) == want), keys(s3, bucket)
+    time.sleep(1.0)
+    assert keys(s3, bucket) == want
+
+
+def test_size_less_than_with_prefix(s3, bucket):
+    put_sized(s3, bucket, {"logs/tiny": 1, "logs/small": 49, "logs/edge": 50, "logs/big": 500,
+                           "other/tiny": 1})
+    expire_and_expect(s3, bucket, {"And": {"Prefix": "logs/", "ObjectSizeLessThan": 50}},
+                      ["logs/big", "logs/edge", "other/tiny"])
+
+
+def test_size_range_with_tags(s3, bucket):
+    s3.put_object(Bucket=bucket, Key="in", Body=b"x" * 20, Tagging="t=1")
+    s3.put_object(Bucket=bucket, Key="untagged", Body=b"x" * 20)
+    s3.put_object(Bucket=bucket, Key="small", Body=b"x" * 10, Tagging="t=1")
+    s3.put_object(Bucket=bucket, Key="large", Body=b"x" * 30, Tagging="t=1")
+    expire_and_expect(s3, bucket, {"And": {"Tags": [{"Key": "t", "Value": "1"}],
+                                           "ObjectSizeGreaterThan": 10, "ObjectSizeLessThan": 30}},
+                      ["large", "small", "untagged"])
+
+
+def test_noncurrent_expiration_by_version_size(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    sizes = [1, 100, 2, 200, 300]
+    v = [s3.put_object(Bucket=bucket, Key="k", Body=b"v" * n)["VersionId"] for n in sizes]
+    # A noncurrent delete marker is not size-filtered: the rule removes it.
+    s3.put_object(Bucket=bucket, Key="m", Body=b"m" * 500)
+    marker = s3.delete_object(Bucket=bucket, Key="m")["VersionId"]
+    m_cur = s3.put_object(Bucket=bucket, Key="m", Body=b"m")["VersionId"]
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": [
+        rule(Filter={"ObjectSizeGreaterThan": 50},
+             NoncurrentVersionExpiration={"NoncurrentDays": 1})]})
+    # Each noncurrent version's own size decides; the current one (300) stays.
+    want = sorted([("k", v[0], False), ("k", v[2], False), ("k", v[4], False)])
+    assert wait_for(lambda: versions(s3, bucket, "k") == want), versions(s3, bucket, "k")
+    assert wait_for(lambda: versions(s3, bucket, "m") == [("m", m_cur, False)]), \
+        versions(s3, bucket, "m")
+    assert marker != m_cur
+    time.sleep(1.0)
+    assert versions(s3, bucket, "k") == want
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v" * 300
