@@ -31,6 +31,19 @@ static int failures;
         }                                                                                          \
     } while (0)
 
+/* Makes a test's scratch directory, /tmp/ol_test_<name>_XXXXXX, into root
+ * (cap bytes).  Returns 0, or -1 after saying why (the test then exits 77:
+ * skipped). */
+static inline int check_mkdtemp(char *root, size_t cap, const char *name)
+{
+    snprintf(root, cap, "/tmp/ol_test_%s_XXXXXX", name);
+    if (!mkdtemp(root)) {
+        perror("mkdtemp");
+        return -1;
+    }
+    return 0;
+}
+
 /* Removes a test's scratch directory tree (a path the test made with
  * mkdtemp, so it holds no quote). */
 static inline void check_rm_rf(const char *path)

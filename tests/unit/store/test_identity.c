@@ -210,11 +210,9 @@ int main(void)
     ol_store_opts_default(&opts);
     opts.segment_bytes = 4u << 20;
     opts.max_loops = 1;
-    char root[] = "/tmp/ol-identity-XXXXXX";
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    char root[64];
+    if (check_mkdtemp(root, sizeof(root), "identity") != 0)
         return 77;
-    }
     char d1[600], d2[600];
     snprintf(d1, sizeof(d1), "%s/d1", root);
     snprintf(d2, sizeof(d2), "%s/d2", root);

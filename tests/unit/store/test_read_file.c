@@ -18,37 +18,16 @@
 #include "store/store.h"
 
 #include "check.h"
+#include "store_check.h"
 
 static char root[256];
-
-static uint8_t byte_at(uint64_t seed, uint64_t pos)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + pos / 8;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    return (uint8_t)(x >> (8 * (pos % 8)));
-}
 
 static int put(struct ol_store *st, const char *key, size_t size, uint64_t seed)
 {
     struct ol_store_writer *w;
-    int rc = ol_store_write_begin(st, (int64_t)size, &w);
+    int rc = check_write_pattern(st, size, seed, 200003, check_fill, &w);
     if (rc)
         return rc;
-    uint8_t *chunk = malloc(200003);
-    for (size_t done = 0; done < size && rc == 0;) {
-        size_t n = size - done < 200003 ? size - done : 200003;
-        for (size_t i = 0; i < n; i++)
-            chunk[i] = byte_at(seed, done + i);
-        rc = ol_store_write(w, chunk, n);
-        done += n;
-    }
-    free(chunk);
-    if (rc) {
-        ol_store_write_abort(w);
-        return rc;
-    }
     struct ol_obj_info info;
     memset(&info, 0, sizeof(info));
     snprintf(info.etag, sizeof(info.etag), "etag-%llu", (unsigned long long)seed);
@@ -86,7 +65,7 @@ static long long read_back(struct ol_store *st, const char *key, uint64_t seed, 
             goto bad;
         }
         for (ssize_t i = 0; i < n; i++)
-            if (p[i] != byte_at(seed, off + (uint64_t)i))
+            if (p[i] != check_pattern(seed, off + (uint64_t)i))
                 goto bad;
         off += (uint64_t)n;
     }
@@ -105,7 +84,7 @@ static int flip(uint64_t seed, uint64_t pos)
 {
     uint8_t pat[64];
     for (size_t i = 0; i < sizeof(pat); i++)
-        pat[i] = byte_at(seed, pos + i);
+        pat[i] = check_pattern(seed, pos + i);
     char dir[400];
     snprintf(dir, sizeof(dir), "%s/seg", root);
     DIR *d = opendir(dir);
@@ -173,8 +152,7 @@ static void test_sigbus_guard(void)
 int main(void)
 {
     ol_log_level = OL_LOG_ERROR;
-    snprintf(root, sizeof(root), "/tmp/ol_test_read_file_XXXXXX");
-    if (!mkdtemp(root))
+    if (check_mkdtemp(root, sizeof(root), "read_file") != 0)
         return 77;
     struct ol_store_opts o;
     ol_store_opts_default(&o);

@@ -17,8 +17,7 @@
 #include "store/store.h"
 
 #include "check.h"
-
-
+#include "store_check.h"
 
 static char root[256];
 
@@ -45,23 +44,9 @@ static int put(struct ol_store *st, const char *bucket, const char *key, size_t 
                uint64_t seed)
 {
     struct ol_store_writer *w;
-    int rc = ol_store_write_begin(st, (int64_t)size, &w);
+    int rc = check_write_pattern(st, size, seed, 300007, fill, &w);
     if (rc)
         return rc;
-    uint8_t *chunk = malloc(300007);
-    size_t done = 0;
-    while (done < size && rc == 0) {
-        /* Odd chunk sizes exercise buffer boundaries. */
-        size_t n = size - done < 300007 ? size - done : 300007;
-        fill(chunk, n, seed, done);
-        rc = ol_store_write(w, chunk, n);
-        done += n;
-    }
-    free(chunk);
-    if (rc) {
-        ol_store_write_abort(w);
-        return rc;
-    }
     CHECK(ol_store_write_size(w) == size);
     struct ol_obj_info info;
     memset(&info, 0, sizeof(info));
@@ -883,11 +868,8 @@ static void test_fibers(struct ol_store *st)
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
-    snprintf(root, sizeof(root), "/tmp/ol_test_store_XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (check_mkdtemp(root, sizeof(root), "store") != 0)
         return 77;
-    }
     struct ol_store_opts o;
     default_opts(&o);
     struct ol_store *st = NULL;

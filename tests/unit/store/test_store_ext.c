@@ -18,46 +18,17 @@
 #include "store/store.h"
 
 #include "check.h"
-
-
+#include "store_check.h"
 
 static char root[256];
-
-static uint8_t pat(uint64_t seed, uint64_t pos)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + pos / 8;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    return (uint8_t)(x >> (8 * (pos % 8)));
-}
-
-static void fill(uint8_t *buf, size_t len, uint64_t seed, uint64_t off0)
-{
-    for (size_t i = 0; i < len; i++)
-        buf[i] = pat(seed, off0 + i);
-}
 
 static int put_if(struct ol_store *st, const char *bucket, const char *key, size_t size,
                   uint64_t seed, const char *etag, const struct ol_store_cond *cond)
 {
     struct ol_store_writer *w;
-    int rc = ol_store_write_begin(st, (int64_t)size, &w);
+    int rc = check_write_pattern(st, size, seed, 200003, check_fill, &w);
     if (rc)
         return rc;
-    uint8_t *chunk = malloc(200003);
-    size_t done = 0;
-    while (done < size && rc == 0) {
-        size_t n = size - done < 200003 ? size - done : 200003;
-        fill(chunk, n, seed, done);
-        rc = ol_store_write(w, chunk, n);
-        done += n;
-    }
-    free(chunk);
-    if (rc) {
-        ol_store_write_abort(w);
-        return rc;
-    }
     struct ol_obj_info info;
     memset(&info, 0, sizeof(info));
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
@@ -95,7 +66,7 @@ static int verify_at(struct ol_store *st, const char *bucket, const char *key, s
             break;
         }
         for (ssize_t i = 0; i < n; i++) {
-            if (d[i] != pat(seed, off0 + off + (uint64_t)i)) {
+            if (d[i] != check_pattern(seed, off0 + off + (uint64_t)i)) {
                 rc = -1002;
                 break;
             }
@@ -208,7 +179,7 @@ static void test_cond(struct ol_store *st)
     struct ol_store_writer *w;
     CHECK_RC(ol_store_write_begin(st, -1, &w), 0);
     uint8_t buf[5000];
-    fill(buf, sizeof(buf), 6, 0);
+    check_fill(buf, sizeof(buf), 6, 0);
     CHECK_RC(ol_store_write(w, buf, sizeof(buf)), 0);
     CHECK_RC(ol_store_write_commit_part(w, id, 1, "p1"), 0);
     struct ol_complete_part cp = {.part_no = 1};
@@ -320,7 +291,7 @@ static int put_attrs(struct ol_store *st, const char *bucket, const char *key, s
     if (rc)
         return rc;
     uint8_t *buf = malloc(size ? size : 1);
-    fill(buf, size, seed, 0);
+    check_fill(buf, size, seed, 0);
     rc = ol_store_write(w, buf, size);
     free(buf);
     if (rc) {
@@ -372,7 +343,7 @@ static int complete_attrs(struct ol_store *st, const char *bucket, const char *k
     if (rc)
         return rc;
     uint8_t buf[20000];
-    fill(buf, sizeof(buf), seed, 0);
+    check_fill(buf, sizeof(buf), seed, 0);
     rc = ol_store_write(w, buf, sizeof(buf));
     if (rc) {
         ol_store_write_abort(w);
@@ -663,7 +634,7 @@ static void test_copy(struct ol_store *st)
                     break;
                 }
                 for (ssize_t q = 0; q < n; q++)
-                    if (d[q] != pat(rs[i].seed, rs[i].off + j + (uint64_t)q))
+                    if (d[q] != check_pattern(rs[i].seed, rs[i].off + j + (uint64_t)q))
                         bad = 2;
                 j += (uint64_t)n;
             }
@@ -822,11 +793,8 @@ static void test_format_upgrade(void)
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
-    snprintf(root, sizeof(root), "/tmp/ol_test_store_ext_XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (check_mkdtemp(root, sizeof(root), "store_ext") != 0)
         return 77;
-    }
     struct ol_store_opts o;
     default_opts(&o);
     struct ol_store *st = NULL;

@@ -248,8 +248,7 @@ int main(void)
 {
     ol_log_level = OL_LOG_WARN;
     char root[64];
-    snprintf(root, sizeof(root), "/tmp/ol_test_versions_XXXXXX");
-    if (!mkdtemp(root))
+    if (check_mkdtemp(root, sizeof(root), "versions") != 0)
         return 77;
     struct ol_store_opts o;
     ol_store_opts_default(&o);

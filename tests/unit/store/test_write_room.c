@@ -18,20 +18,12 @@
 #include "store/store.h"
 
 #include "check.h"
+#include "store_check.h"
 
 #define MIB (1u << 20)
 #define MAX_PENDING 64
 
 static char root[256];
-
-static uint8_t pattern(uint64_t seed, uint64_t pos)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + pos / 8;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    return (uint8_t)(x >> (8 * (pos % 8)));
-}
 
 /* The stand-in for a deferred hash: chunks appended but not yet "hashed",
  * which must stay unchanged until the writer releases their buffer. */
@@ -50,7 +42,7 @@ struct pending {
 static void check_chunk(struct pending *pd, unsigned i)
 {
     for (size_t j = 0; j < pd->c[i].n; j++) {
-        if (pd->c[i].p[j] != pattern(pd->seed, pd->c[i].off + j)) {
+        if (pd->c[i].p[j] != check_pattern(pd->seed, pd->c[i].off + j)) {
             pd->damaged++;
             return;
         }
@@ -96,7 +88,7 @@ static int put_room(struct ol_store *st, const char *key, size_t size, int64_t h
         if (mix_every && round % mix_every == mix_every - 1) {
             want = want < 70001 ? want : 70001;
             for (size_t j = 0; j < want; j++)
-                tmp[j] = pattern(seed, off + j);
+                tmp[j] = check_pattern(seed, off + j);
             rc = ol_store_write(w, tmp, want);
             off += want;
             continue;
@@ -112,7 +104,7 @@ static int put_room(struct ol_store *st, const char *key, size_t size, int64_t h
         if (piece && want > piece)
             want = piece;
         for (size_t j = 0; j < want; j++)
-            p[j] = pattern(seed, off + j);
+            p[j] = check_pattern(seed, off + j);
         /* Older pending chunks are dropped (counted as hashed) when the
          * table is full; the writer's buffers hold far fewer. */
         if (pd->n == MAX_PENDING) {
@@ -164,7 +156,7 @@ static int verify(struct ol_store *st, const char *key, size_t size, uint64_t se
         if (n == 0)
             break;
         for (ssize_t j = 0; j < n; j++)
-            if (d[j] != pattern(seed, off + (uint64_t)j)) {
+            if (d[j] != check_pattern(seed, off + (uint64_t)j)) {
                 rc = -1002;
                 break;
             }
@@ -270,11 +262,8 @@ static void *loop_thread(void *arg)
 int main(void)
 {
     ol_log_level = OL_LOG_WARN;
-    snprintf(root, sizeof(root), "/tmp/ol_test_write_room_XXXXXX");
-    if (!mkdtemp(root)) {
-        perror("mkdtemp");
+    if (check_mkdtemp(root, sizeof(root), "write_room") != 0)
         return 77;
-    }
     struct ol_store_opts o;
     ol_store_opts_default(&o);
     o.segment_bytes = 4u << 20;
