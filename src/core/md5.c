@@ -227,7 +227,16 @@ __attribute__((target("avx512f"), always_inline)) static inline void load16(v16u
     }
 }
 
-/* AVX2 takes the generic step (MD5_STEP_1 on GCC vector types). */
+/* AVX2: the generic step on GCC vector types, with a + x + k summed before
+ * f joins it (the empty asm keeps GCC from reassociating), so that one add
+ * less sits on the chain from one step to the next. */
+#define MD5_STEP_AVX2(f, a, b, c, d, X, i, k, s)                                                   \
+    do {                                                                                           \
+        v8u t_ = (a) + X[i] + (uint32_t)(k);                                                       \
+        __asm__("" : "+x"(t_));                                                                    \
+        t_ += f((b), (c), (d));                                                                    \
+        (a) = ((t_ << (s)) | (t_ >> (32 - (s)))) + (b);                                            \
+    } while (0)
 #define MB_VADD(x, y) ((x) + (y))
 
 /* AVX-512: each of F, G, H and I is one vpternlogd (the immediates below
@@ -274,8 +283,9 @@ __attribute__((target("avx512f"), always_inline)) static inline void load16(v16u
             memcpy(X, G, sizeof(X));                                                               \
             /* AHEAD: the next block's words are loaded and transposed before  \
              * this block's steps, which do not need them and leave the vector \
-             * units mostly idle, each waiting on the one before.  (At 16 lanes \
-             * the registers run short and it costs more than it saves.) */     \
+             * units mostly idle, each waiting on the one before.  (At 16 lanes, \
+             * and with AVX2's 16 registers, they run short and it costs more  \
+             * than it saves.) */                                               \
             if (AHEAD && k + 1 < nblk)                                                             \
                 LOAD(G, ptr, step, k + 1);                                                         \
             VT a = a0, b = b0, c = c0, d = d0;                                                     \
@@ -291,7 +301,7 @@ __attribute__((target("avx512f"), always_inline)) static inline void load16(v16u
         memcpy(st[3], &d0, sizeof(VT));                                                            \
     }
 
-DEFINE_MB(mb8_avx2, v8u, "avx2", v8u, load8, MD5_STEP_1, MB_VADD, 0)
+DEFINE_MB(mb8_avx2, v8u, "avx2", v8u, load8, MD5_STEP_AVX2, MB_VADD, 0)
 DEFINE_MB(mb8_avx512, __m256i, "avx512f,avx512vl", v8u, load8, MD5_STEP_Y, _mm256_add_epi32, 1)
 DEFINE_MB(mb16_avx512, __m512i, "avx512f", v16u, load16, MD5_STEP_Z, _mm512_add_epi32, 0)
 
