@@ -52,12 +52,12 @@ void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs);
  * hashed) and goes on receiving.  The queue is the process's: a batch hashes
  * the oldest queued chunk of every stream, whichever thread queued it, side
  * by side in SIMD lanes.  A batch runs on the thread that queues the chunk
- * that fills the lanes (a chunk from as many streams as there are lanes,
- * or from every stream), and on any thread that needs a chunk hashed (to
- * reuse its buffer, or at the end) and finds it not yet done.  A thread
- * whose chunk another thread is hashing hashes other streams' chunks
- * meanwhile, or waits for that batch (a fiber parks, so its loop goes on;
- * a plain thread blocks). */
+ * that fills the lanes (a chunk from 8 streams, from every stream, or from
+ * one stream per lane where there are fewer lanes), and on any thread that
+ * needs a chunk hashed (to reuse its buffer, or at the end) and finds it not
+ * yet done.  A thread whose chunk another thread is hashing hashes other
+ * streams' chunks meanwhile, or waits for that batch (a fiber parks, so its
+ * loop goes on; a plain thread blocks). */
 #define OL_MD5_ASYNC_MAX 8
 struct ol_md5_async {
     struct ol_md5 m;
