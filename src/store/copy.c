@@ -288,19 +288,19 @@ static int copy_part_once(struct ol_store *st, const char *src_bucket, const cha
     if (rc)
         goto out;
     struct ol_copy_part_req req = {.etag = si->etag, .shared = shared, .nshared = nshared};
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_COPY_PART;
-    op.src_bucket = src_bucket;
-    op.src_ikey = sk;
-    op.src_ikey_len = skl;
-    op.upload_id = upload_id;
-    op.part_no = part_no;
-    op.ikey = pk;
-    op.ikey_len = pkl;
-    op.val = entry;
-    op.val_len = entry_len;
-    op.cpart = &req;
+    struct ol_op op = {
+        .type = OL_OP_COPY_PART,
+        .src_bucket = src_bucket,
+        .src_ikey = sk,
+        .src_ikey_len = skl,
+        .upload_id = upload_id,
+        .part_no = part_no,
+        .ikey = pk,
+        .ikey_len = pkl,
+        .val = entry,
+        .val_len = entry_len,
+        .cpart = &req,
+    };
     /* The reader and the writers keep their segments referenced until the
      * commit is done, so nothing this part points at can be unlinked. */
     rc = ol_commit_run(st, &op);
@@ -354,14 +354,14 @@ int ol_store_bucket_config_put(struct ol_store *st, const char *bucket, const ch
         if (rc)
             return rc;
     }
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_BCONF_PUT;
-    op.bucket = bucket;
-    op.ikey = k;
-    op.ikey_len = (size_t)kl;
-    op.val = rec;
-    op.val_len = rec_len;
+    struct ol_op op = {
+        .type = OL_OP_BCONF_PUT,
+        .bucket = bucket,
+        .ikey = k,
+        .ikey_len = (size_t)kl,
+        .val = rec,
+        .val_len = rec_len,
+    };
     int rc = ol_commit_run(st, &op);
     free(rec);
     return rc;

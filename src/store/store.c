@@ -240,11 +240,11 @@ int ol_store_bucket_create(struct ol_store *st, const char *name, int64_t ctime_
     int rc = check_bucket(name);
     if (rc)
         return rc;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_BUCKET_CREATE;
-    op.bucket = name;
-    op.ctime_ns = ctime_ns;
+    struct ol_op op = {
+        .type = OL_OP_BUCKET_CREATE,
+        .bucket = name,
+        .ctime_ns = ctime_ns,
+    };
     return ol_commit_run(st, &op);
 }
 
@@ -252,10 +252,10 @@ int ol_store_bucket_delete(struct ol_store *st, const char *name)
 {
     if (check_bucket(name))
         return -OL_ENOBUCKET;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_BUCKET_DELETE;
-    op.bucket = name;
+    struct ol_op op = {
+        .type = OL_OP_BUCKET_DELETE,
+        .bucket = name,
+    };
     return ol_commit_run(st, &op);
 }
 
@@ -742,12 +742,12 @@ int ol_store_delete(struct ol_store *st, const char *bucket, const char *key, si
     int kl = ol_idx_key(ik, bucket, key, key_len);
     if (kl < 0)
         return kl;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_DELETE;
-    op.bucket = bucket;
-    op.ikey = ik;
-    op.ikey_len = (size_t)kl;
+    struct ol_op op = {
+        .type = OL_OP_DELETE,
+        .bucket = bucket,
+        .ikey = ik,
+        .ikey_len = (size_t)kl,
+    };
     return ol_commit_run(st, &op);
 }
 
@@ -877,13 +877,13 @@ int ol_store_upload_create(struct ol_store *st, const char *bucket, const char *
                          ctime_ns, &rec, &rec_len);
     if (rc)
         return rc;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_UPLOAD_CREATE;
-    op.bucket = bucket;
-    op.upload_id = id;
-    op.val = rec;
-    op.val_len = rec_len;
+    struct ol_op op = {
+        .type = OL_OP_UPLOAD_CREATE,
+        .bucket = bucket,
+        .upload_id = id,
+        .val = rec,
+        .val_len = rec_len,
+    };
     rc = ol_commit_run(st, &op);
     free(rec);
     if (rc == 0)
@@ -1092,15 +1092,15 @@ int ol_store_upload_complete_if(struct ol_store *st, const char *upload_id,
     rc = ol_attrs_check(info->attrs, info->nattrs, false);
     if (rc)
         return rc;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_UPLOAD_COMPLETE;
-    op.upload_id = upload_id;
-    op.parts = parts;
-    op.nparts = nparts;
-    op.min_part_bytes = min_part_bytes;
-    op.info = info;
-    op.cond = cond;
+    struct ol_op op = {
+        .type = OL_OP_UPLOAD_COMPLETE,
+        .upload_id = upload_id,
+        .parts = parts,
+        .nparts = nparts,
+        .min_part_bytes = min_part_bytes,
+        .info = info,
+        .cond = cond,
+    };
     rc = ol_commit_run(st, &op);
     if (vid)
         memcpy(vid, rc == 0 ? op.vid_out : "", rc == 0 ? OL_STORE_VID_MAX : 1);
@@ -1114,10 +1114,10 @@ int ol_store_upload_abort(struct ol_store *st, const char *upload_id)
     int rc = ol_part_key(pk, upload_id, 0, &pkl);
     if (rc)
         return rc;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_UPLOAD_ABORT;
-    op.upload_id = upload_id;
+    struct ol_op op = {
+        .type = OL_OP_UPLOAD_ABORT,
+        .upload_id = upload_id,
+    };
     return ol_commit_run(st, &op);
 }
 

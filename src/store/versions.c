@@ -807,13 +807,13 @@ int ol_store_delete_v(struct ol_store *st, const char *bucket, const char *key, 
     int kl = ol_idx_key(ik, bucket, key, key_len);
     if (kl < 0)
         return kl;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = vid ? OL_OP_DELETE_VERSION : OL_OP_DELETE;
-    op.bucket = bucket;
-    op.ikey = ik;
-    op.ikey_len = (size_t)kl;
-    op.vid = vid;
+    struct ol_op op = {
+        .type = vid ? OL_OP_DELETE_VERSION : OL_OP_DELETE,
+        .bucket = bucket,
+        .ikey = ik,
+        .ikey_len = (size_t)kl,
+        .vid = vid,
+    };
     int rc = ol_commit_run(st, &op);
     if (rc == 0 && res) {
         memcpy(res->vid, op.vid_out, sizeof(res->vid));
@@ -837,16 +837,16 @@ int ol_attr_op_run(struct ol_store *st, enum ol_op_type type, const char *bucket
     if (len > OL_ATTR_VAL_MAX)
         return -OL_ETOOLARGE;
     static const uint8_t empty[1];
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = type;
-    op.bucket = bucket;
-    op.ikey = ik;
-    op.ikey_len = (size_t)kl;
-    op.vid = vid;
-    op.name = name;
-    op.val = val ? (len ? val : empty) : NULL;
-    op.val_len = val ? len : 0;
+    struct ol_op op = {
+        .type = type,
+        .bucket = bucket,
+        .ikey = ik,
+        .ikey_len = (size_t)kl,
+        .vid = vid,
+        .name = name,
+        .val = val ? (len ? val : empty) : NULL,
+        .val_len = val ? len : 0,
+    };
     int rc = ol_commit_run(st, &op);
     if (rc == 0 && vid_out)
         memcpy(vid_out, op.vid_out, OL_STORE_VID_MAX);
@@ -882,18 +882,18 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
     int rc = ol_attrs_check(o->attrs, o->nattrs, true);
     if (rc)
         return rc;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_COPY_OBJECT;
-    op.bucket = dst_bucket;
-    op.ikey = dk;
-    op.ikey_len = (size_t)dkl;
-    op.src_bucket = src_bucket;
-    op.src_ikey = sk;
-    op.src_ikey_len = (size_t)skl;
-    op.copy = o;
-    op.info = out;
-    op.vid = src_vid;
+    struct ol_op op = {
+        .type = OL_OP_COPY_OBJECT,
+        .bucket = dst_bucket,
+        .ikey = dk,
+        .ikey_len = (size_t)dkl,
+        .src_bucket = src_bucket,
+        .src_ikey = sk,
+        .src_ikey_len = (size_t)skl,
+        .copy = o,
+        .info = out,
+        .vid = src_vid,
+    };
     rc = ol_commit_run(st, &op);
     if (vid)
         memcpy(vid, op.vid_out, OL_STORE_VID_MAX);

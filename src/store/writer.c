@@ -449,15 +449,15 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
     rc = ol_entry_build(&s, &entry, &entry_len);
     if (rc)
         goto out;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_PUT_OBJECT;
-    op.bucket = bucket;
-    op.ikey = ikey;
-    op.ikey_len = (size_t)kl;
-    op.val = entry;
-    op.val_len = entry_len;
-    op.cond = cond;
+    struct ol_op op = {
+        .type = OL_OP_PUT_OBJECT,
+        .bucket = bucket,
+        .ikey = ikey,
+        .ikey_len = (size_t)kl,
+        .val = entry,
+        .val_len = entry_len,
+        .cond = cond,
+    };
     rc = ol_commit_run(st, &op);
     if (rc == 0 && vid)
         memcpy(vid, op.vid_out, OL_STORE_VID_MAX);
@@ -526,15 +526,15 @@ int ol_store_write_commit_part(struct ol_store_writer *w, const char *upload_id,
     rc = ol_entry_build(&s, &entry, &entry_len);
     if (rc)
         goto out;
-    struct ol_op op;
-    memset(&op, 0, sizeof(op));
-    op.type = OL_OP_PUT_PART;
-    op.upload_id = upload_id;
-    op.part_no = part_no;
-    op.ikey = pkey;
-    op.ikey_len = pkl;
-    op.val = entry;
-    op.val_len = entry_len;
+    struct ol_op op = {
+        .type = OL_OP_PUT_PART,
+        .upload_id = upload_id,
+        .part_no = part_no,
+        .ikey = pkey,
+        .ikey_len = pkl,
+        .val = entry,
+        .val_len = entry_len,
+    };
     rc = ol_commit_run(st, &op);
 out:
     free(entry);
