@@ -9,6 +9,18 @@
 
 #include "store/store.h"
 
+/* Opens the store on a test's scratch directory root.  On failure (already
+ * reported as a failed check) it removes root and returns NULL: the test
+ * then exits 1.  check.h must come first. */
+static inline struct ol_store *check_store_open(const char *root, const struct ol_store_opts *o)
+{
+    struct ol_store *st = NULL;
+    CHECK_RC(ol_store_open(&st, root, o), 0);
+    if (!st)
+        check_rm_rf(root);
+    return st;
+}
+
 /* Byte pos of the test object made from seed: a deterministic pattern that
  * differs from seed to seed and from one 8-byte word to the next. */
 static inline uint8_t check_pattern(uint64_t seed, uint64_t pos)

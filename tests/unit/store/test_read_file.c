@@ -158,8 +158,7 @@ int main(void)
     ol_store_opts_default(&o);
     o.segment_bytes = 8u << 20;
     o.map_bytes = 1ull << 30;
-    struct ol_store *st = NULL;
-    CHECK_RC(ol_store_open(&st, root, &o), 0);
+    struct ol_store *st = check_store_open(root, &o);
     if (!st)
         return 1;
     CHECK_RC(ol_store_bucket_create(st, "bkt", 1), 0);

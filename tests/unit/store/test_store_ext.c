@@ -797,12 +797,9 @@ int main(void)
         return 77;
     struct ol_store_opts o;
     default_opts(&o);
-    struct ol_store *st = NULL;
-    CHECK_RC(ol_store_open(&st, root, &o), 0);
-    if (!st) {
-        check_rm_rf(root);
+    struct ol_store *st = check_store_open(root, &o);
+    if (!st)
         return 1;
-    }
     test_cond(st);
     test_settings(st);
     test_copy(st);

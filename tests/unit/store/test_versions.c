@@ -13,6 +13,7 @@
 #include "store/store.h"
 
 #include "check.h"
+#include "store_check.h"
 
 
 
@@ -257,8 +258,7 @@ int main(void)
     o.max_loops = 1;
     char *long_key = malloc(1024);
     memset(long_key, 'x', 1024);
-    struct ol_store *st = NULL;
-    CHECK_RC(ol_store_open(&st, root, &o), 0);
+    struct ol_store *st = check_store_open(root, &o);
     if (!st)
         return 1;
     test_versions(st, long_key);

@@ -269,12 +269,9 @@ int main(void)
     o.segment_bytes = 4u << 20;
     o.map_bytes = 1ull << 30;
     o.max_loops = 4;
-    struct ol_store *st = NULL;
-    CHECK_RC(ol_store_open(&st, root, &o), 0);
-    if (!st) {
-        check_rm_rf(root);
+    struct ol_store *st = check_store_open(root, &o);
+    if (!st)
         return 1;
-    }
     CHECK_RC(ol_store_bucket_create(st, "bkt", 1), 0);
     CHECK_RC(run_cases(st, "thread"), 0);
 
