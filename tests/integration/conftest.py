@@ -68,6 +68,35 @@ def make_server(tmp_path_factory):
         raise AssertionError("\n\n".join(errors))
 
 
+@pytest.fixture(scope="module", params=["sd", "ec"])
+def mode_server(tmp_path_factory, request):
+    """One server per test module and mode: the module's tests run once against
+    one drive ("sd") and once against six erasure-coded drives ("ec").
+    srv.mode says which.  A module may set SERVER_CONFIG as for `server`."""
+    config = getattr(request.module, "SERVER_CONFIG", None)
+    srv = helpers.make_mode_server(request.param, tmp_path_factory.mktemp(request.param),
+                                   config=config)
+    srv.mode = request.param
+    srv.start()
+    try:
+        yield srv
+    finally:
+        srv.close()
+
+
+@pytest.fixture(scope="module")
+def mode_s3(mode_server):
+    return helpers.make_client(mode_server.endpoint)
+
+
+@pytest.fixture
+def mode_bucket(mode_s3):
+    """A fresh, empty bucket on the module's mode_server."""
+    name = helpers.unique_bucket()
+    mode_s3.create_bucket(Bucket=name)
+    return name
+
+
 @pytest.fixture(scope="module")
 def s3(server):
     return helpers.make_client(server.endpoint)

@@ -241,6 +241,27 @@ class Server:
         return total
 
 
+class ECServer(Server):
+    """A server on six erasure-coded drives (4+2) under its work directory."""
+
+    EC_ARGS = ["--ec_data", "4", "--ec_parity", "2", "--scrub_interval_ms", "0"]
+
+    def command(self):
+        cmd = super().command()
+        i = cmd.index(str(self.data_dir))
+        cmd[i] = str(self.workdir / "d{1...6}")
+        return cmd + self.EC_ARGS
+
+    def drive(self, i):
+        return self.workdir / f"d{i + 1}"
+
+
+def make_mode_server(mode, workdir, config=None, **kw):
+    """A server of one mode: "sd" (one drive) or "ec" (six drives, 4+2)."""
+    cls = ECServer if mode == "ec" else Server
+    return cls(workdir, config=config, **kw)
+
+
 # -- clients -----------------------------------------------------------------
 
 def make_client(endpoint, access=ACCESS_KEY, secret=SECRET_KEY, addressing="path",
