@@ -239,8 +239,7 @@ int ol_s3_copy_object(struct ol_s3_req *r)
         if (ml < 0) {
             free(meta);
             ol_s3_tag_attr_free(&tags);
-            return ol_s3_error(r, OL_S3_InvalidArgument,
-                               "Your metadata headers exceed the maximum allowed metadata size.");
+            return ol_s3_meta_error(r, ml);
         }
         mlen = (size_t)ml;
     }

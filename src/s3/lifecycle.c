@@ -484,6 +484,13 @@ static int ol_lc_on_text(void *ctx, const char *path, const char *text, size_t l
             return ol_lc_fail(c, OL_S3_InvalidArgument,
                               tkey ? "The TagKey you have provided is invalid"
                                    : "The TagValue you have provided is invalid");
+        /* The object tag rules (tagging.c): a filter no tag can match, or
+         * one holding a NUL (which would cut the stored document short), is
+         * refused.  Amazon S3 itself may put "aws:" tags on objects, so a
+         * filter may name one. */
+        const char *tmsg = ol_s3_tag_check(text, len, tkey, true);
+        if (tmsg)
+            return ol_lc_fail(c, OL_S3_InvalidArgument, tmsg);
         const char *kept = ol_lc_keep(c, text, len);
         if (!kept)
             return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);

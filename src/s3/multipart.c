@@ -79,8 +79,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     uint8_t meta[OL_S3_META_MAX + 128];
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, ml);
     enum ol_ck_algo algo = OL_CK_NONE;
     const char *type = NULL;
     int rc = upload_checksum_args(r, &algo, &type);
