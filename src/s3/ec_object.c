@@ -27,6 +27,7 @@
 #include "s3/ec_multipart.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "s3/settings.h"
 #include "store/store.h"
 
 #define EC_CHUNK_BYTES (1u << 20)  /* body bytes per read or receive step */
@@ -461,6 +462,7 @@ static int ec_create_bucket(struct ol_s3_req *r)
         return ol_s3_error_from(r, -OL_EBUCKETEXISTS);
     if (bucket_spread(ec, r->bucket, r->now_ns) < ec->ndrives / 2 + 1)
         return ec_error(r, -OL_EQUORUM);
+    ol_s3_settings_changed();
     char loc[80];
     snprintf(loc, sizeof(loc), "/%s", r->bucket);
     struct ol_http_hdr h[] = {{"Location", loc}};
@@ -507,6 +509,7 @@ static int ec_delete_bucket(struct ol_s3_req *r)
         ok += ol_storedrive_bucket_delete(ec->drives[i], r->bucket) == 0;
     if (ok < ec->ndrives / 2 + 1)
         return ec_error(r, -OL_EQUORUM);
+    ol_s3_settings_changed(); /* cached "no settings" answers (cors.c) go stale */
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 
