@@ -140,8 +140,7 @@ int ol_s3_put_object(struct ol_s3_req *r)
         meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
         ol_store_write_abort(w);
         ol_s3_tag_attr_free(&tags);
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, -E2BIG);
     }
     struct ol_obj_info info = {
         .mtime_ns = r->now_ns,
