@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "s3/s3.h"
+#include "s3/settings.h"
 #include "store/store.h"
 
 /* CreateBucketConfiguration is a few hundred bytes; anything far larger is
@@ -172,6 +173,8 @@ int ol_s3_create_bucket(struct ol_s3_req *r)
         ret = ol_s3_error_from(r, ret);
         goto out;
     }
+    /* Cached settings of an earlier bucket of this name go stale. */
+    ol_s3_settings_changed();
     char location[72];
     snprintf(location, sizeof(location), "/%s", r->bucket);
     const struct ol_http_hdr hdrs[] = {{"Location", location}};
@@ -198,6 +201,8 @@ int ol_s3_delete_bucket(struct ol_s3_req *r)
     int ret = ol_store_bucket_delete(r->ctx->store, r->bucket);
     if (ret < 0)
         return ol_s3_error_from(r, ret);
+    /* Its settings go with it: caches (cors.c) drop their copies. */
+    ol_s3_settings_changed();
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 

@@ -43,7 +43,9 @@ static int parse_source(struct ol_s3_req *r, struct copy_src *s)
         if (an < 10 || strncmp(a, "versionId=", 10) != 0)
             return ol_s3_error(r, OL_S3_InvalidArgument, bad), -1;
         ssize_t vl = ol_pct_decode(a + 10, an - 10, s->version, sizeof(s->version) - 1, false);
-        if (vl <= 0)
+        /* The id is echoed as x-amz-copy-source-version-id: a decoded
+         * control byte (%0D%0A) must never get that far. */
+        if (vl <= 0 || !ol_s3_header_value_ok(s->version, (size_t)vl))
             return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
         s->version[vl] = 0;
         s->has_version = true;
@@ -239,8 +241,7 @@ int ol_s3_copy_object(struct ol_s3_req *r)
         if (ml < 0) {
             free(meta);
             ol_s3_tag_attr_free(&tags);
-            return ol_s3_error(r, OL_S3_InvalidArgument,
-                               "Your metadata headers exceed the maximum allowed metadata size.");
+            return ol_s3_meta_error(r, ml);
         }
         mlen = (size_t)ml;
     }

@@ -4,9 +4,20 @@
  * The configuration is kept as the bucket setting "cors", in the normalized
  * XML this file writes after validating a PutBucketCors document (so
  * GetBucketCors returns it as stored, and reading it back cannot fail on
- * anything a client sent).  Each request that needs it (a preflight, or a
- * request with an Origin header) reads and parses it once: nothing is cached
- * across requests, so a new configuration applies at once on every core.
+ * anything a client sent).  Each loop thread keeps the parsed form of the
+ * configurations it used last (a small LRU cache, bounded in slots and
+ * bytes), so a request with an Origin header costs a lookup rather than a
+ * read and a parse of up to 64 KiB.  Entries carry the settings generation
+ * (settings.h) read before they were loaded; every Put/DeleteBucketCors,
+ * CreateBucket and DeleteBucket moves it before answering, so the next request
+ * on any thread reloads: a new configuration applies at once on every core,
+ * without locks.
+ *
+ * Every value that reaches a response header (AllowedOrigin, AllowedHeader,
+ * ExposeHeader; methods and MaxAgeSeconds are checked by form) is refused at
+ * PutBucketCors when it holds a byte that may not appear in a header value:
+ * an XML character reference (&#13;&#10;) would otherwise let a stored
+ * configuration add headers to every response that carries an Origin.
  *
  * Matching follows Amazon S3: the first rule whose AllowedOrigin matches the
  * Origin (at most one '*' wildcard, case-sensitive), whose AllowedMethod
@@ -23,13 +34,20 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "s3/meta.h"
 #include "s3/s3.h"
 #include "s3/settings.h"
 #include "store/store.h"
 
 #define OL_CORS_SETTING "cors"
 #define OL_CORS_MAX_RULES 100
+/* The largest PutBucketCors document, as Amazon S3 limits it (64 KiB); a
+ * larger one gets 400 MalformedXML before it is parsed. */
 #define OL_CORS_DOC_MAX (64u << 10)
+/* The per-thread cache of parsed configurations: slots and bytes (a parsed
+ * 64 KiB document takes about 130 KiB). */
+#define OL_CORS_CACHE_SLOTS 64
+#define OL_CORS_CACHE_BYTES (4u << 20)
 /* Normalized documents are never longer than what they were made from
  * (values are stored once and re-escaped), plus the declaration. */
 #define OL_CORS_STORED_MAX (OL_CORS_DOC_MAX * 2)
@@ -218,6 +236,12 @@ static int ol_cors_on_text(void *ctx, const char *path, const char *text, size_t
         return 0;
     if (n == 0)
         return ol_cors_fail(c, OL_S3_MalformedXML, ol_cors_malformed);
+    /* These values are sent back as header values (see the top comment). */
+    if (!ol_s3_header_value_ok(s, n)) {
+        snprintf(c->msg_buf, sizeof(c->msg_buf),
+                 "%s contains a character that is not allowed in an HTTP header.", leaf);
+        return ol_cors_fail(c, OL_S3_InvalidRequest, c->msg_buf);
+    }
     if (kind != OL_CV_EXPOSE && ol_count_char(s, n, '*') > 1) {
         snprintf(c->msg_buf, sizeof(c->msg_buf),
                  "%s \"%.60s\" can not have more than one wildcard.",
@@ -339,7 +363,7 @@ static int ol_cors_load(struct ol_s3_req *r, struct ol_cors_cfg **out)
     char *doc = NULL;
     size_t len = 0;
     *out = NULL;
-    int ret = ol_s3_setting_read(r->ctx->store, r->bucket, &ol_cors_doc, &doc, &len);
+    int ret = ol_s3_setting_read(r->ctx, r->bucket, &ol_cors_doc, &doc, &len);
     if (ret < 0)
         return ret;
     ret = ol_cors_parse(doc, len, out);
@@ -352,6 +376,123 @@ static int ol_cors_load(struct ol_s3_req *r, struct ol_cors_cfg **out)
     }
     free(doc);
     return ret;
+}
+
+/* ---- the per-thread cache ---- */
+
+struct ol_cors_slot {
+    char bucket[64];
+    uint64_t gen;            /* settings generation read before loading; 0: empty */
+    uint64_t used;           /* last use, for LRU eviction */
+    struct ol_cors_cfg *cfg; /* NULL: the bucket has no configuration */
+    size_t bytes;
+};
+
+static __thread struct ol_cors_slot ol_cors_cache[OL_CORS_CACHE_SLOTS];
+static __thread size_t ol_cors_cache_bytes;
+static __thread uint64_t ol_cors_cache_tick;
+
+/* Shrinks a parsed configuration's arena and value array to what it uses
+ * (they were sized for the worst case of the document's length); returns the
+ * bytes it holds. */
+static size_t ol_cors_compact(struct ol_cors_cfg *c)
+{
+    size_t alen = c->arena_len ? c->arena_len : 1;
+    char *arena = malloc(alen);
+    struct ol_cors_val *vals = malloc((c->nvals ? c->nvals : 1) * sizeof(*vals));
+    if (arena && vals) {
+        memcpy(arena, c->arena, c->arena_len);
+        for (size_t i = 0; i < c->nvals; i++) {
+            vals[i] = c->vals[i];
+            vals[i].s = arena + (c->vals[i].s - c->arena);
+        }
+        for (size_t i = 0; i < c->nrules; i++)
+            if (c->rules[i].id)
+                c->rules[i].id = arena + (c->rules[i].id - c->arena);
+        free(c->arena);
+        free(c->vals);
+        c->arena = arena;
+        c->vals = vals;
+        c->arena_cap = alen;
+        c->vals_cap = c->nvals ? c->nvals : 1;
+    } else {
+        free(arena);
+        free(vals);
+    }
+    return sizeof(*c) + c->arena_cap + c->vals_cap * sizeof(*c->vals);
+}
+
+static void ol_cors_slot_clear(struct ol_cors_slot *sl)
+{
+    ol_cors_cache_bytes -= sl->bytes;
+    ol_cors_free(sl->cfg);
+    memset(sl, 0, sizeof(*sl));
+}
+
+/* The bucket's parsed configuration from this thread's cache, loaded on a
+ * miss or after any settings change.  0 with *out (borrowed: valid until
+ * this fiber yields or calls here again, so callers copy what they send),
+ * -OL_ENOCONFIG, -OL_ENOBUCKET (not cached), or a read error. */
+static int ol_cors_get(struct ol_s3_req *r, const struct ol_cors_cfg **out)
+{
+    *out = NULL;
+    /* Read before loading: a change stored after this read moves the
+     * generation past it, so the entry is reloaded on its next use. */
+    uint64_t gen = ol_s3_settings_gen();
+    uint64_t tick = ++ol_cors_cache_tick;
+    for (size_t i = 0; i < OL_CORS_CACHE_SLOTS; i++) {
+        struct ol_cors_slot *sl = &ol_cors_cache[i];
+        if (sl->gen && sl->gen != gen) { /* stale since a change: free it now */
+            ol_cors_slot_clear(sl);
+            continue;
+        }
+        if (sl->gen == gen && strcmp(sl->bucket, r->bucket) == 0) {
+            sl->used = tick;
+            *out = sl->cfg;
+            return sl->cfg ? 0 : -OL_ENOCONFIG;
+        }
+    }
+    struct ol_cors_cfg *c = NULL;
+    int ret = ol_cors_load(r, &c); /* may yield: the slots are searched after */
+    if (ret < 0 && ret != -OL_ENOCONFIG)
+        return ret;
+    size_t bytes = c ? ol_cors_compact(c) : 0;
+    /* The bucket's slot (stale, or filled meanwhile), else an empty one,
+     * else the least recently used. */
+    struct ol_cors_slot *pick = NULL;
+    for (size_t i = 0; i < OL_CORS_CACHE_SLOTS; i++) {
+        struct ol_cors_slot *sl = &ol_cors_cache[i];
+        if (sl->gen && strcmp(sl->bucket, r->bucket) == 0) {
+            pick = sl;
+            break;
+        }
+        if (!pick || (pick->gen && (!sl->gen || sl->used < pick->used)))
+            pick = sl;
+    }
+    ol_cors_slot_clear(pick);
+    /* Within the byte budget: evict the least recently used others.  Each
+     * round empties one slot, so at most OL_CORS_CACHE_SLOTS rounds. */
+    for (size_t round = 0;
+         round < OL_CORS_CACHE_SLOTS && ol_cors_cache_bytes + bytes > OL_CORS_CACHE_BYTES;
+         round++) {
+        struct ol_cors_slot *old = NULL;
+        for (size_t i = 0; i < OL_CORS_CACHE_SLOTS; i++) {
+            struct ol_cors_slot *sl = &ol_cors_cache[i];
+            if (sl != pick && sl->gen && (!old || sl->used < old->used))
+                old = sl;
+        }
+        if (!old)
+            break;
+        ol_cors_slot_clear(old);
+    }
+    snprintf(pick->bucket, sizeof(pick->bucket), "%s", r->bucket);
+    pick->gen = gen;
+    pick->used = tick;
+    pick->cfg = c;
+    pick->bytes = bytes;
+    ol_cors_cache_bytes += bytes;
+    *out = c;
+    return c ? 0 : -OL_ENOCONFIG;
 }
 
 /* ---- handlers ---- */
@@ -527,7 +668,9 @@ static size_t ol_cors_fill(const struct ol_cors_cfg *c, const struct ol_cors_rul
             out[n++] = (struct ol_http_hdr){"Access-Control-Max-Age", v};
     }
     v = ol_cors_join(c, ru, OL_CV_EXPOSE, store, cap, &used);
-    if (v && n < max)
+    /* Checked at PutBucketCors; a configuration stored before that check
+     * could still hold a control byte. */
+    if (v && n < max && ol_s3_header_value_ok(v, strlen(v)))
         out[n++] = (struct ol_http_hdr){"Access-Control-Expose-Headers", v};
     if (n < max)
         out[n++] = (struct ol_http_hdr){
@@ -542,7 +685,7 @@ static const char ol_cors_denied[] =
 
 int ol_s3_cors_preflight(struct ol_s3_req *r)
 {
-    struct ol_cors_cfg *c = NULL;
+    const struct ol_cors_cfg *c = NULL;
     char *store = NULL;
     int ret;
     const struct ol_slice *origin = ol_s3_header(r, "origin");
@@ -562,7 +705,7 @@ int ol_s3_cors_preflight(struct ol_s3_req *r)
         ret = ol_s3_error(r, OL_S3_InvalidRequest, "Invalid Access-Control-Request-Method");
         goto out;
     }
-    ret = ol_cors_load(r, &c);
+    ret = ol_cors_get(r, &c);
     if (ret == -OL_ENOCONFIG || ret == -OL_ENOBUCKET) {
         ret = ol_s3_error(r, OL_S3_AccessForbidden,
                           ret == -OL_ENOBUCKET
@@ -588,10 +731,10 @@ int ol_s3_cors_preflight(struct ol_s3_req *r)
     }
     struct ol_http_hdr h[8];
     size_t nh = ol_cors_fill(c, ru, star, origin, acrh, true, h, 8, store, cap);
+    /* c stays the cache's; h[] holds copies (store), so the send may yield. */
     ret = ol_s3_send_empty(r, 200, h, nh);
 out:
     free(store);
-    ol_cors_free(c);
     return ret;
 }
 
@@ -605,15 +748,11 @@ size_t ol_s3_cors_headers(struct ol_s3_req *r, struct ol_http_hdr *out, size_t m
     int method = ol_cors_method_bit(m.p, m.n);
     if (method < 0) /* OPTIONS answers for itself; other methods never match */
         return 0;
-    struct ol_cors_cfg *c = NULL;
-    size_t n = 0;
-    if (ol_cors_load(r, &c) < 0)
-        goto out;
+    const struct ol_cors_cfg *c = NULL;
+    if (ol_cors_get(r, &c) < 0)
+        return 0;
     bool star = false;
     const struct ol_cors_rule *ru = ol_cors_match(c, origin, method, NULL, &star);
-    if (ru)
-        n = ol_cors_fill(c, ru, star, origin, NULL, false, out, max, store, cap);
-out:
-    ol_cors_free(c);
-    return n;
+    /* ol_cors_fill copies every value into store: nothing here outlives c. */
+    return ru ? ol_cors_fill(c, ru, star, origin, NULL, false, out, max, store, cap) : 0;
 }

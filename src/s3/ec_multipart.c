@@ -592,8 +592,7 @@ int ol_s3_ec_create_multipart(struct ol_s3_req *r)
                         .key_len = (uint32_t)r->key_len, .ctime_ns = r->now_ns};
     int ml = ol_s3_meta_encode(r, rec + sizeof(h) + r->key_len, OL_S3_META_MAX);
     if (ml < 0) {
-        rc = ol_s3_error(r, OL_S3_InvalidArgument,
-                         "Your metadata headers exceed the maximum allowed metadata size.");
+        rc = ol_s3_meta_error(r, ml);
         goto out;
     }
     h.meta_len = (uint32_t)ml;

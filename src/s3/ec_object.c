@@ -27,6 +27,7 @@
 #include "s3/ec_multipart.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "s3/settings.h"
 #include "store/store.h"
 
 #define EC_CHUNK_BYTES (1u << 20)  /* body bytes per read or receive step */
@@ -461,6 +462,7 @@ static int ec_create_bucket(struct ol_s3_req *r)
         return ol_s3_error_from(r, -OL_EBUCKETEXISTS);
     if (bucket_spread(ec, r->bucket, r->now_ns) < ec->ndrives / 2 + 1)
         return ec_error(r, -OL_EQUORUM);
+    ol_s3_settings_changed();
     char loc[80];
     snprintf(loc, sizeof(loc), "/%s", r->bucket);
     struct ol_http_hdr h[] = {{"Location", loc}};
@@ -507,6 +509,7 @@ static int ec_delete_bucket(struct ol_s3_req *r)
         ok += ol_storedrive_bucket_delete(ec->drives[i], r->bucket) == 0;
     if (ok < ec->ndrives / 2 + 1)
         return ec_error(r, -OL_EQUORUM);
+    ol_s3_settings_changed(); /* cached "no settings" answers (cors.c) go stale */
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 
@@ -728,8 +731,7 @@ static int ec_put_object(struct ol_s3_req *r)
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0) {
         ol_http_set_close(r->conn);
-        rc = ol_s3_error(r, OL_S3_InvalidArgument,
-                         "Your metadata headers exceed the maximum allowed metadata size.");
+        rc = ol_s3_meta_error(r, ml);
         goto out;
     }
     /* A multipart object being replaced: its parts are freed once the new
@@ -782,6 +784,10 @@ out:
 static int ec_get_object(struct ol_s3_req *r)
 {
     struct ol_s3_ec *ec = r->ctx->ec;
+    bool any_override, refused;
+    int vrc = ol_s3_response_overrides_check(r, &any_override, &refused);
+    if (refused)
+        return vrc;
     if (ol_s3_has_param(r, "versionId") || ol_s3_has_param(r, "partNumber"))
         return not_implemented(r);
     for (unsigned i = 0; i < r->nparams; i++)
@@ -790,6 +796,7 @@ static int ec_get_object(struct ol_s3_req *r)
     struct ol_eset *es = set_of(ec, r->bucket, r->key, r->key_len);
     struct ol_eset_obj o;
     uint8_t *meta = NULL, *buf = NULL;
+    struct ol_http_hdr *h = NULL;
     int rc = ol_eset_stat(es, r->bucket, r->key, r->key_len, NULL, &o);
     if (rc == -OL_ENOKEY) {
         int ex = bucket_exists(ec, r->bucket);
@@ -813,8 +820,8 @@ static int ec_get_object(struct ol_s3_req *r)
     ol_s3_http_date(o.mtime_ns, lm);
     int cond = ol_s3_read_conditions(r, &info);
     if (cond == 304) {
-        struct ol_http_hdr h[] = {{"ETag", qetag}, {"Last-Modified", lm}};
-        return ol_s3_send_empty(r, 304, h, 2);
+        struct ol_http_hdr nm[] = {{"ETag", qetag}, {"Last-Modified", lm}};
+        return ol_s3_send_empty(r, 304, nm, 2);
     }
     if (cond == 412)
         return ol_s3_error(r, OL_S3_PreconditionFailed,
@@ -823,9 +830,9 @@ static int ec_get_object(struct ol_s3_req *r)
     int ranged = ol_s3_parse_range(ol_s3_header(r, "range"), size, &start, &end);
     if (ranged < 0) {
         snprintf(crange, sizeof(crange), "bytes */%" PRIu64, size);
-        struct ol_http_hdr h[] = {{"Content-Range", crange}};
+        struct ol_http_hdr cr[] = {{"Content-Range", crange}};
         return ol_s3_send_error_hdrs(r, 416, "InvalidRange",
-                                     "The requested range is not satisfiable", h, 1);
+                                     "The requested range is not satisfiable", cr, 1);
     }
     uint64_t len = size == 0 ? 0 : end - start + 1;
     meta = malloc(ml + 1);
@@ -852,7 +859,14 @@ static int ec_get_object(struct ol_s3_req *r)
         rc = ec_error(r, rc);
         goto out;
     }
-    struct ol_http_hdr h[40 + OL_S3_CORS_MAX_HDRS];
+    /* Room for every header: the fixed ones, each stored one (the blob's
+     * size bounds their count), Content-Type and CORS. */
+    size_t hcap = 8 + ol_s3_meta_count(meta, (size_t)ml) + OL_S3_CORS_MAX_HDRS;
+    h = malloc(hcap * sizeof(*h));
+    if (!h) {
+        rc = ec_error(r, -ENOMEM);
+        goto out;
+    }
     size_t nh = 0;
     h[nh++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
@@ -865,7 +879,7 @@ static int ec_get_object(struct ol_s3_req *r)
     }
     char store[OL_S3_META_MAX + 64];
     size_t first_meta = nh;
-    nh += ol_s3_meta_headers(meta, (size_t)ml, h + nh, 30, store, sizeof(store));
+    nh += ol_s3_meta_headers(meta, (size_t)ml, h + nh, hcap - nh, store, sizeof(store));
     bool has_ct = false;
     for (size_t i = first_meta; i < nh; i++)
         has_ct |= strcasecmp(h[i].name, "content-type") == 0;
@@ -898,6 +912,7 @@ static int ec_get_object(struct ol_s3_req *r)
         n = 0;
     }
 out:
+    free(h);
     ol_s3_ec_manifest_free(mf);
     free(meta);
     free(buf);

@@ -484,6 +484,13 @@ static int ol_lc_on_text(void *ctx, const char *path, const char *text, size_t l
             return ol_lc_fail(c, OL_S3_InvalidArgument,
                               tkey ? "The TagKey you have provided is invalid"
                                    : "The TagValue you have provided is invalid");
+        /* The object tag rules (tagging.c): a filter no tag can match, or
+         * one holding a NUL (which would cut the stored document short), is
+         * refused.  Amazon S3 itself may put "aws:" tags on objects, so a
+         * filter may name one. */
+        const char *tmsg = ol_s3_tag_check(text, len, tkey, true);
+        if (tmsg)
+            return ol_lc_fail(c, OL_S3_InvalidArgument, tmsg);
         const char *kept = ol_lc_keep(c, text, len);
         if (!kept)
             return ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
@@ -1188,13 +1195,14 @@ out:
 }
 
 /* Applies one bucket's rules once.  Returns objects and uploads removed. */
-static int ol_lc_bucket(struct ol_store *st, const char *bucket, int64_t now_ns, int64_t day_ns,
-                        struct ol_lc_keys *k)
+static int ol_lc_bucket(const struct ol_s3_ctx *ctx, const char *bucket, int64_t now_ns,
+                        int64_t day_ns, struct ol_lc_keys *k)
 {
+    struct ol_store *st = ctx->store;
     char *doc = NULL;
     size_t len = 0;
     struct ol_lc_cfg *c = NULL;
-    int ret = ol_s3_setting_read(st, bucket, &ol_lc_doc, &doc, &len);
+    int ret = ol_s3_setting_read(ctx, bucket, &ol_lc_doc, &doc, &len);
     if (ret < 0)
         goto out;
     ret = ol_lc_parse(doc, len, &c);
@@ -1291,7 +1299,7 @@ static bool ol_lc_pass(struct ol_s3_ctx *ctx, struct ol_lc_keys *k)
     int64_t day_ns = ctx->cfg->lifecycle_day_sec * 1000000000LL;
     for (size_t i = 0; i < bl.n && !ol_lc_stopping(); i++) {
         bl.names[i][63] = 0;
-        rc = ol_lc_bucket(ctx->store, bl.names[i], ol_wall_ns(), day_ns, k);
+        rc = ol_lc_bucket(ctx, bl.names[i], ol_wall_ns(), day_ns, k);
         if (rc > 0)
             ol_debug("lifecycle: bucket %s: %d objects/uploads removed", bl.names[i], rc);
         if (rc >= OL_LC_MAX_ACTIONS)
@@ -1308,6 +1316,11 @@ out:
 void ol_s3_lifecycle_fiber(void *arg)
 {
     struct ol_s3_ctx *ctx = arg;
+    /* Lifecycle rules live in the single-drive store's bucket settings;
+     * erasure-coded drives have none (server.c does not start this fiber
+     * for them, and it must never run without a store). */
+    if (!ctx->store)
+        return;
     struct ol_lc_keys k = {0};
     k.cap = OL_LC_MAX_ACTIONS;
     k.keys = calloc(k.cap, sizeof(*k.keys));

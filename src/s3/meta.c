@@ -32,6 +32,25 @@ static int put(uint8_t *out, size_t cap, size_t *o, const char *p, size_t n, boo
     return 0;
 }
 
+bool ol_s3_header_value_ok(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7F)
+            return false;
+    }
+    return true;
+}
+
+int ol_s3_meta_error(struct ol_s3_req *r, int rc)
+{
+    if (rc == -EINVAL)
+        return ol_s3_error(r, OL_S3_InvalidArgument,
+                           "A metadata header value contains a control character.");
+    return ol_s3_error(r, OL_S3_MetadataTooLarge,
+                       "Your metadata headers exceed the maximum allowed metadata size.");
+}
+
 int ol_s3_meta_encode(const struct ol_s3_req *r, uint8_t *out, size_t cap)
 {
     const struct ol_http_request *h = &r->http->head;
@@ -53,13 +72,19 @@ int ol_s3_meta_encode(const struct ol_s3_req *r, uint8_t *out, size_t cap)
                     continue;
             }
         }
+        /* S3 counts the bytes of each user metadata name (without the
+         * prefix) and value. */
         if (name.n > 11 && strncasecmp(name.p, "x-amz-meta-", 11) == 0) {
             user += name.n - 11 + val.n;
             if (user > OL_S3_USER_META_MAX)
                 return -E2BIG;
         }
+        /* The HTTP parser refuses these already; the check keeps the blob's
+         * promise (servable as headers) whatever built the request. */
+        if (!ol_s3_header_value_ok(val.p, val.n))
+            return -EINVAL;
         if (put(out, cap, &o, name.p, name.n, true) || put(out, cap, &o, val.p, val.n, false))
-            return -E2BIG;
+            return -EMSGSIZE;
     }
     return (int)o;
 }
@@ -77,7 +102,9 @@ size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *h
         const uint8_t *val = blob + i + 4 + nl;
         if (i + 4 + nl + vl > len)
             break;
-        if (nl > 0 && name[0] == ':') {
+        /* Internal entries are never headers; nor is a value that could not
+         * be one (no current writer stores such a value). */
+        if ((nl > 0 && name[0] == ':') || !ol_s3_header_value_ok((const char *)val, vl)) {
             i += 4 + nl + vl;
             continue;
         }
@@ -92,6 +119,23 @@ size_t ol_s3_meta_headers(const uint8_t *blob, size_t len, struct ol_http_hdr *h
         hdrs[n].value = store + s;
         s += vl + 1;
         n++;
+        i += 4 + nl + vl;
+    }
+    return n;
+}
+
+size_t ol_s3_meta_count(const uint8_t *blob, size_t len)
+{
+    size_t i = 0, n = 0;
+    /* Each round advances at least 4 bytes (see the walk in meta_headers). */
+    while (i + 4 <= len) {
+        size_t nl = blob[i] | (size_t)blob[i + 1] << 8;
+        if (i + 4 + nl > len)
+            break;
+        size_t vl = blob[i + 2 + nl] | (size_t)blob[i + 3 + nl] << 8;
+        if (i + 4 + nl + vl > len)
+            break;
+        n += !(nl > 0 && blob[i + 2] == ':');
         i += 4 + nl + vl;
     }
     return n;

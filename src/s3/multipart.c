@@ -79,8 +79,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     uint8_t meta[OL_S3_META_MAX + 128];
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, ml);
     enum ol_ck_algo algo = OL_CK_NONE;
     const char *type = NULL;
     int rc = upload_checksum_args(r, &algo, &type);
@@ -91,8 +90,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
         char v[64];
         int vn = snprintf(v, sizeof(v), "%s %s", ol_ck_name(algo), type);
         if (ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_CHECKSUM, v, (size_t)vn) < 0)
-            return ol_s3_error(r, OL_S3_InvalidArgument,
-                               "Your metadata headers exceed the maximum allowed metadata size.");
+            return ol_s3_meta_error(r, -E2BIG);
     }
     /* The tags are checked now and committed with the object at Complete. */
     const char *tag_msg;
@@ -100,8 +98,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
         return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
     const struct ol_slice *tg = ol_s3_header(r, "x-amz-tagging");
     if (tg && tg->n && ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_TAGS, tg->p, tg->n) < 0)
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, -E2BIG);
     char id[40];
     rc = ol_store_upload_create(r->ctx->store, r->bucket, r->key, r->key_len, meta,
                                 (uint32_t)mlen, r->now_ns, id);

@@ -103,8 +103,7 @@ int ol_s3_put_object(struct ol_s3_req *r)
     uint8_t meta[OL_S3_META_MAX + 256];
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, ml);
     struct ol_s3_body_ck ck;
     int rc = ol_s3_body_ck_parse(r, OL_CK_NONE, &ck);
     if (rc < 0)
@@ -141,8 +140,7 @@ int ol_s3_put_object(struct ol_s3_req *r)
         meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
         ol_store_write_abort(w);
         ol_s3_tag_attr_free(&tags);
-        return ol_s3_error(r, OL_S3_InvalidArgument,
-                           "Your metadata headers exceed the maximum allowed metadata size.");
+        return ol_s3_meta_error(r, -E2BIG);
     }
     struct ol_obj_info info = {
         .mtime_ns = r->now_ns,
@@ -349,11 +347,36 @@ static const char *const overrides[][2] = {
 };
 #define NOVERRIDES (sizeof(overrides) / sizeof(overrides[0]))
 
+int ol_s3_response_overrides_check(struct ol_s3_req *r, bool *any, bool *refused)
+{
+    static __thread char msg[120];
+    *any = false;
+    *refused = false;
+    for (size_t i = 0; i < NOVERRIDES; i++) {
+        const struct ol_s3_param *p = ol_s3_param(r, overrides[i][0]);
+        if (!p)
+            continue;
+        *any = true;
+        /* The decoded value becomes a response header as it is: a CR or LF
+         * in it would end that header and start another (or the body).
+         * Amazon S3 refuses such a value with 400 InvalidArgument. */
+        if (!ol_s3_header_value_ok(p->value, p->value_len)) {
+            snprintf(msg, sizeof(msg),
+                     "Header value for %s contains a character that is not allowed.",
+                     overrides[i][0]);
+            *refused = true;
+            return ol_s3_error(r, OL_S3_InvalidArgument, msg);
+        }
+    }
+    return 0;
+}
+
 int ol_s3_get_object(struct ol_s3_req *r)
 {
-    bool any_override = false;
-    for (size_t i = 0; i < NOVERRIDES; i++)
-        any_override |= ol_s3_has_param(r, overrides[i][0]);
+    bool any_override, refused;
+    int vrc = ol_s3_response_overrides_check(r, &any_override, &refused);
+    if (refused)
+        return vrc;
     if (any_override && !r->access_key)
         return ol_s3_error(r, OL_S3_InvalidRequest,
                            "Request specific response headers cannot be used for anonymous GET "
@@ -373,6 +396,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
 
     struct ol_store_reader *rd = NULL;
+    struct ol_http_hdr *h = NULL;
     const char *want_vid = ol_s3_version_param(r);
     int rc = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, want_vid, &rd);
     if (rc < 0)
@@ -386,8 +410,8 @@ int ol_s3_get_object(struct ol_s3_req *r)
 
     int cond = read_conditions(r, info);
     if (cond == 304) {
-        struct ol_http_hdr h[] = {{"ETag", etag}, {"Last-Modified", lm}};
-        rc = ol_s3_send_empty(r, 304, h, 2);
+        struct ol_http_hdr nm[] = {{"ETag", etag}, {"Last-Modified", lm}};
+        rc = ol_s3_send_empty(r, 304, nm, 2);
         goto out;
     }
     if (cond == 412) {
@@ -419,9 +443,9 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
     if (ranged < 0) {
         snprintf(crange, sizeof(crange), "bytes */%" PRIu64, info->size);
-        struct ol_http_hdr h[] = {{"Content-Range", crange}};
+        struct ol_http_hdr cr[] = {{"Content-Range", crange}};
         rc = send_error_hdrs(r, 416, "InvalidRange", "The requested range is not satisfiable",
-                             h, 1);
+                             cr, 1);
         goto out;
     }
     uint64_t len = (info->size == 0 || (part > 0 && !ranged && info->nparts > 0))
@@ -451,7 +475,15 @@ int ol_s3_get_object(struct ol_s3_req *r)
         }
     }
 
-    struct ol_http_hdr h[48 + 1 + OL_S3_CORS_MAX_HDRS];
+    /* Room for every header: the fixed ones, each stored one (the blob's
+     * size bounds their count), the overrides, Content-Type and CORS. */
+    size_t hcap = 12 + ol_s3_meta_count(info->meta, info->meta_len) + NOVERRIDES + 2 +
+                  OL_S3_CORS_MAX_HDRS;
+    h = malloc(hcap * sizeof(*h));
+    if (!h) {
+        rc = ol_s3_error_from(r, -ENOMEM);
+        goto out;
+    }
     size_t nh = 0;
     h[nh++] = (struct ol_http_hdr){"x-amz-request-id", r->request_id};
     h[nh++] = (struct ol_http_hdr){"ETag", etag};
@@ -490,7 +522,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
     char store[OL_S3_META_MAX + 64];
     size_t first_meta = nh;
-    nh += ol_s3_meta_headers(info->meta, info->meta_len, h + nh, 30, store, sizeof(store));
+    nh += ol_s3_meta_headers(info->meta, info->meta_len, h + nh, hcap - nh, store, sizeof(store));
     /* Overrides replace the stored value (or add one). */
     for (size_t o = 0; o < NOVERRIDES; o++) {
         const struct ol_s3_param *p = ol_s3_param(r, overrides[o][0]);
@@ -502,7 +534,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
                 h[i].value = p->value;
                 replaced = true;
             }
-        if (!replaced && nh < sizeof(h) / sizeof(h[0]) - 1)
+        if (!replaced)
             h[nh++] = (struct ol_http_hdr){overrides[o][1], p->value};
     }
     bool has_ct = false;
@@ -561,6 +593,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
         zfd = -1;
     }
 out:
+    free(h);
     ol_store_read_close(rd);
     return rc;
 }

@@ -60,6 +60,11 @@ int ol_s3_check_content_md5(const struct ol_s3_req *r, const uint8_t md5[16]);
 int ol_s3_parse_range(const struct ol_slice *h, uint64_t size, uint64_t *start, uint64_t *end);
 /* If-Match & co. of a GET/HEAD: 0 to serve, 304 or 412. */
 int ol_s3_read_conditions(const struct ol_s3_req *r, const struct ol_obj_info *info);
+/* Checks GetObject's response-* overrides: *any tells whether one is
+ * present; a value that may not be a header value (a control byte: CR/LF
+ * would split the response) gets 400 InvalidArgument, *refused set and the
+ * send's result returned. */
+int ol_s3_response_overrides_check(struct ol_s3_req *r, bool *any, bool *refused);
 /* An error document with extra headers (416's Content-Range). */
 int ol_s3_send_error_hdrs(struct ol_s3_req *r, int status, const char *code, const char *msg,
                           const struct ol_http_hdr *extra, size_t nextra);

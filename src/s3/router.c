@@ -646,6 +646,12 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
         rc = ol_s3_error(r, OL_S3_InvalidArgument, "Object keys cannot contain NUL.");
         goto out;
     }
+    /* Object keys are UTF-8 in S3: a key that is not (a stray %FF) could not
+     * be listed in a UTF-8 XML document.  Amazon S3 answers 400 InvalidURI. */
+    if (r->key && !ol_utf8_valid(r->key, r->key_len)) {
+        rc = ol_s3_error(r, OL_S3_InvalidURI, "Couldn't parse the specified URI.");
+        goto out;
+    }
 
     /* CORS preflight requests carry no credentials by design (browsers send
      * them before the real request): cors.c answers them from the bucket's

@@ -147,6 +147,12 @@ int ol_s3_tag_attr_from_query(struct ol_s3_tag_attr *ta, const char *q, size_t n
 /* The same from r's x-amz-tagging header (absent: an empty set). */
 int ol_s3_tag_attr_from_header(struct ol_s3_req *r, struct ol_s3_tag_attr *ta, const char **msg);
 void ol_s3_tag_attr_free(struct ol_s3_tag_attr *ta);
+/* Checks one tag key (is_key) or value against Amazon S3's rules: valid
+ * UTF-8; letters, digits, spaces and "+-=._:/@" only (no NUL or control
+ * character); a key 1..128 characters, a value 0..256; a key not prefixed
+ * "aws:" unless reserved_ok (a lifecycle filter may name such a tag).
+ * Returns NULL or the InvalidTag message. */
+const char *ol_s3_tag_check(const char *s, size_t n, bool is_key, bool reserved_ok);
 /* Number of tags on r's object (0 when none), or a negative store error;
  * GetObject/HeadObject send it as x-amz-tagging-count when positive. */
 int ol_s3_tagging_count(struct ol_s3_req *r);

@@ -5,15 +5,38 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "s3/ec_object.h"
 #include "store/store.h"
 
-int ol_s3_setting_read(struct ol_store *st, const char *bucket, const struct ol_s3_setting_doc *d,
-                       char **out, size_t *len)
+static uint64_t ol_s3_settings_generation = 1;
+
+uint64_t ol_s3_settings_gen(void)
+{
+    return __atomic_load_n(&ol_s3_settings_generation, __ATOMIC_ACQUIRE);
+}
+
+void ol_s3_settings_changed(void)
+{
+    __atomic_fetch_add(&ol_s3_settings_generation, 1, __ATOMIC_RELEASE);
+}
+
+int ol_s3_setting_read(const struct ol_s3_ctx *ctx, const char *bucket,
+                       const struct ol_s3_setting_doc *d, char **out, size_t *len)
 {
     char small[4096];
     char *heap = NULL;
     int ret = 0;
     *out = NULL;
+    *len = 0;
+    struct ol_store *st = ctx->store;
+    if (!st) {
+        if (!ctx->ec)
+            return -OL_ENOBUCKET;
+        int ex = ol_s3_ec_bucket_exists(ctx->ec, bucket);
+        if (ex < 0)
+            return ex;
+        return ex ? -OL_ENOCONFIG : -OL_ENOBUCKET;
+    }
     ssize_t n = ol_store_bucket_config_get(st, bucket, d->name, small, sizeof(small));
     if (n == -ENOBUFS) {
         heap = malloc(d->stored_max + 1);
@@ -52,6 +75,8 @@ int ol_s3_setting_put(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
     char *doc = NULL;
     size_t len = 0;
     struct ol_bucket_info bi;
+    if (!r->ctx->store)
+        return ol_s3_error(r, OL_S3_NotImplemented, "Bucket settings need a single-drive store.");
     int ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
@@ -83,6 +108,8 @@ int ol_s3_setting_put(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
         ret = ol_s3_error_from(r, ret);
         goto out;
     }
+    /* Stored: caches drop their copy before this request is answered. */
+    ol_s3_settings_changed();
     ret = ol_s3_send_empty(r, 200, NULL, 0);
 out:
     ol_xml_free(&x);
@@ -96,7 +123,7 @@ int ol_s3_setting_get(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
 {
     char *doc = NULL;
     size_t len = 0;
-    int ret = ol_s3_setting_read(r->ctx->store, r->bucket, d, &doc, &len);
+    int ret = ol_s3_setting_read(r->ctx, r->bucket, d, &doc, &len);
     if (ret == -OL_ENOCONFIG) {
         ret = ol_s3_error(r, d->missing, d->missing_msg);
         goto out;
@@ -114,9 +141,13 @@ out:
 
 int ol_s3_setting_delete(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
 {
+    if (!r->ctx->store)
+        return ol_s3_error(r, OL_S3_NotImplemented, "Bucket settings need a single-drive store.");
     int ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, d->name, NULL, 0);
     if (ret == -OL_ENOCONFIG)
         ret = 0;
+    if (ret == 0)
+        ol_s3_settings_changed();
     if (ret < 0)
         return ol_s3_error_from(r, ret);
     return ol_s3_send_empty(r, 204, NULL, 0);

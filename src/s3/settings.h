@@ -33,8 +33,19 @@ int ol_s3_setting_delete(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
 
 /* Reads the stored document of a bucket into a malloc'ed, NUL-terminated
  * buffer (a stack buffer is tried first: most are small).  0, -OL_ENOCONFIG,
- * -OL_ENOBUCKET, -ENOMEM. */
-int ol_s3_setting_read(struct ol_store *st, const char *bucket, const struct ol_s3_setting_doc *d,
-                       char **out, size_t *len);
+ * -OL_ENOBUCKET, -OL_EQUORUM, -ENOMEM.  Every settings read goes through
+ * here, whatever the mode: with erasure-coded drives (ctx->ec, no ctx->store)
+ * no bucket has settings (that mode answers 501 to every settings operation),
+ * so an existing bucket answers -OL_ENOCONFIG. */
+int ol_s3_setting_read(const struct ol_s3_ctx *ctx, const char *bucket,
+                       const struct ol_s3_setting_doc *d, char **out, size_t *len);
+
+/* A process-wide count of changes to bucket settings and buckets: it moves
+ * (after the change is stored) on every Put/Delete of a setting and every
+ * CreateBucket/DeleteBucket.  A cache of parsed settings (cors.c) keeps the
+ * value it read before loading an entry, and reloads the entry once the
+ * count has moved, on any thread. */
+uint64_t ol_s3_settings_gen(void);
+void ol_s3_settings_changed(void);
 
 #endif

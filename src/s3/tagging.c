@@ -126,37 +126,41 @@ out:
 
 /* ---- validation ---- */
 
-static bool ol_tag_char_ok(unsigned char c)
+/* The characters Amazon S3 allows in tag keys and values: letters, digits
+ * and spaces, and "+-=._:/@".  Outside ASCII any character counts as a letter
+ * except the C1 controls (U+0080..U+009F); the caller has checked that the
+ * text is valid UTF-8.  NUL is refused explicitly (strchr would find the
+ * set's own terminator: that once let "k=%00aws:x" through). */
+static bool ol_tag_cp_ok(uint32_t cp)
 {
-    if (c >= 0x80) /* part of a UTF-8 character: letters of any script */
+    if (cp >= 0x80)
+        return cp >= 0xA0;
+    if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9'))
         return true;
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
-        return true;
-    return c == ' ' || strchr("+-=._:/@", c) != NULL;
+    static const char extra[] = " +-=._:/@";
+    return cp != 0 && memchr(extra, (int)cp, sizeof(extra) - 1) != NULL;
 }
 
-/* Characters, not bytes: UTF-8 continuation bytes (10xxxxxx) are not counted. */
-static size_t ol_tag_chars(const char *s, size_t n)
+const char *ol_s3_tag_check(const char *s, size_t n, bool is_key, bool reserved_ok)
 {
-    size_t chars = 0;
-    for (size_t i = 0; i < n; i++)
-        if (((unsigned char)s[i] & 0xC0) != 0x80)
-            chars++;
-    return chars;
-}
-
-static const char *ol_tag_check(const char *s, size_t n, bool is_key)
-{
+    const unsigned char *p = (const unsigned char *)s;
     if (is_key && n == 0)
         return "The TagKey you have provided is invalid";
-    if (ol_tag_chars(s, n) > (is_key ? OL_TAG_KEY_CHARS : OL_TAG_VALUE_CHARS))
-        return is_key ? "The TagKey you have provided is too long, max 128"
-                      : "The TagValue you have provided is too long, max 256";
-    for (size_t i = 0; i < n; i++)
-        if (!ol_tag_char_ok((unsigned char)s[i]))
+    size_t chars = 0;
+    /* Each round consumes one character (at least one byte) or fails. */
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t k = ol_utf8_next(p + i, n - i, &cp);
+        if (k == 0 || !ol_tag_cp_ok(cp))
             return is_key ? "The TagKey you have provided is invalid"
                           : "The TagValue you have provided is invalid";
-    if (is_key && n >= 4 && memcmp(s, "aws:", 4) == 0)
+        i += k;
+        chars++;
+    }
+    if (chars > (is_key ? OL_TAG_KEY_CHARS : OL_TAG_VALUE_CHARS))
+        return is_key ? "The TagKey you have provided is too long, max 128"
+                      : "The TagValue you have provided is too long, max 256";
+    if (is_key && !reserved_ok && n >= 4 && memcmp(s, "aws:", 4) == 0)
         return "Your TagKey cannot be prefixed with aws:";
     return NULL;
 }
@@ -168,9 +172,9 @@ static const char *ol_tagset_add(struct ol_tagset *t, const char *k, size_t kn, 
 {
     if (t->n >= OL_TAGS_MAX)
         return "Object tags cannot be greater than 10";
-    const char *msg = ol_tag_check(k, kn, true);
+    const char *msg = ol_s3_tag_check(k, kn, true, false);
     if (!msg)
-        msg = ol_tag_check(v, vn, false);
+        msg = ol_s3_tag_check(v, vn, false, false);
     if (msg)
         return msg;
     for (size_t i = 0; i < t->n; i++) {

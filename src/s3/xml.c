@@ -13,7 +13,11 @@
  * lossless for lenient parsers, while strict ones (expat, so boto3) reject
  * it.  That is why clients list with encoding-type=url (boto3 does by
  * default): then keys reach this writer already percent-encoded.  Bytes of
- * 0x80 and above are passed through as they are (keys are meant to be UTF-8).
+ * 0x80 and above are passed through when they form valid UTF-8, the encoding
+ * the declaration names.  A byte that does not (a query value such as
+ * prefix=%FF, a key stored before keys were checked) becomes U+FFFD, the
+ * replacement character: the document stays well-formed for every parser,
+ * and such text was never a valid S3 name to begin with.
  *
  * Reader: expat, with every DTD refused (so no entity can be declared, which
  * rules out external entities and entity expansion bombs), element names
@@ -94,6 +98,57 @@ static void ol_xml_puts(struct ol_xml *x, const char *s)
     ol_xml_put(x, s, strlen(s));
 }
 
+size_t ol_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t v, min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        v = c & 0x1F;
+        min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        v = c & 0x0F;
+        min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        v = c & 0x07;
+        min = 0x10000;
+    } else {
+        return 0; /* a continuation byte, 0xC0/0xC1 (overlong), or past 0xF4 */
+    }
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+bool ol_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    uint32_t cp;
+    /* Each round consumes one character (at least one byte) or stops. */
+    for (size_t i = 0; i < n;) {
+        size_t k = ol_utf8_next(p + i, n - i, &cp);
+        if (k == 0)
+            return false;
+        i += k;
+    }
+    return true;
+}
+
 static void ol_xml_escape(struct ol_xml *x, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -102,6 +157,19 @@ static void ol_xml_escape(struct ol_xml *x, const char *s, size_t n)
         unsigned char c = (unsigned char)s[i];
         const char *rep = NULL;
         char num[8];
+        if (c >= 0x80) {
+            uint32_t cp;
+            size_t k = ol_utf8_next((const unsigned char *)s + i, n - i, &cp);
+            if (k > 0) {
+                i += k - 1; /* a valid character passes through in the run */
+                continue;
+            }
+            /* One invalid byte: U+FFFD in its place (see the top comment). */
+            ol_xml_put(x, s + run, i - run);
+            ol_xml_puts(x, "\xEF\xBF\xBD");
+            run = i + 1;
+            continue;
+        }
         switch (c) {
         case '&': rep = "&amp;"; break;
         case '<': rep = "&lt;"; break;

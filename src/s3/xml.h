@@ -30,6 +30,14 @@ void ol_xml_bool(struct ol_xml *x, const char *tag, bool v);
 /* Closes everything still open. */
 void ol_xml_end_doc(struct ol_xml *x);
 
+/* UTF-8 (RFC 3629): decodes the character at s[0, n): returns its length
+ * (1..4) with *cp, or 0 for an invalid sequence (a stray continuation byte,
+ * an overlong form, a surrogate, a value past U+10FFFF, or one cut off by n).
+ * n must be at least 1. */
+size_t ol_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Whether s[0, n) is entirely valid UTF-8 (NUL bytes included as U+0000). */
+bool ol_utf8_valid(const char *s, size_t n);
+
 /* Reading: calls fn for each element's text content with the element path
  * ("CompleteMultipartUpload/Part/PartNumber").  Returns 0, or -EBADMSG for
  * malformed XML, or fn's non-zero return.  Rejects DTDs/entities. */

@@ -85,6 +85,16 @@ static void test_writer_escaping(void)
     CHECK_STR(x.buf, "<K>caf\xc3\xa9 \x7f/x</K>");
     ol_xml_free(&x);
 
+    /* Bytes that are not UTF-8 become U+FFFD, one per byte, so the document
+     * stays well-formed; valid 2-, 3- and 4-byte characters pass. */
+    ol_xml_init(&x);
+    const char bad[] = "a\xff" "b\xc3" "c\xed\xa0\x80" "d\xc0\xaf" "e\xf0\x9f\x98\x80" "f\xe2\x82";
+    ol_xml_text(&x, "K", bad, sizeof(bad) - 1);
+    CHECK_STR(x.buf, "<K>a\xef\xbf\xbd" "b\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"
+                     "d\xef\xbf\xbd\xef\xbf\xbd" "e\xf0\x9f\x98\x80"
+                     "f\xef\xbf\xbd\xef\xbf\xbd</K>");
+    ol_xml_free(&x);
+
     /* Growth across many reallocations keeps every byte. */
     ol_xml_init(&x);
     ol_xml_begin_doc(&x, "R");
@@ -507,8 +517,31 @@ static void test_list_helpers(void)
     CHECK(ol_s3_parse_count("", 0, 1000, &v) == -EINVAL);
 }
 
+static void test_utf8(void)
+{
+    uint32_t cp = 0;
+    CHECK(ol_utf8_next((const unsigned char *)"A", 1, &cp) == 1 && cp == 'A');
+    CHECK(ol_utf8_next((const unsigned char *)"\xc3\xa9", 2, &cp) == 2 && cp == 0xE9);
+    CHECK(ol_utf8_next((const unsigned char *)"\xef\xbf\xbd", 3, &cp) == 3 && cp == 0xFFFD);
+    CHECK(ol_utf8_next((const unsigned char *)"\xf4\x8f\xbf\xbf", 4, &cp) == 4 &&
+          cp == 0x10FFFF);
+    CHECK(ol_utf8_next((const unsigned char *)"\xc3\xa9", 1, &cp) == 0);     /* cut off */
+    CHECK(ol_utf8_next((const unsigned char *)"\x80", 1, &cp) == 0);         /* stray */
+    CHECK(ol_utf8_next((const unsigned char *)"\xc0\x80", 2, &cp) == 0);     /* overlong */
+    CHECK(ol_utf8_next((const unsigned char *)"\xe0\x80\x80", 3, &cp) == 0); /* overlong */
+    CHECK(ol_utf8_next((const unsigned char *)"\xed\xa0\x80", 3, &cp) == 0); /* surrogate */
+    CHECK(ol_utf8_next((const unsigned char *)"\xf4\x90\x80\x80", 4, &cp) == 0); /* > max */
+    CHECK(ol_utf8_next((const unsigned char *)"\xff", 1, &cp) == 0);
+    CHECK(ol_utf8_valid("", 0));
+    CHECK(ol_utf8_valid("a\0b", 3));
+    CHECK(ol_utf8_valid("caf\xc3\xa9", 5));
+    CHECK(!ol_utf8_valid("caf\xc3", 4));
+    CHECK(!ol_utf8_valid("\xfe", 1));
+}
+
 int main(void)
 {
+    test_utf8();
     test_writer_nesting();
     test_writer_escaping();
     test_reader_paths();
