@@ -74,12 +74,12 @@ static const char *scope_message(const struct ol_sigv4_auth *auth)
                  pre, v, auth->amz_date);
         break;
     case OL_SIGV4_BAD_SERVICE:
-        snprintf(m, sizeof(m), "%sincorrect service \"%s\". This endpoint belongs to \"s3\".",
-                 pre, v);
+        snprintf(m, sizeof(m), "%sincorrect service \"%s\". This endpoint belongs to \"s3\".", pre,
+                 v);
         break;
     case OL_SIGV4_BAD_TERMINATOR:
-        snprintf(m, sizeof(m),
-                 "%sincorrect terminal \"%s\". This endpoint uses \"aws4_request\".", pre, v);
+        snprintf(m, sizeof(m), "%sincorrect terminal \"%s\". This endpoint uses \"aws4_request\".",
+                 pre, v);
         break;
     case OL_SIGV4_BAD_CREDENTIAL:
         snprintf(m, sizeof(m),
@@ -88,9 +88,8 @@ static const char *scope_message(const struct ol_sigv4_auth *auth)
                  pre);
         break;
     default:
-        return auth->presigned
-                   ? "Query-string authentication parameters are missing or malformed."
-                   : "The authorization header is malformed.";
+        return auth->presigned ? "Query-string authentication parameters are missing or malformed."
+                               : "The authorization header is malformed.";
     }
     return m;
 }

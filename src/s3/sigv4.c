@@ -1300,8 +1300,8 @@ int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out)
         const char *eq = memchr(piece.p, '=', piece.n);
         struct ol_slice name = {piece.p, eq ? (size_t)(eq - piece.p) : piece.n};
         char dname[32];
-        ssize_t dn = name.n < sizeof(dname) ? ol_pct_decode(name.p, name.n, dname, sizeof(dname), true)
-                                            : -1;
+        ssize_t dn =
+            name.n < sizeof(dname) ? ol_pct_decode(name.p, name.n, dname, sizeof(dname), true) : -1;
         for (int k = 0; k < P_COUNT && dn > 0; k++) {
             if ((size_t)dn != strlen(names[k]) || memcmp(dname, names[k], (size_t)dn) != 0)
                 continue;

@@ -23,7 +23,7 @@ enum ol_sigv4_result {
     OL_SIGV4_EUNSUPPORTED = -5,   /* algorithm other than AWS4-HMAC-SHA256 (400) */
     OL_SIGV4_EPAYLOAD = -6,       /* XAmzContentSHA256Mismatch (400) */
     OL_SIGV4_ECHUNK = -7,         /* aws-chunked framing broken: IncompleteBody / malformed (400) */
-    OL_SIGV4_EUNSIGNED = -8,      /* x-amz-* (or host) header present but not signed: AccessDenied (403) */
+    OL_SIGV4_EUNSIGNED = -8,      /* an x-amz-* (or host) header not signed: AccessDenied (403) */
     OL_SIGV4_EABSENT = -9,        /* a header named in SignedHeaders is not in the request (403) */
     OL_SIGV4_EREPEATED = -10,     /* a signed header appears more than once (400) */
 };

@@ -633,7 +633,6 @@ static void test_canonical_details(void)
     CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_EMALFORMED);
 }
 
-
 /* ---- what is signed is what is obeyed ---- */
 
 /* Splits the canonical query line (the third line of cr) and a raw query
@@ -661,9 +660,8 @@ static size_t split_decode(const char *q, size_t n, bool plus_is_space, struct d
             const char *eq = memchr(q + i, '=', end - i);
             size_t ne = eq ? (size_t)(eq - q) : end;
             ssize_t a = ol_pct_decode(q + i, ne - i, out[count].name, 63, plus_is_space);
-            ssize_t b = eq ? ol_pct_decode(eq + 1, end - ne - 1, out[count].value, 63,
-                                           plus_is_space)
-                           : 0;
+            ssize_t b =
+                eq ? ol_pct_decode(eq + 1, end - ne - 1, out[count].value, 63, plus_is_space) : 0;
             CHECK(a >= 0 && b >= 0);
             out[count].name[a < 0 ? 0 : a] = '\0';
             out[count].value[b < 0 ? 0 : b] = '\0';
@@ -686,9 +684,12 @@ static void check_same_params(const char *raw)
              CRED);
     CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
     struct ol_http_header h[] = {hdr("Host", "h")};
-    struct ol_sigv4_request req = {
-        .method = SL("GET"), .path = SL("/b"), .query = SL(raw), .headers = h, .nheaders = 1,
-        .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    struct ol_sigv4_request req = {.method = SL("GET"),
+                                   .path = SL("/b"),
+                                   .query = SL(raw),
+                                   .headers = h,
+                                   .nheaders = 1,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
     CHECK_EQ_INT(ol_sigv4_canonical_request(&req, &auth, cr, sizeof(cr) - 1, &len), 0);
     cr[len] = '\0';
     const char *l2 = strchr(cr, '\n');
@@ -725,9 +726,12 @@ static void test_query_plus(void)
              CRED);
     CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
     struct ol_http_header h[] = {hdr("Host", "h")};
-    struct ol_sigv4_request req = {
-        .method = SL("GET"), .path = SL("/b"), .query = SL("prefix=a%2Bb"), .headers = h,
-        .nheaders = 1, .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    struct ol_sigv4_request req = {.method = SL("GET"),
+                                   .path = SL("/b"),
+                                   .query = SL("prefix=a%2Bb"),
+                                   .headers = h,
+                                   .nheaders = 1,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
     CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sig), 0);
     auth.signature = (struct ol_slice){sig, 64};
     CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_OK);
@@ -748,9 +752,9 @@ static void test_query_plus(void)
 
     /* Every shape of query: the signed list and the router's list agree. */
     static const char *const queries[] = {
-        "prefix=a+b",        "prefix=a%2Bb",      "prefix=a%2bb",    "a+b=c+d&a%20b=c%20d",
-        "x&y=&=z&&w==",      "k=%41%7e%7E~",      "p=%25%2B%2b+",    "delimiter=%2F&prefix=a/b",
-        "a=1&a=1&a=2&b",     "n=%C3%A9+%00",      "+=+&%2B=%2B",     "list-type=2&prefix=x%20+y",
+        "prefix=a+b",    "prefix=a%2Bb", "prefix=a%2bb", "a+b=c+d&a%20b=c%20d",
+        "x&y=&=z&&w==",  "k=%41%7e%7E~", "p=%25%2B%2b+", "delimiter=%2F&prefix=a/b",
+        "a=1&a=1&a=2&b", "n=%C3%A9+%00", "+=+&%2B=%2B",  "list-type=2&prefix=x%20+y",
     };
     for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
         check_same_params(queries[i]);
@@ -785,19 +789,17 @@ static void test_scope(void)
         const char *value; /* NULL: any non-empty value */
     } cases[] = {
         {"AK/20130524/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_NONE, ""},
-        {"AK/20130524/us-east-1/ec2/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE,
-         "ec2"},
+        {"AK/20130524/us-east-1/ec2/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "ec2"},
         {"AK/20130524/us-east-1/S3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "S3"},
-        {"AK/20130524/us-east-1/s3x/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE,
-         "s3x"},
+        {"AK/20130524/us-east-1/s3x/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "s3x"},
         {"AK/20130524/us-east-1/s3/aws4_requesT", "20130524T000000Z", OL_SIGV4_BAD_TERMINATOR,
          "aws4_requesT"},
         {"AK/2013052x/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SCOPE_DATE,
          "2013052x"},
         {"AK/201305240/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SCOPE_DATE,
          "201305240"},
-        {"AK/20130525/us-east-1/s3/aws4_request", "20130524T000000Z",
-         OL_SIGV4_BAD_DATE_MISMATCH, "20130525"},
+        {"AK/20130525/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_DATE_MISMATCH,
+         "20130525"},
         {"AK/20130524/us-east-1/s3", "20130524T000000Z", OL_SIGV4_BAD_CREDENTIAL, NULL},
     };
     const char *sig = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
@@ -833,7 +835,7 @@ static void test_scope(void)
                 (cases[i].bad == OL_SIGV4_BAD_NONE) != (a.bad_value.n == 0) ||
                 (a.bad_value.n > 0 && cases[i].value != NULL &&
                  (a.bad_value.n != strlen(cases[i].value) ||
-                                       memcmp(a.bad_value.p, cases[i].value, a.bad_value.n)))) {
+                  memcmp(a.bad_value.p, cases[i].value, a.bad_value.n)))) {
                 fprintf(stderr, "scope case %zu form %d: rc %d bad %d \"%.*s\"\n", i, form, rc,
                         (int)a.bad, (int)a.bad_value.n, a.bad_value.p);
                 failures++;
@@ -855,8 +857,11 @@ static void test_check_headers(void)
              CRED, sig);
     CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
     struct ol_http_header h[12];
-    struct ol_sigv4_request req = {.method = SL("PUT"), .path = SL("/b/k"), .query = SL(""),
-                                   .headers = h, .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    struct ol_sigv4_request req = {.method = SL("PUT"),
+                                   .path = SL("/b/k"),
+                                   .query = SL(""),
+                                   .headers = h,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
     size_t n = 0;
     h[n++] = hdr("Host", "h");
     h[n++] = hdr("X-Amz-Date", "20130524T000000Z");
