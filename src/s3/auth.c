@@ -33,11 +33,74 @@ static bool is_hex64(const struct ol_slice *s)
         return -1;                                                                                 \
     } while (0)
 
-int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg)
+/* Copies at most 64 bytes of an attacker's value for an error message:
+ * printable ASCII only, anything else as '?', since the message goes into
+ * an XML document. */
+static void quote_value(char out[68], struct ol_slice v)
+{
+    size_t n = v.n > 64 ? 64 : v.n, o = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v.p[i];
+        out[o++] = c >= 0x20 && c < 0x7f && c != '"' ? (char)c : '?';
+    }
+    if (v.n > n) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+/* The message of a malformed-scope error, naming the part that is wrong as
+ * S3 does; the code is AuthorizationHeaderMalformed for the header form and
+ * AuthorizationQueryParametersError for presigned URLs. */
+static const char *scope_message(const struct ol_sigv4_auth *auth)
+{
+    static __thread char m[320];
+    char v[68];
+    const char *pre = auth->presigned ? "Error parsing the X-Amz-Credential parameter; "
+                                      : "The authorization header is malformed; ";
+    quote_value(v, auth->bad_value);
+    switch (auth->bad) {
+    case OL_SIGV4_BAD_SCOPE_DATE:
+        snprintf(m, sizeof(m),
+                 "%sincorrect date format \"%s\". This date in the credential must be in the "
+                 "format \"yyyyMMdd\".",
+                 pre, v);
+        break;
+    case OL_SIGV4_BAD_DATE_MISMATCH:
+        snprintf(m, sizeof(m),
+                 "%sInvalid credential date \"%s\". This date is not the same as X-Amz-Date: "
+                 "\"%.8s\".",
+                 pre, v, auth->amz_date);
+        break;
+    case OL_SIGV4_BAD_SERVICE:
+        snprintf(m, sizeof(m), "%sincorrect service \"%s\". This endpoint belongs to \"s3\".", pre,
+                 v);
+        break;
+    case OL_SIGV4_BAD_TERMINATOR:
+        snprintf(m, sizeof(m), "%sincorrect terminal \"%s\". This endpoint uses \"aws4_request\".",
+                 pre, v);
+        break;
+    case OL_SIGV4_BAD_CREDENTIAL:
+        snprintf(m, sizeof(m),
+                 "%sthe Credential is mal-formed; expecting "
+                 "\"<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request\".",
+                 pre);
+        break;
+    default:
+        return auth->presigned ? "Query-string authentication parameters are missing or malformed."
+                               : "The authorization header is malformed.";
+    }
+    return m;
+}
+
+int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg,
+                       const char **not_signed)
 {
     const struct ol_cfg *cfg = r->ctx->cfg;
     struct ol_sigv4_auth auth;
     memset(&auth, 0, sizeof(auth));
+    *not_signed = NULL;
     const struct ol_slice *authz = ol_s3_header(r, "authorization");
     int rc;
     if (authz) {
@@ -54,14 +117,15 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
             FAIL(OL_S3_InvalidRequest, "The authorization mechanism you have provided is not "
                                        "supported. Please use AWS4-HMAC-SHA256.");
         if (rc != OL_SIGV4_OK)
-            FAIL(OL_S3_AuthorizationHeaderMalformed, "The authorization header is malformed.");
+            FAIL(OL_S3_AuthorizationHeaderMalformed, scope_message(&auth));
     } else {
         rc = ol_sigv4_parse_query(r->http->head.query, &auth);
         if (rc == 1)
             FAIL(OL_S3_AccessDenied, "Access Denied");
+        /* The parser leaves presigned unset on failure; the message needs it. */
+        auth.presigned = true;
         if (rc != OL_SIGV4_OK)
-            FAIL(OL_S3_AuthorizationQueryParametersError,
-                 "Query-string authentication parameters are missing or malformed.");
+            FAIL(OL_S3_AuthorizationQueryParametersError, scope_message(&auth));
     }
 
     /* The scope's region must be ours: a client configured for another
@@ -69,10 +133,12 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
     if (auth.region.n != strlen(cfg->region) ||
         memcmp(auth.region.p, cfg->region, auth.region.n) != 0) {
         static __thread char region_msg[256];
-        snprintf(region_msg, sizeof(region_msg),
-                 "The authorization header is malformed; the region '%.*s' is wrong; "
-                 "expecting '%s'",
-                 (int)(auth.region.n > 64 ? 64 : auth.region.n), auth.region.p, cfg->region);
+        char v[68];
+        quote_value(v, auth.region);
+        snprintf(region_msg, sizeof(region_msg), "%sthe region '%s' is wrong; expecting '%s'",
+                 auth.presigned ? "Error parsing the X-Amz-Credential parameter; "
+                                : "The authorization header is malformed; ",
+                 v, cfg->region);
         FAIL(auth.presigned ? OL_S3_AuthorizationQueryParametersError
                             : OL_S3_AuthorizationHeaderMalformed,
              region_msg);
@@ -122,10 +188,35 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
         .nheaders = r->http->head.nheaders,
         .payload_hash = *sha,
     };
+    /* The signature covers only the headers it names: an x-amz-* header
+     * added to a presigned URL (x-amz-copy-source turns a PUT into a copy)
+     * or to a captured request would otherwise be obeyed unsigned. */
+    static __thread char names[256];
+    static __thread char hdr_msg[400];
+    rc = ol_sigv4_check_headers(&sreq, &auth, names, sizeof(names));
+    if (rc == OL_SIGV4_EUNSIGNED) {
+        *not_signed = names;
+        FAIL(OL_S3_AccessDenied, "There were headers present in the request which were not signed");
+    }
+    if (rc == OL_SIGV4_EABSENT) {
+        snprintf(hdr_msg, sizeof(hdr_msg),
+                 "The header '%s' is named in SignedHeaders but is not in the request.", names);
+        FAIL(OL_S3_AccessDenied, hdr_msg);
+    }
+    if (rc == OL_SIGV4_EREPEATED) {
+        snprintf(hdr_msg, sizeof(hdr_msg),
+                 "The signed header '%s' appears more than once; a signed header must appear "
+                 "once.",
+                 names);
+        FAIL(OL_S3_InvalidArgument, hdr_msg);
+    }
     char seed[65];
-    rc = ol_sigv4_verify(&sreq, &auth, user->secret_key, strlen(user->secret_key), seed);
+    if (rc == OL_SIGV4_OK)
+        rc = ol_sigv4_verify(&sreq, &auth, user->secret_key, strlen(user->secret_key), seed);
     if (rc == OL_SIGV4_EMALFORMED)
-        FAIL(OL_S3_AuthorizationHeaderMalformed, "The authorization header is malformed.");
+        FAIL(auth.presigned ? OL_S3_AuthorizationQueryParametersError
+                            : OL_S3_AuthorizationHeaderMalformed,
+             scope_message(&auth));
     if (rc != OL_SIGV4_OK)
         FAIL(OL_S3_SignatureDoesNotMatch, "The request signature we calculated does not match "
                                           "the signature you provided. Check your key and "

@@ -10,8 +10,13 @@
 #include "s3/sigv4.h"
 
 /* 0 when the request is authenticated (r->access_key set, body decoding set
- * up); otherwise the S3 error code and message to answer with. */
-int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg);
+ * up); otherwise the S3 error code and message to answer with, and in
+ * *not_signed (else NULL) the value of the error document's
+ * HeadersNotSigned element: the names of the x-amz-* headers present but
+ * not signed.  The strings are static or thread-local: valid until this
+ * thread's next call, so the caller builds the error before it yields. */
+int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg,
+                       const char **not_signed);
 
 /* Installs the body decoder for a request (router.c). */
 int ol_s3_body_setup(struct ol_s3_req *r, bool aws_chunked, bool signed_chunks, bool trailer,

@@ -90,11 +90,19 @@ int ol_s3_send_empty(struct ol_s3_req *r, int status, const struct ol_http_hdr *
 
 int ol_s3_error(struct ol_s3_req *r, enum ol_s3_code code, const char *message)
 {
+    return ol_s3_error_elem(r, code, message, NULL, NULL);
+}
+
+int ol_s3_error_elem(struct ol_s3_req *r, enum ol_s3_code code, const char *message,
+                     const char *elem, const char *elem_value)
+{
     struct ol_xml x;
     ol_xml_init(&x);
     ol_xml_begin_doc(&x, "Error");
     ol_xml_str(&x, "Code", ol_s3_code_name(code));
     ol_xml_str(&x, "Message", message ? message : ol_s3_code_name(code));
+    if (elem && elem_value)
+        ol_xml_str(&x, elem, elem_value);
     if (r->bucket[0])
         ol_xml_str(&x, "BucketName", r->bucket);
     if (r->key)
@@ -307,7 +315,8 @@ static void body_free(struct ol_s3_req *r)
 
 /* Percent-decodes into out and NUL-terminates; '+' stays '+' in paths and
  * becomes ' ' in queries (form encoding, which some clients use for query
- * values).  out has room for n + 1 bytes. */
+ * values; the SigV4 canonical query decodes it the same way, so a signed
+ * "a%2Bb" cannot be turned into "a+b").  out has room for n + 1 bytes. */
 static ssize_t pct_decode(const char *s, size_t n, char *out, bool plus_is_space)
 {
     ssize_t o = ol_pct_decode(s, n, out, n, plus_is_space);
@@ -335,8 +344,17 @@ static int parse_query(struct ol_s3_req *r, char *scratch, size_t cap)
             struct ol_s3_param *prm = &r->params[r->nparams];
             prm->name = scratch + used;
             ssize_t nl = pct_decode(p, (size_t)(ne - p), prm->name, true);
-            if (nl < 0)
+            /* Names are compared as C strings: "prefix%00x" must not pass
+             * for prefix. */
+            if (nl < 0 || memchr(prm->name, 0, (size_t)nl) != NULL)
                 return -EINVAL;
+            /* A repeated parameter is refused: the signature covers every
+             * copy (sorted, so their order is not signed) while handlers
+             * read the first, so reordering copies would change the meaning
+             * of a signed request. */
+            for (size_t k = 0; k < r->nparams; k++)
+                if (strcmp(r->params[k].name, prm->name) == 0)
+                    return -EINVAL;
             used += (size_t)nl + 1;
             prm->value = scratch + used;
             ssize_t vl = eq ? pct_decode(eq + 1, (size_t)(e - eq - 1), prm->value, true) : 0;
@@ -661,14 +679,14 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
         goto out;
     }
     enum ol_s3_code code;
-    const char *msg = NULL;
-    int arc = ol_s3_authenticate(r, &code, &msg);
+    const char *msg = NULL, *not_signed = NULL;
+    int arc = ol_s3_authenticate(r, &code, &msg, &not_signed);
     if (admin) {
         rc = admin_route(r, &rt->hooks, arc == 0);
         goto out;
     }
     if (arc != 0) {
-        rc = ol_s3_error(r, code, msg);
+        rc = ol_s3_error_elem(r, code, msg, "HeadersNotSigned", not_signed);
         goto out;
     }
     if (r->key && r->key_len > 1024) {

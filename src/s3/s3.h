@@ -81,6 +81,10 @@ const struct ol_slice *ol_s3_header(const struct ol_s3_req *r, const char *name)
 /* Sends an S3 error document (Code, Message, Resource, RequestId) with the
  * code's HTTP status.  Returns 0 (or the send error). */
 int ol_s3_error(struct ol_s3_req *r, enum ol_s3_code code, const char *message);
+/* The same with one more element after Message when elem and elem_value are
+ * both set (HeadersNotSigned of an unsigned-header AccessDenied). */
+int ol_s3_error_elem(struct ol_s3_req *r, enum ol_s3_code code, const char *message,
+                     const char *elem, const char *elem_value);
 /* Maps a store/core error to an S3 error and sends it. */
 int ol_s3_error_from(struct ol_s3_req *r, int err);
 /* Sends 200 with an XML body built in x (adds Content-Type: application/xml

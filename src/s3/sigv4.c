@@ -16,7 +16,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 
 #include <openssl/crypto.h>
@@ -27,6 +26,7 @@
 
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
 #define SIGV4_TERMINATOR "aws4_request"
+#define SIGV4_SERVICE "s3"
 #define EMPTY_SHA256_HEX "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 enum {
@@ -397,21 +397,29 @@ ssize_t ol_uri_encode(const char *src, size_t len, char *dst, size_t dst_cap, bo
 /* Yields the SigV4 encoding of a raw (percent-encoded) string one byte at a
  * time: each escape is decoded and every byte re-encoded, so that the
  * canonical form does not depend on how the client chose to escape.  With
- * keep_slash a literal '/' stays, while an escaped one stays escaped.  The
+ * keep_slash (paths) a literal '/' stays, while an escaped one stays
+ * escaped.  With plus_is_space (query names and values) a literal '+' is
+ * a space, exactly as the router decodes it (form encoding), so it becomes
+ * "%20" while "%2B" stays a plus: were '+' canonicalised as a plus, "a+b"
+ * and "a%2Bb" would share a signature and mean different things.  The
  * input's escapes must have been checked with escapes_ok(). */
 struct enc_iter {
     const char *p;
     size_t n;
     size_t i;
     bool keep_slash;
+    bool plus_is_space;
     char pend[2];
     unsigned ipend;
     unsigned npend;
 };
 
-static struct enc_iter enc_start(struct ol_slice s, bool keep_slash)
+enum { ENC_PATH, ENC_QUERY };
+
+static struct enc_iter enc_start(struct ol_slice s, int kind)
 {
-    struct enc_iter e = {.p = s.p, .n = s.n, .keep_slash = keep_slash};
+    struct enc_iter e = {
+        .p = s.p, .n = s.n, .keep_slash = kind == ENC_PATH, .plus_is_space = kind == ENC_QUERY};
     return e;
 }
 
@@ -433,6 +441,8 @@ static int enc_next(struct enc_iter *e)
         escaped = true;
     } else {
         e->i++;
+        if (c == '+' && e->plus_is_space)
+            c = ' ';
     }
     if (is_unreserved(c) || (c == '/' && e->keep_slash && !escaped))
         return c;
@@ -443,11 +453,12 @@ static int enc_next(struct enc_iter *e)
     return '%';
 }
 
-/* Compares two raw strings by their encoded forms, bytewise, a prefix first. */
+/* Compares two raw query strings by their encoded forms, bytewise, a prefix
+ * first. */
 static int enc_cmp(struct ol_slice a, struct ol_slice b)
 {
-    struct enc_iter ea = enc_start(a, false);
-    struct enc_iter eb = enc_start(b, false);
+    struct enc_iter ea = enc_start(a, ENC_QUERY);
+    struct enc_iter eb = enc_start(b, ENC_QUERY);
     /* Each step consumes input from both or ends: 3 * (a.n + b.n) + 2 bounds it. */
     for (size_t guard = 0; guard <= 3 * (a.n + b.n) + 2; guard++) {
         int ca = enc_next(&ea);
@@ -461,7 +472,8 @@ static int enc_cmp(struct ol_slice a, struct ol_slice b)
     return 0;
 }
 
-/* Whether a raw string decodes to exactly lit. */
+/* Whether a raw query name decodes (as the router decodes it: '+' is a
+ * space) to exactly lit. */
 static bool decoded_eq(struct ol_slice raw, const char *lit)
 {
     size_t j = 0, n = strlen(lit);
@@ -472,6 +484,8 @@ static bool decoded_eq(struct ol_slice raw, const char *lit)
             c = (unsigned char)(hex_val((unsigned char)raw.p[i + 1]) << 4 |
                                 hex_val((unsigned char)raw.p[i + 2]));
             i += 2;
+        } else if (c == '+') {
+            c = ' ';
         }
         if (j >= n || (unsigned char)lit[j] != c)
             return false;
@@ -541,9 +555,9 @@ static void sink_put(struct sink *s, const char *p, size_t n)
     }
 }
 
-static void sink_encoded(struct sink *s, struct ol_slice raw, bool keep_slash)
+static void sink_encoded(struct sink *s, struct ol_slice raw, int kind)
 {
-    struct enc_iter e = enc_start(raw, keep_slash);
+    struct enc_iter e = enc_start(raw, kind);
     for (size_t guard = 0; guard <= 3 * raw.n; guard++) {
         int c = enc_next(&e);
         if (c < 0)
@@ -620,6 +634,30 @@ static int slice_cmp(struct ol_slice a, struct ol_slice b)
     if (r != 0)
         return r;
     return a.n < b.n ? -1 : a.n > b.n;
+}
+
+static unsigned char ascii_lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* Whether header names a and b are equal but for case.  The folding is
+ * ASCII by hand, as in ol_http_find_header, so that the signer and the S3
+ * layer always find the same headers (strncasecmp depends on the locale). */
+static bool hname_eq(struct ol_slice a, struct ol_slice b)
+{
+    if (a.n != b.n)
+        return false;
+    for (size_t i = 0; i < a.n; i++)
+        if (ascii_lower((unsigned char)a.p[i]) != ascii_lower((unsigned char)b.p[i]))
+            return false;
+    return true;
+}
+
+static bool hname_has_prefix(struct ol_slice h, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return h.n >= n && hname_eq((struct ol_slice){h.p, n}, (struct ol_slice){prefix, n});
 }
 
 /* Checks syntax and strict ascending order; reports whether host is there. */
@@ -721,7 +759,7 @@ static int canonical_request(struct sink *s, const struct ol_sigv4_request *req,
     if (req->path.n == 0)
         sink_byte(s, '/');
     else
-        sink_encoded(s, req->path, true);
+        sink_encoded(s, req->path, ENC_PATH);
     sink_byte(s, '\n');
 
     bool first = true;
@@ -730,9 +768,9 @@ static int canonical_request(struct sink *s, const struct ol_sigv4_request *req,
             continue;
         if (!first)
             sink_byte(s, '&');
-        sink_encoded(s, params[i].name, false);
+        sink_encoded(s, params[i].name, ENC_QUERY);
         sink_byte(s, '=');
-        sink_encoded(s, params[i].value, false);
+        sink_encoded(s, params[i].value, ENC_QUERY);
         first = false;
     }
     sink_byte(s, '\n');
@@ -747,7 +785,7 @@ static int canonical_request(struct sink *s, const struct ol_sigv4_request *req,
         bool any = false;
         for (size_t h = 0; h < req->nheaders; h++) {
             const struct ol_http_header *hd = &req->headers[h];
-            if (hd->name.n != name.n || strncasecmp(hd->name.p, name.p, name.n) != 0)
+            if (!hname_eq(hd->name, name))
                 continue;
             if (any)
                 sink_byte(s, ',');
@@ -770,6 +808,110 @@ static int canonical_request(struct sink *s, const struct ol_sigv4_request *req,
     sink_put(s, req->payload_hash.p, req->payload_hash.n);
     sink_flush(s);
     return s->err;
+}
+
+/* ---- headers that must be signed ---- */
+
+/* Whether the (checked) signed-headers list names request header h. */
+static bool sh_contains(struct ol_slice list, struct ol_slice h)
+{
+    struct ol_slice name;
+    size_t pos = 0;
+    /* Each name consumes at least one byte of the list. */
+    for (size_t guard = 0; guard <= list.n; guard++) {
+        if (sh_next(list, &pos, &name) != 1)
+            return false;
+        if (hname_eq(h, name))
+            return true;
+    }
+    return false;
+}
+
+/* Whether S3 requires request header h to be signed when present. */
+static bool must_be_signed(struct ol_slice h)
+{
+    static const struct ol_slice host = {"host", 4};
+    static const struct ol_slice sha = {"x-amz-content-sha256", 20};
+    return hname_eq(h, host) || (hname_has_prefix(h, "x-amz-") && !hname_eq(h, sha));
+}
+
+/* A ", "-separated list of header names written into a caller's buffer;
+ * when the next name does not fit, "..." ends it.  len + 4 <= cap holds
+ * after every append, which keeps room for "..." and the NUL. */
+struct name_list {
+    char *p;
+    size_t cap;
+    size_t len;
+    bool full;
+};
+
+static void name_list_add(struct name_list *l, struct ol_slice name)
+{
+    size_t sep = l->len > 0 ? 2 : 0;
+    if (l->full)
+        return;
+    if (l->cap < 4 || l->len + sep + name.n + 4 > l->cap) {
+        if (l->cap >= 4) {
+            memcpy(l->p + l->len, "...", 3);
+            l->len += 3;
+        }
+        l->full = true;
+        l->p[l->len] = '\0';
+        return;
+    }
+    if (sep) {
+        memcpy(l->p + l->len, ", ", 2);
+        l->len += 2;
+    }
+    for (size_t i = 0; i < name.n; i++)
+        l->p[l->len++] = (char)ascii_lower((unsigned char)name.p[i]);
+    l->p[l->len] = '\0';
+}
+
+int ol_sigv4_check_headers(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
+                           char *names, size_t cap)
+{
+    struct name_list out = {.p = names, .cap = cap};
+    struct ol_slice list = auth->signed_headers, name;
+    bool has_host;
+
+    OL_ASSERT(cap >= 1);
+    names[0] = '\0';
+    if (check_signed_headers(list, &has_host) != OL_SIGV4_OK)
+        return OL_SIGV4_EMALFORMED;
+
+    /* Present but unsigned: each name once, in the order received.  The
+     * parser bounds the header count, so the quadratic scans stay small. */
+    bool unsigned_any = false;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        struct ol_slice h = req->headers[i].name;
+        if (!must_be_signed(h) || sh_contains(list, h))
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = hname_eq(req->headers[j].name, h);
+        if (!seen)
+            name_list_add(&out, h);
+        unsigned_any = true;
+    }
+    if (unsigned_any)
+        return OL_SIGV4_EUNSIGNED;
+
+    /* Signed: present exactly once. */
+    size_t pos = 0;
+    for (size_t guard = 0; guard <= list.n; guard++) {
+        if (sh_next(list, &pos, &name) != 1)
+            break;
+        size_t count = 0;
+        for (size_t i = 0; i < req->nheaders; i++)
+            if (hname_eq(req->headers[i].name, name))
+                count++;
+        if (count != 1) {
+            name_list_add(&out, name);
+            return count == 0 ? OL_SIGV4_EABSENT : OL_SIGV4_EREPEATED;
+        }
+    }
+    return OL_SIGV4_OK;
 }
 
 int ol_sigv4_canonical_request(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
@@ -1030,7 +1172,16 @@ static size_t find_cred_sep(struct ol_slice v, size_t from, bool allow_escaped, 
     return v.n;
 }
 
-/* "AK/yyyymmdd/region/service/aws4_request" */
+/* Records which part of the scope is wrong, for the error message. */
+static int scope_bad(struct ol_sigv4_auth *out, enum ol_sigv4_bad bad, struct ol_slice value)
+{
+    out->bad = bad;
+    out->bad_value = value;
+    return OL_SIGV4_EMALFORMED;
+}
+
+/* "AK/yyyymmdd/region/s3/aws4_request": every part but the region (which
+ * the caller compares with its own) is checked here. */
 static int parse_credential(struct ol_slice v, bool allow_escaped, struct ol_sigv4_auth *out)
 {
     struct ol_slice part[5];
@@ -1039,16 +1190,22 @@ static int parse_credential(struct ol_slice v, bool allow_escaped, struct ol_sig
         size_t sep_len;
         size_t end = find_cred_sep(v, pos, allow_escaped, &sep_len);
         if ((k < 4) != (end < v.n))
-            return OL_SIGV4_EMALFORMED;
+            return scope_bad(out, OL_SIGV4_BAD_CREDENTIAL, v);
         part[k] = (struct ol_slice){v.p + pos, end - pos};
         if (part[k].n == 0 || memchr(part[k].p, '%', part[k].n) != NULL)
-            return OL_SIGV4_EMALFORMED;
+            return scope_bad(out, OL_SIGV4_BAD_CREDENTIAL, v);
         pos = end + sep_len;
     }
-    if (part[0].n > MAX_ACCESS_KEY_BYTES || part[1].n != 8 || digits(part[1].p, 8) < 0 ||
-        part[2].n > MAX_REGION_BYTES || part[3].n > MAX_SERVICE_BYTES ||
-        !slice_eq(part[4], SIGV4_TERMINATOR))
-        return OL_SIGV4_EMALFORMED;
+    if (part[0].n > MAX_ACCESS_KEY_BYTES || part[2].n > MAX_REGION_BYTES)
+        return scope_bad(out, OL_SIGV4_BAD_CREDENTIAL, v);
+    if (part[1].n != 8 || digits(part[1].p, 8) < 0)
+        return scope_bad(out, OL_SIGV4_BAD_SCOPE_DATE, part[1]);
+    /* A signature scoped to another service (".../ec2/aws4_request") was
+     * made for that service, not for this one. */
+    if (!slice_eq(part[3], SIGV4_SERVICE))
+        return scope_bad(out, OL_SIGV4_BAD_SERVICE, part[3]);
+    if (!slice_eq(part[4], SIGV4_TERMINATOR))
+        return scope_bad(out, OL_SIGV4_BAD_TERMINATOR, part[4]);
     out->access_key = part[0];
     out->date = part[1];
     out->region = part[2];
@@ -1113,7 +1270,7 @@ int ol_sigv4_parse_header(struct ol_slice authorization, struct ol_slice amz_dat
     if (rc != OL_SIGV4_OK)
         return rc;
     if (memcmp(out->date.p, out->amz_date, 8) != 0)
-        return OL_SIGV4_EMALFORMED;
+        return scope_bad(out, OL_SIGV4_BAD_DATE_MISMATCH, out->date);
     return OL_SIGV4_OK;
 }
 
@@ -1132,14 +1289,21 @@ int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out)
     int rc;
 
     memset(out, 0, sizeof(*out));
+    /* Names are compared decoded, as the router and the canonical query see
+     * them: "X-Amz-%53ignature" is X-Amz-Signature, and giving it twice
+     * (once encoded) must not leave one copy out of the signature while the
+     * other is taken.  Each piece consumes at least its '&'. */
     while (i < query.n) {
         const char *amp = memchr(query.p + i, '&', query.n - i);
         size_t end = amp ? (size_t)(amp - query.p) : query.n;
         struct ol_slice piece = {query.p + i, end - i};
         const char *eq = memchr(piece.p, '=', piece.n);
         struct ol_slice name = {piece.p, eq ? (size_t)(eq - piece.p) : piece.n};
-        for (int k = 0; k < P_COUNT; k++) {
-            if (!slice_eq(name, names[k]))
+        char dname[32];
+        ssize_t dn =
+            name.n < sizeof(dname) ? ol_pct_decode(name.p, name.n, dname, sizeof(dname), true) : -1;
+        for (int k = 0; k < P_COUNT && dn > 0; k++) {
+            if ((size_t)dn != strlen(names[k]) || memcmp(dname, names[k], (size_t)dn) != 0)
                 continue;
             if (seen[k])
                 return OL_SIGV4_EMALFORMED;
@@ -1170,7 +1334,7 @@ int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out)
     if (rc != OL_SIGV4_OK)
         return rc;
     if (memcmp(out->date.p, out->amz_date, 8) != 0)
-        return OL_SIGV4_EMALFORMED;
+        return scope_bad(out, OL_SIGV4_BAD_DATE_MISMATCH, out->date);
     n = decode_small(val[P_EXPIRES], small, sizeof(small));
     if (n < 1 || n > 7)
         return OL_SIGV4_EMALFORMED;

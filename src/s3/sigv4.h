@@ -23,6 +23,20 @@ enum ol_sigv4_result {
     OL_SIGV4_EUNSUPPORTED = -5,   /* algorithm other than AWS4-HMAC-SHA256 (400) */
     OL_SIGV4_EPAYLOAD = -6,       /* XAmzContentSHA256Mismatch (400) */
     OL_SIGV4_ECHUNK = -7,         /* aws-chunked framing broken: IncompleteBody / malformed (400) */
+    OL_SIGV4_EUNSIGNED = -8,      /* an x-amz-* (or host) header not signed: AccessDenied (403) */
+    OL_SIGV4_EABSENT = -9,        /* a header named in SignedHeaders is not in the request (403) */
+    OL_SIGV4_EREPEATED = -10,     /* a signed header appears more than once (400) */
+};
+
+/* The part of the signing information a parser refused, so that the error
+ * message can name it as S3's does (auth.c). */
+enum ol_sigv4_bad {
+    OL_SIGV4_BAD_NONE = 0,
+    OL_SIGV4_BAD_CREDENTIAL,    /* not "AK/date/region/service/terminator" */
+    OL_SIGV4_BAD_SCOPE_DATE,    /* the scope's date is not yyyymmdd */
+    OL_SIGV4_BAD_DATE_MISMATCH, /* the scope's date is not the date of X-Amz-Date */
+    OL_SIGV4_BAD_SERVICE,       /* the scope's service is not "s3" */
+    OL_SIGV4_BAD_TERMINATOR,    /* the scope does not end with "aws4_request" */
 };
 
 /* The credential and signature parts of a request, from either the
@@ -41,18 +55,29 @@ struct ol_sigv4_auth {
     int64_t request_time;           /* amz_date as Unix seconds */
     bool presigned;
     int64_t expires_sec;            /* X-Amz-Expires (presigned only), 1..604800 */
+    /* Set by the parsers when they return OL_SIGV4_EMALFORMED because of one
+     * part of the credential scope: which part, and its raw text (a slice of
+     * the request, for the message); OL_SIGV4_BAD_NONE otherwise. */
+    enum ol_sigv4_bad bad;
+    struct ol_slice bad_value;
 };
 
 /* Parses "AWS4-HMAC-SHA256 Credential=AK/yyyymmdd/region/s3/aws4_request,
  * SignedHeaders=...,Signature=..." (whitespace after commas tolerated).
  * amz_date comes from the request's x-amz-date (or Date) header, which the
- * caller passes. */
+ * caller passes.  Every part of the scope is checked but the region (which
+ * the caller compares with its own): the date must be 8 digits and the date
+ * of amz_date, the service "s3", the terminator "aws4_request"; a failure
+ * there sets out->bad. */
 int ol_sigv4_parse_header(struct ol_slice authorization, struct ol_slice amz_date,
                           struct ol_sigv4_auth *out);
 /* Parses X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Expires,
  * X-Amz-SignedHeaders, X-Amz-Signature from a raw (percent-encoded) query.
- * Returns OL_SIGV4_EMALFORMED when any is missing or bad; 1 when the query
- * carries no X-Amz-Signature at all (not a presigned request). */
+ * Parameter names are matched by their decoded form (as the router and the
+ * canonical query see them); a name given twice is malformed.  The scope is
+ * checked as by ol_sigv4_parse_header.  Returns OL_SIGV4_EMALFORMED when any
+ * is missing or bad; 1 when the query carries no X-Amz-Signature at all (not
+ * a presigned request). */
 int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out);
 
 /* Parses a request time: the strict X-Amz-Date form yyyymmddTHHMMSSZ, or an
@@ -72,6 +97,23 @@ struct ol_sigv4_request {
     struct ol_slice payload_hash;
 };
 
+/* Checks the request's headers against its signed-headers list, as S3 does
+ * before it looks at the signature.  Every x-amz-* header present must be
+ * signed (x-amz-content-sha256 excepted: its value is the last line of the
+ * canonical request whether signed or not), and so must host when present;
+ * a signed header must be present, and only once (the S3 layer reads the
+ * first of repeated headers, while the signature covers their values joined
+ * with ','; refusing the repetition keeps what was signed and what is
+ * obeyed the same).  Standard headers (Content-Type, Content-MD5...) need
+ * not be signed: S3 accepts them unsigned, and clients rely on it.
+ * Returns OL_SIGV4_OK, OL_SIGV4_EUNSIGNED (names: the unsigned headers,
+ * lowercase, ", "-separated), OL_SIGV4_EABSENT or OL_SIGV4_EREPEATED (names:
+ * that header), or OL_SIGV4_EMALFORMED (a bad signed-headers list).  names
+ * (cap >= 1) is always NUL-terminated; a list that does not fit ends with
+ * "...". */
+int ol_sigv4_check_headers(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
+                           char *names, size_t cap);
+
 /* Recomputes the signature with `secret` and compares it in constant time.
  * For a presigned request the X-Amz-Signature parameter is left out of the
  * canonical query.  On success writes the (hex, NUL-terminated) signature to
@@ -81,7 +123,11 @@ struct ol_sigv4_request {
  * payload_hash, a bad escape in path or query, too many query parameters),
  * or -ENOMEM when OpenSSL fails.  Canonical URI: the path is decoded and
  * re-encoded (S3 does not double-encode or normalise it); a "%2F" stays
- * "%2F" so that a key holding an encoded slash keeps the client's meaning. */
+ * "%2F" so that a key holding an encoded slash keeps the client's meaning.
+ * Canonical query: each name and value is decoded as the router decodes it
+ * (a raw '+' is a space, "%2B" a plus) and re-encoded, so that two queries
+ * with one canonical form always mean the same to the S3 layer.  The
+ * caller checks the headers with ol_sigv4_check_headers first. */
 int ol_sigv4_verify(const struct ol_sigv4_request *req, const struct ol_sigv4_auth *auth,
                     const char *secret, size_t secret_len, char seed_signature[65]);
 

@@ -3,7 +3,10 @@
  * The input is split at its first three '\n' into an Authorization value, a
  * date, a path and a query; each goes through its parser and, when that
  * accepts it, through canonicalisation and verification.  The whole input
- * also checks that percent-decoding undoes percent-encoding, and (past its
+ * also checks that percent-decoding undoes percent-encoding, that the
+ * canonical query and the router's decoding of the raw query (a '+' is a
+ * space) give the same parameters, that the header check keeps its
+ * contract, and (past its
  * first byte, which picks the variant) is fed to the aws-chunked decoder
  * twice: whole, and in pieces whose sizes come from the input.  Both feeds
  * must agree on the result, the output and the trailers.
@@ -29,6 +32,81 @@ static const char SEED[] = "4f232c4386841ef735655705268965c44a0e4690baa4adea153f
         }                                                                                          \
     } while (0)
 
+/* A decoded query parameter: name and value back to back in one buffer. */
+struct dparam {
+    char *p;
+    size_t name_n, value_n;
+};
+
+static int dparam_cmp(const void *x, const void *y)
+{
+    const struct dparam *a = x, *b = y;
+    size_t an = a->name_n + 1 + a->value_n, bn = b->name_n + 1 + b->value_n;
+    int r = memcmp(a->p, b->p, an < bn ? an : bn);
+    return r != 0 ? r : (an > bn) - (an < bn);
+}
+
+/* Splits q at '&' and each piece at its first '=', decodes both halves,
+ * and sorts the pairs; the X-Amz-Signature of a presigned request (which is
+ * left out of the signature) is left out.  Returns the count, or -1 on a bad
+ * escape.  buf holds q.n + 2 * count bytes at most. */
+static long decode_params(struct ol_slice q, bool plus_is_space, bool skip_sig, char *buf,
+                          struct dparam *out, size_t max)
+{
+    size_t n = 0, used = 0, i = 0;
+    while (i < q.n) {
+        const char *amp = memchr(q.p + i, '&', q.n - i);
+        size_t end = amp ? (size_t)(amp - q.p) : q.n;
+        if (end > i) {
+            FUZZ_CHECK(n < max);
+            const char *eq = memchr(q.p + i, '=', end - i);
+            size_t ne = eq ? (size_t)(eq - q.p) : end;
+            ssize_t a = ol_pct_decode(q.p + i, ne - i, buf + used, ne - i, plus_is_space);
+            if (a < 0)
+                return -1;
+            buf[used + (size_t)a] = '\0';
+            ssize_t b = eq ? ol_pct_decode(eq + 1, end - ne - 1, buf + used + (size_t)a + 1,
+                                           end - ne - 1, plus_is_space)
+                           : 0;
+            if (b < 0)
+                return -1;
+            if (!(skip_sig && a == 15 && memcmp(buf + used, "X-Amz-Signature", 15) == 0)) {
+                out[n++] = (struct dparam){buf + used, (size_t)a, (size_t)b};
+                used += (size_t)a + 1 + (size_t)b;
+            }
+        }
+        i = end + 1;
+    }
+    qsort(out, n, sizeof(out[0]), dparam_cmp);
+    return (long)n;
+}
+
+/* The parameters that were signed (the canonical query decoded) are the
+ * parameters the router decodes from the raw query, one for one. */
+static void check_query_agreement(const char *cr, size_t len, struct ol_slice raw, bool presigned)
+{
+    const char *l2 = memchr(cr, '\n', len);
+    const char *l3 = l2 ? memchr(l2 + 1, '\n', len - (size_t)(l2 + 1 - cr)) : NULL;
+    const char *l4 = l3 ? memchr(l3 + 1, '\n', len - (size_t)(l3 + 1 - cr)) : NULL;
+    FUZZ_CHECK(l4 != NULL);
+    struct ol_slice canon = {l3 + 1, (size_t)(l4 - l3 - 1)};
+    /* No raw '+' is left in the canonical form: it decodes one way only. */
+    FUZZ_CHECK(memchr(canon.p, '+', canon.n) == NULL);
+    size_t max = raw.n + 1;
+    struct dparam *pa = malloc(max * sizeof(*pa)), *pb = malloc(max * sizeof(*pb));
+    char *ba = malloc(canon.n + 2 * max), *bb = malloc(raw.n + 2 * max);
+    FUZZ_CHECK(pa && pb && ba && bb);
+    long na = decode_params(canon, false, false, ba, pa, max);
+    long nb = decode_params(raw, true, presigned, bb, pb, max);
+    FUZZ_CHECK(na >= 0 && nb >= 0 && na == nb);
+    for (long i = 0; i < na; i++)
+        FUZZ_CHECK(dparam_cmp(&pa[i], &pb[i]) == 0);
+    free(pa);
+    free(pb);
+    free(ba);
+    free(bb);
+}
+
 static void check_request(const struct ol_sigv4_auth *auth, struct ol_slice date,
                           struct ol_slice path, struct ol_slice query)
 {
@@ -50,6 +128,22 @@ static void check_request(const struct ol_sigv4_auth *auth, struct ol_slice date
     char sig[65], seed[65];
     int rc = ol_sigv4_canonical_request(&req, auth, cr, sizeof(cr), &len);
     FUZZ_CHECK(rc <= 0 && len <= sizeof(cr));
+    if (rc == 0)
+        check_query_agreement(cr, len, query, auth->presigned);
+    /* The header check: its results, and a name list always terminated
+     * inside the buffer, however small. */
+    char names[64];
+    for (size_t cap = 1; cap <= sizeof(names); cap += 21) {
+        memset(names, 'x', sizeof(names));
+        int rh = ol_sigv4_check_headers(&req, auth, names, cap);
+        FUZZ_CHECK(rh == OL_SIGV4_OK || rh == OL_SIGV4_EUNSIGNED || rh == OL_SIGV4_EABSENT ||
+                   rh == OL_SIGV4_EREPEATED || rh == OL_SIGV4_EMALFORMED);
+        FUZZ_CHECK(memchr(names, '\0', cap) != NULL);
+        /* Host is sent twice here: signed, it is repeated; unsigned, it is
+         * named. */
+        if (rh == OL_SIGV4_OK)
+            FUZZ_CHECK(!"host is sent twice: never OK");
+    }
     int rs = ol_sigv4_sign(&req, auth, SECRET, sizeof(SECRET) - 1, sig);
     if (rs == 0) {
         FUZZ_CHECK(strlen(sig) == 64);

@@ -379,8 +379,9 @@ def canonical_query(query):
         if not part:
             continue
         k, _, v = part.partition("=")
-        k = urllib.parse.unquote(k)
-        v = urllib.parse.unquote(v)
+        # '+' is a space, as the server decodes it (form encoding).
+        k = urllib.parse.unquote_plus(k)
+        v = urllib.parse.unquote_plus(v)
         pairs.append((uri_encode(k), uri_encode(v)))
     pairs.sort()
     return "&".join(f"{k}={v}" for k, v in pairs)

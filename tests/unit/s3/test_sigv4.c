@@ -577,9 +577,10 @@ static void test_canonical_details(void)
     struct ol_sigv4_request req = {
         .method = SL("GET"),
         .path = SL("/b/a%20b//c%2Fd/e+f/%7e~/%c3%a9!$"),
-        /* Sorting by encoded name then value; duplicates kept; '+' is a plus;
-         * a bare name gets an empty value; empty pieces are skipped. */
-        .query = SL("b=2&a=2&&a=1&c&A=x&a%20b=%2f/&d=a+b&e=~-._&a=1&f=%3D=="),
+        /* Sorting by encoded name then value; duplicates kept; '+' is a
+         * space as the router decodes it, "%2b" a plus; a bare name gets an
+         * empty value; empty pieces are skipped. */
+        .query = SL("b=2&a=2&&a=1&c&A=x&a%20b=%2f/&d=a+b&e=~-._&a=1&f=%3D==&g+h=%2b"),
         .headers = h,
         .nheaders = sizeof(h) / sizeof(h[0]),
         .payload_hash = SL("UNSIGNED-PAYLOAD"),
@@ -588,7 +589,7 @@ static void test_canonical_details(void)
     cr[len] = '\0';
     CHECK_STR(cr, "GET\n"
                   "/b/a%20b//c%2Fd/e%2Bf/~~/%C3%A9%21%24\n"
-                  "A=x&a=1&a=1&a=2&a%20b=%2F%2F&b=2&c=&d=a%2Bb&e=~-._&f=%3D%3D%3D\n"
+                  "A=x&a=1&a=1&a=2&a%20b=%2F%2F&b=2&c=&d=a%20b&e=~-._&f=%3D%3D%3D&g%20h=%2B\n"
                   "host:h\n"
                   "x-amz-meta-a:one two three\n"
                   "x-amz-meta-b:first,second value,\n"
@@ -630,6 +631,310 @@ static void test_canonical_details(void)
     CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sigbuf), 0);
     auth.signature = (struct ol_slice){sigbuf, 64};
     CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_EMALFORMED);
+}
+
+/* ---- what is signed is what is obeyed ---- */
+
+/* Splits the canonical query line (the third line of cr) and a raw query
+ * into decoded (name, value) pairs, each sorted, and checks that they are
+ * the same list: the signer and the router see one parameter list. */
+struct dpair {
+    char name[64], value[64];
+};
+
+static int dpair_cmp(const void *x, const void *y)
+{
+    const struct dpair *a = x, *b = y;
+    int r = strcmp(a->name, b->name);
+    return r != 0 ? r : strcmp(a->value, b->value);
+}
+
+static size_t split_decode(const char *q, size_t n, bool plus_is_space, struct dpair *out,
+                           size_t max)
+{
+    size_t count = 0, i = 0;
+    while (i < n && count < max) {
+        const char *amp = memchr(q + i, '&', n - i);
+        size_t end = amp ? (size_t)(amp - q) : n;
+        if (end > i) {
+            const char *eq = memchr(q + i, '=', end - i);
+            size_t ne = eq ? (size_t)(eq - q) : end;
+            ssize_t a = ol_pct_decode(q + i, ne - i, out[count].name, 63, plus_is_space);
+            ssize_t b =
+                eq ? ol_pct_decode(eq + 1, end - ne - 1, out[count].value, 63, plus_is_space) : 0;
+            CHECK(a >= 0 && b >= 0);
+            out[count].name[a < 0 ? 0 : a] = '\0';
+            out[count].value[b < 0 ? 0 : b] = '\0';
+            count++;
+        }
+        i = end + 1;
+    }
+    qsort(out, count, sizeof(out[0]), dpair_cmp);
+    return count;
+}
+
+static void check_same_params(const char *raw)
+{
+    struct ol_sigv4_auth auth;
+    char authz[512], cr[2048];
+    size_t len = 0;
+    snprintf(authz, sizeof(authz),
+             "AWS4-HMAC-SHA256 Credential=%s,SignedHeaders=host,Signature="
+             "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
+             CRED);
+    CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
+    struct ol_http_header h[] = {hdr("Host", "h")};
+    struct ol_sigv4_request req = {.method = SL("GET"),
+                                   .path = SL("/b"),
+                                   .query = SL(raw),
+                                   .headers = h,
+                                   .nheaders = 1,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    CHECK_EQ_INT(ol_sigv4_canonical_request(&req, &auth, cr, sizeof(cr) - 1, &len), 0);
+    cr[len] = '\0';
+    const char *l2 = strchr(cr, '\n');
+    const char *l3 = l2 ? strchr(l2 + 1, '\n') : NULL;
+    const char *l4 = l3 ? strchr(l3 + 1, '\n') : NULL;
+    CHECK(l4 != NULL);
+    if (l4 == NULL)
+        return;
+    /* The canonical form holds no raw '+': it decodes the same either way. */
+    CHECK(memchr(l3 + 1, '+', (size_t)(l4 - l3 - 1)) == NULL);
+    struct dpair a[16], b[16];
+    size_t na = split_decode(l3 + 1, (size_t)(l4 - l3 - 1), false, a, 16);
+    size_t nb = split_decode(raw, strlen(raw), true, b, 16);
+    CHECK_EQ_INT(na, nb);
+    for (size_t i = 0; i < na && i < nb; i++) {
+        if (strcmp(a[i].name, b[i].name) != 0 || strcmp(a[i].value, b[i].value) != 0) {
+            fprintf(stderr, "query \"%s\": signed (%s=%s), router (%s=%s)\n", raw, a[i].name,
+                    a[i].value, b[i].name, b[i].value);
+            failures++;
+        }
+    }
+}
+
+static void test_query_plus(void)
+{
+    /* A signature over prefix=a%2Bb must not verify for prefix=a+b (which the
+     * router reads as "a b"), and the same the other way round; "a+b" and
+     * "a%20b" are one query and share it. */
+    struct ol_sigv4_auth auth;
+    char authz[512], sig[65];
+    snprintf(authz, sizeof(authz),
+             "AWS4-HMAC-SHA256 Credential=%s,SignedHeaders=host,Signature="
+             "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41",
+             CRED);
+    CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
+    struct ol_http_header h[] = {hdr("Host", "h")};
+    struct ol_sigv4_request req = {.method = SL("GET"),
+                                   .path = SL("/b"),
+                                   .query = SL("prefix=a%2Bb"),
+                                   .headers = h,
+                                   .nheaders = 1,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sig), 0);
+    auth.signature = (struct ol_slice){sig, 64};
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_OK);
+    req.query = SL("prefix=a%2bb");
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_OK);
+    req.query = SL("prefix=a+b");
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_EMISMATCH);
+    req.query = SL("pre+fix=a%2Bb");
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_EMISMATCH);
+
+    req.query = SL("prefix=a+b");
+    CHECK_EQ_INT(ol_sigv4_sign(&req, &auth, SECRET, strlen(SECRET), sig), 0);
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_OK);
+    req.query = SL("prefix=a%20b");
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_OK);
+    req.query = SL("prefix=a%2Bb");
+    CHECK_EQ_INT(ol_sigv4_verify(&req, &auth, SECRET, strlen(SECRET), NULL), OL_SIGV4_EMISMATCH);
+
+    /* Every shape of query: the signed list and the router's list agree. */
+    static const char *const queries[] = {
+        "prefix=a+b",    "prefix=a%2Bb", "prefix=a%2bb", "a+b=c+d&a%20b=c%20d",
+        "x&y=&=z&&w==",  "k=%41%7e%7E~", "p=%25%2B%2b+", "delimiter=%2F&prefix=a/b",
+        "a=1&a=1&a=2&b", "n=%C3%A9+%00", "+=+&%2B=%2B",  "list-type=2&prefix=x%20+y",
+    };
+    for (size_t i = 0; i < sizeof(queries) / sizeof(queries[0]); i++)
+        check_same_params(queries[i]);
+}
+
+static void test_presigned_names(void)
+{
+    /* X-Amz-* names are matched decoded, as the router decodes them; an
+     * encoded copy next to a plain one is a duplicate, not a parameter left
+     * out of the signature while the router takes it. */
+    const char *base = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3"
+                       "%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=60&"
+                       "X-Amz-SignedHeaders=host";
+    const char *sig = "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
+    char q[700];
+    struct ol_sigv4_auth a;
+    snprintf(q, sizeof(q), "%s&X-Amz-%%53ignature=%s", base, sig);
+    CHECK_EQ_INT(ol_sigv4_parse_query(SL(q), &a), OL_SIGV4_OK);
+    snprintf(q, sizeof(q), "%s&X-Amz-Signature=%s&X-Amz-%%53ignature=%s", base, sig, sig);
+    CHECK_EQ_INT(ol_sigv4_parse_query(SL(q), &a), OL_SIGV4_EMALFORMED);
+    snprintf(q, sizeof(q), "%s&X-Amz-%%44ate=20130524T000000Z&X-Amz-Signature=%s", base, sig);
+    CHECK_EQ_INT(ol_sigv4_parse_query(SL(q), &a), OL_SIGV4_EMALFORMED);
+}
+
+/* Scope checks, header and presigned form: which part is wrong is reported. */
+static void test_scope(void)
+{
+    struct {
+        const char *cred; /* the credential, '/'-separated */
+        const char *date; /* X-Amz-Date */
+        enum ol_sigv4_bad bad;
+        const char *value; /* NULL: any non-empty value */
+    } cases[] = {
+        {"AK/20130524/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_NONE, ""},
+        {"AK/20130524/us-east-1/ec2/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "ec2"},
+        {"AK/20130524/us-east-1/S3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "S3"},
+        {"AK/20130524/us-east-1/s3x/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SERVICE, "s3x"},
+        {"AK/20130524/us-east-1/s3/aws4_requesT", "20130524T000000Z", OL_SIGV4_BAD_TERMINATOR,
+         "aws4_requesT"},
+        {"AK/2013052x/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SCOPE_DATE,
+         "2013052x"},
+        {"AK/201305240/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_SCOPE_DATE,
+         "201305240"},
+        {"AK/20130525/us-east-1/s3/aws4_request", "20130524T000000Z", OL_SIGV4_BAD_DATE_MISMATCH,
+         "20130525"},
+        {"AK/20130524/us-east-1/s3", "20130524T000000Z", OL_SIGV4_BAD_CREDENTIAL, NULL},
+    };
+    const char *sig = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        for (int form = 0; form < 2; form++) {
+            struct ol_sigv4_auth a;
+            char buf[700], cred[128];
+            int rc;
+            if (form == 0) {
+                snprintf(buf, sizeof(buf),
+                         "AWS4-HMAC-SHA256 Credential=%s,SignedHeaders=host,Signature=%s",
+                         cases[i].cred, sig);
+                rc = ol_sigv4_parse_header(SL(buf), SL(cases[i].date), &a);
+            } else {
+                size_t o = 0;
+                for (const char *c = cases[i].cred; *c && o + 4 < sizeof(cred); c++) {
+                    if (*c == '/') {
+                        memcpy(cred + o, "%2F", 3);
+                        o += 3;
+                    } else {
+                        cred[o++] = *c;
+                    }
+                }
+                cred[o] = '\0';
+                snprintf(buf, sizeof(buf),
+                         "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=%s&X-Amz-Date=%s&"
+                         "X-Amz-Expires=60&X-Amz-SignedHeaders=host&X-Amz-Signature=%s",
+                         cred, cases[i].date, sig);
+                rc = ol_sigv4_parse_query(SL(buf), &a);
+            }
+            int want = cases[i].bad == OL_SIGV4_BAD_NONE ? OL_SIGV4_OK : OL_SIGV4_EMALFORMED;
+            if (rc != want || a.bad != cases[i].bad ||
+                (cases[i].bad == OL_SIGV4_BAD_NONE) != (a.bad_value.n == 0) ||
+                (a.bad_value.n > 0 && cases[i].value != NULL &&
+                 (a.bad_value.n != strlen(cases[i].value) ||
+                  memcmp(a.bad_value.p, cases[i].value, a.bad_value.n)))) {
+                fprintf(stderr, "scope case %zu form %d: rc %d bad %d \"%.*s\"\n", i, form, rc,
+                        (int)a.bad, (int)a.bad_value.n, a.bad_value.p);
+                failures++;
+            }
+        }
+    }
+}
+
+/* Headers against the signed-headers list. */
+static void test_check_headers(void)
+{
+    struct ol_sigv4_auth auth;
+    char names[256];
+    char authz[512];
+    const char *sig = "f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41";
+    snprintf(authz, sizeof(authz),
+             "AWS4-HMAC-SHA256 Credential=%s,SignedHeaders=content-type;host;x-amz-date,"
+             "Signature=%s",
+             CRED, sig);
+    CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
+    struct ol_http_header h[12];
+    struct ol_sigv4_request req = {.method = SL("PUT"),
+                                   .path = SL("/b/k"),
+                                   .query = SL(""),
+                                   .headers = h,
+                                   .payload_hash = SL("UNSIGNED-PAYLOAD")};
+    size_t n = 0;
+    h[n++] = hdr("Host", "h");
+    h[n++] = hdr("X-Amz-Date", "20130524T000000Z");
+    h[n++] = hdr("Content-Type", "text/plain");
+    /* Unsigned but allowed: the payload hash, standard headers, and headers
+     * merely starting with x-amz (x-amzn-trace-id). */
+    h[n++] = hdr("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+    h[n++] = hdr("Content-MD5", "1B2M2Y8AsgTpgAmY7PhCfg==");
+    h[n++] = hdr("User-Agent", "t");
+    h[n++] = hdr("X-Amzn-Trace-Id", "Root=1");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, names, sizeof(names)), OL_SIGV4_OK);
+    CHECK_STR(names, "");
+
+    /* Every unsigned x-amz-* header is named, once, lowercase. */
+    h[n++] = hdr("X-Amz-Copy-Source", "/b/secret");
+    h[n++] = hdr("x-amz-meta-foo", "1");
+    h[n++] = hdr("X-AMZ-META-FOO", "2");
+    h[n++] = hdr("x-amz-tagging", "a=b");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, names, sizeof(names)), OL_SIGV4_EUNSIGNED);
+    CHECK_STR(names, "x-amz-copy-source, x-amz-meta-foo, x-amz-tagging");
+    /* A list that does not fit ends with "..." and stays in the buffer. */
+    char small[24];
+    memset(small, 'z', sizeof(small));
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, small, sizeof(small)), OL_SIGV4_EUNSIGNED);
+    CHECK_STR(small, "x-amz-copy-source...");
+    char tiny[2];
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, tiny, sizeof(tiny)), OL_SIGV4_EUNSIGNED);
+    CHECK_STR(tiny, "");
+
+    /* A signed header absent from the request, or given twice. */
+    n = 0;
+    h[n++] = hdr("Host", "h");
+    h[n++] = hdr("X-Amz-Date", "20130524T000000Z");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, names, sizeof(names)), OL_SIGV4_EABSENT);
+    CHECK_STR(names, "content-type");
+    h[n++] = hdr("content-type", "a");
+    h[n++] = hdr("Content-Type", "b");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, names, sizeof(names)), OL_SIGV4_EREPEATED);
+    CHECK_STR(names, "content-type");
+
+    /* host present but unsigned is named as S3 names it. */
+    snprintf(authz, sizeof(authz),
+             "AWS4-HMAC-SHA256 Credential=%s,SignedHeaders=x-amz-date,Signature=%s", CRED, sig);
+    CHECK_EQ_INT(ol_sigv4_parse_header(SL(authz), SL("20130524T000000Z"), &auth), 0);
+    n = 0;
+    h[n++] = hdr("Host", "h");
+    h[n++] = hdr("X-Amz-Date", "20130524T000000Z");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &auth, names, sizeof(names)), OL_SIGV4_EUNSIGNED);
+    CHECK_STR(names, "host");
+
+    /* The presigned form: only host signed; an added x-amz-copy-source is
+     * refused, the payload hash header is not. */
+    struct ol_sigv4_auth pa;
+    const char *q = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3"
+                    "%2Faws4_request&X-Amz-Date=20130524T000000Z&X-Amz-Expires=60&"
+                    "X-Amz-SignedHeaders=host&X-Amz-Signature="
+                    "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404";
+    CHECK_EQ_INT(ol_sigv4_parse_query(SL(q), &pa), 0);
+    n = 0;
+    h[n++] = hdr("Host", "h");
+    h[n++] = hdr("x-amz-content-sha256", "UNSIGNED-PAYLOAD");
+    h[n++] = hdr("Content-Type", "text/html");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &pa, names, sizeof(names)), OL_SIGV4_OK);
+    h[n++] = hdr("x-amz-copy-source", "/b/secret");
+    req.nheaders = n;
+    CHECK_EQ_INT(ol_sigv4_check_headers(&req, &pa, names, sizeof(names)), OL_SIGV4_EUNSIGNED);
+    CHECK_STR(names, "x-amz-copy-source");
 }
 
 /* ---- aws-chunked ---- */
@@ -1016,6 +1321,10 @@ int main(void)
     test_presigned_example();
     test_parse_header();
     test_canonical_details();
+    test_query_plus();
+    test_presigned_names();
+    test_scope();
+    test_check_headers();
     test_chunked_example();
     test_chunked_small();
     test_chunked_trailers();
