@@ -392,8 +392,14 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
             size_t dlen = in;
             ssize_t used = ol_http_chunked_decode(&c->chunked, c->buf + c->rstart, &dlen);
             if (used < 0) {
+                /* The data decoded before the broken framing is handed out
+                 * first, and the error on the next call (body_error is
+                 * sticky): what the handler reads then does not depend on
+                 * how the stream was split into receives. */
                 c->body_error = true;
-                return -EPROTO;
+                if (dlen)
+                    memcpy(out, c->buf + c->rstart, dlen);
+                return dlen ? (ssize_t)dlen : -EPROTO;
             }
             if (dlen)
                 memcpy(out, c->buf + c->rstart, dlen);

@@ -53,4 +53,19 @@ void conn_sim_run(struct conn_sim *s, const struct ol_http_conn_opts *opts,
                   ol_http_handler handler, void *ctx);
 void conn_sim_free(struct conn_sim *s);
 
+/* Serves the script with a recording handler and returns a transcript of
+ * what the server made of it (malloc'd; *len set): per request its method,
+ * target and header lines as the handler saw them, its body as read through
+ * ol_http_body_read (in pieces whose sizes, and whether the handler stops
+ * early, come from read_seed and the request's index, never from the
+ * split), then the status of every response sent (interim 100s left out, as
+ * whether one is sent depends on timing).  Two runs of the same script that
+ * differ only in how it is split must give the same transcript.
+ *
+ * The handler abort()s if the head's slices lose their bytes while the body
+ * is read, and the run abort()s if a response head holds a control byte
+ * other than the CRLF ending each line. */
+char *conn_sim_transcript(struct conn_sim *s, const struct ol_http_conn_opts *opts,
+                          uint64_t read_seed, size_t *len);
+
 #endif
