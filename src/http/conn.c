@@ -4,7 +4,9 @@
  * whatever body bytes arrived with it.  Body bytes beyond that are received
  * straight into the handler's buffer when the body has a Content-Length, so
  * a large PUT is copied once (socket -> handler buffer).  Chunked bodies go
- * through the receive buffer and are decoded in place.
+ * through the receive buffer and are decoded in place, behind the request's
+ * head: the head's bytes stay where they are until the request ends (see
+ * pin), because the handler holds slices into them while it reads the body.
  */
 #include "http/conn.h"
 
