@@ -3,7 +3,8 @@
  * ol_http_conn_serve() runs unchanged, on the calling thread, without a
  * socket or a loop: the program is linked with
  *   -Wl,--wrap=ol_io_recv,--wrap=ol_io_sendmsg_all,--wrap=ol_io_sendmsg_flags,
- *   --wrap=ol_io_sendfile,--wrap=ol_io_close,--wrap=ol_loop_stopping
+ *   --wrap=ol_io_sendfile,--wrap=ol_io_close,--wrap=ol_loop_stopping,
+ *   --wrap=ol_io_poll_in,--wrap=ol_idle_add,--wrap=ol_idle_del,--wrap=ol_idle_done
  * (CONN_SIM_LINK_ARGS in tests/fuzz/meson.build), so conn.c's calls to those
  * land in conn_sim.c.  Each receive hands over the next bytes of a script, in
  * pieces cut the way the test asks (all at once, byte by byte, at given
