@@ -29,10 +29,26 @@ cd "$root"
 # Sources linked into every target: assertions and error names.
 common="src/core/log.c src/core/err.c"
 
+# The real connection code (src/http/conn.c) against the simulated peer of
+# tests/fuzz/conn_sim.c: the linker redirects conn.c's socket and loop calls.
+conn_sim="src/http/conn.c src/http/response.c src/http/parser.c tests/fuzz/conn_sim.c \
+    src/core/loop.c src/core/msg.c src/core/clock.c"
+conn_sim_libs="-luring -Wl,--wrap=ol_io_recv,--wrap=ol_io_sendmsg_all,--wrap=ol_io_sendmsg_flags\
+,--wrap=ol_io_sendfile,--wrap=ol_io_close,--wrap=ol_loop_stopping,--wrap=ol_io_poll_in\
+,--wrap=ol_idle_add,--wrap=ol_idle_del,--wrap=ol_idle_done"
+
 # Per-target sources and libraries.  Add a line for a new target.
 case $target in
 http)
-    srcs="src/http/parser.c"
+    srcs="$conn_sim"
+    libs="$conn_sim_libs"
+    ;;
+conn)
+    srcs="$conn_sim"
+    libs="$conn_sim_libs"
+    ;;
+response)
+    srcs="src/http/response.c"
     libs=""
     ;;
 sigv4)
@@ -58,11 +74,11 @@ CC=${CC:-clang}
 $CC -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
     -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Wshadow -Wformat=2 -Wvla -Wno-unused-parameter \
-    -Isrc -Iinclude -o "$out/fuzz_$target" "$fuzz_src" $srcs $common $libs
+    -Isrc -Iinclude -Itests/fuzz -o "$out/fuzz_$target" "$fuzz_src" $srcs $common $libs
 
 # A dictionary helps the fuzzer produce the grammar's keywords.
 dict_opt=""
-if [ "$target" = http ]; then
+if [ "$target" = http ] || [ "$target" = conn ]; then
     cat > "$out/http.dict" <<'DICT'
 "GET"
 "PUT"

@@ -4,7 +4,9 @@
  * whatever body bytes arrived with it.  Body bytes beyond that are received
  * straight into the handler's buffer when the body has a Content-Length, so
  * a large PUT is copied once (socket -> handler buffer).  Chunked bodies go
- * through the receive buffer and are decoded in place.
+ * through the receive buffer and are decoded in place, behind the request's
+ * head: the head's bytes stay where they are until the request ends (see
+ * pin), because the handler holds slices into them while it reads the body.
  */
 #include "http/conn.h"
 
@@ -18,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
 
@@ -33,6 +36,10 @@ struct ol_http_conn {
     char *buf;
     size_t cap;
     size_t rstart, rend;      /* unconsumed received bytes: buf[rstart, rend) */
+    /* buf[0, pin) must not move: while a request is served it ends at the
+     * end of the request's head, whose slices (req.head) point into it for
+     * the whole request; between requests it is 0. */
+    size_t pin;
     struct ol_http_req req;
     struct ol_http_header *headers;
     /* body */
@@ -52,60 +59,17 @@ struct ol_http_conn {
      * segment for a small object) instead of two. */
     char *head;
     size_t head_len;
+    size_t head_cap;          /* bytes allocated at head (0: none) */
 };
 
-#define HEAD_BYTES 8192u
-
-const char *ol_http_reason(int status)
-{
-    switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 416: return "Range Not Satisfiable";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
-    }
-}
-
-/* The Date header, formatted once a second per thread. */
-static const char *http_date_now_len(size_t *len)
-{
-    static __thread time_t cached_sec;
-    static __thread char cached[40];
-    static __thread size_t cached_len;
-    time_t now = time(NULL);
-    if (now != cached_sec || cached_len == 0) {
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        cached_len = strftime(cached, sizeof(cached), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-        cached_sec = now;
-    }
-    *len = cached_len;
-    return cached;
-}
-
-static const char *http_date_now(void)
-{
-    size_t n;
-    return http_date_now_len(&n);
-}
+/* Response heads are formatted into a buffer allocated for the request and
+ * freed when it ends, so an idle connection holds none.  Most heads fit the
+ * small size (a malloc served from the thread cache); one that does not is
+ * formatted again into the largest size a head may need: everything a
+ * request could have stored (its whole head, max_head_bytes) plus the
+ * server's own headers (status line, Date, ETag, checksums, CORS, ...). */
+#define HEAD_SMALL_BYTES 1024u
+#define HEAD_OWN_BYTES (8u * 1024u)
 
 static bool slice_ieq(struct ol_slice s, const char *lit)
 {
@@ -167,95 +131,76 @@ static void flush_head(struct ol_http_conn *c)
         send_all(c, NULL, 0);
 }
 
-/* Sends a bare response for a request that never reached a handler. */
+/* Sends a bare response (no body, Connection: close), for a request that
+ * never reached a handler or one whose own response could not be built. */
 static void send_simple(struct ol_http_conn *c, int status)
 {
     char head[256];
-    int n = snprintf(head, sizeof(head),
-                     "HTTP/1.1 %d %s\r\nServer: OpenLake\r\nDate: %s\r\nContent-Length: 0\r\n"
-                     "Connection: close\r\n\r\n",
-                     status, ol_http_reason(status), http_date_now());
-    struct iovec iov = {.iov_base = head, .iov_len = (size_t)n};
+    size_t n = ol_http_format_head(head, sizeof(head), status, NULL, 0, 0, OL_HTTP_HEAD_CLOSE,
+                                   NULL);
+    OL_ASSERT(n > 0);
+    struct iovec iov = {.iov_base = head, .iov_len = n};
     send_all(c, &iov, 1);
 }
 
-/* A bounded appender for response heads: plain copies and a small integer
- * formatter instead of snprintf, which showed up at ~4 % of a small GET. */
-struct head_buf {
-    char *p;
-    size_t n, cap;
-    bool over;
-};
-
-static void hb_put(struct head_buf *b, const char *s, size_t len)
+/* Formats a response head into c->head (allocated here; end_request frees
+ * it).  Returns its length, -E2BIG if it does not fit even the largest size,
+ * or -ENOMEM. */
+static ssize_t make_head(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
+                         size_t nhdrs, uint64_t content_length)
 {
-    if (b->over || len > b->cap - b->n) {
-        b->over = true;
-        return;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-}
-
-static void hb_str(struct head_buf *b, const char *s)
-{
-    hb_put(b, s, strlen(s));
-}
-
-static void hb_u64(struct head_buf *b, uint64_t v)
-{
-    char t[20];
-    size_t i = sizeof(t);
-    do {
-        t[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v && i > 0);
-    hb_put(b, t + i, sizeof(t) - i);
-}
-
-/* Appends a string literal (its length known at compile time). */
-#define HB_LIT(b, lit) hb_put((b), (lit), sizeof(lit) - 1)
-
-static size_t format_head(struct ol_http_conn *c, char *out, size_t cap, int status,
-                          const struct ol_http_hdr *hdrs, size_t nhdrs, uint64_t content_length)
-{
+    OL_ASSERT(c->head_len == 0);
     /* A client that sent Expect: 100-continue with an empty body still waits
      * for the interim response; some (botocore 1.29) then misread the next
      * response on the connection if it never came.  Sending it first is
      * always allowed. */
-    const char *interim = "";
-    if (c->req.expect_continue && !c->continue_sent && !c->req.has_body) {
-        interim = "HTTP/1.1 100 Continue\r\n\r\n";
+    bool interim = c->req.expect_continue && !c->continue_sent && !c->req.has_body;
+    unsigned flags = interim ? OL_HTTP_HEAD_CONTINUE : 0;
+    if (!c->req.keep_alive || c->close_after)
+        flags |= OL_HTTP_HEAD_CLOSE;
+    size_t sizes[2] = {HEAD_SMALL_BYTES, c->opts->limits.max_head_bytes + HEAD_OWN_BYTES};
+    struct ol_http_head_report rep = {0, 0};
+    size_t n = 0;
+    for (int i = 0; i < 2 && n == 0; i++) {
+        if (c->head_cap < sizes[i]) {
+            /* The old contents are dead: no realloc copy. */
+            char *p = malloc(sizes[i]);
+            if (!p)
+                return -ENOMEM;
+            free(c->head);
+            c->head = p;
+            c->head_cap = sizes[i];
+        }
+        n = ol_http_format_head(c->head, c->head_cap, status, hdrs, nhdrs, content_length, flags,
+                                &rep);
+    }
+    if (rep.dropped) {
+        /* The name is printed only when it is a token, so the log line
+         * cannot carry the control bytes that got the header refused. */
+        const char *name = hdrs[rep.first_dropped].name;
+        ol_log_limited(OL_LOG_WARN, "%s: %zu response header(s) with a control byte left out "
+                       "(first: %s)", c->req.remote, rep.dropped,
+                       ol_http_header_name_ok(name) ? name : "(not a token)");
+    }
+    if (n == 0)
+        return -E2BIG;
+    if (interim)
         c->continue_sent = true;
-    }
-    struct head_buf b = {.p = out, .n = 0, .cap = cap, .over = false};
-    size_t dl;
-    const char *date = http_date_now_len(&dl);
-    hb_str(&b, interim);
-    HB_LIT(&b, "HTTP/1.1 ");
-    hb_u64(&b, (uint64_t)(status >= 0 ? status : 0));
-    HB_LIT(&b, " ");
-    hb_str(&b, ol_http_reason(status));
-    HB_LIT(&b, "\r\nServer: OpenLake\r\nDate: ");
-    hb_put(&b, date, dl);
-    HB_LIT(&b, "\r\n");
-    for (size_t i = 0; i < nhdrs && !b.over; i++) {
-        if (!hdrs[i].value)
-            continue;
-        hb_str(&b, hdrs[i].name);
-        HB_LIT(&b, ": ");
-        hb_str(&b, hdrs[i].value);
-        HB_LIT(&b, "\r\n");
-    }
-    bool keep = c->req.keep_alive && !c->close_after;
-    HB_LIT(&b, "Content-Length: ");
-    hb_u64(&b, content_length);
-    HB_LIT(&b, "\r\n");
-    if (!keep)
-        HB_LIT(&b, "Connection: close\r\n");
-    HB_LIT(&b, "\r\n");
-    /* Keep the old contract: 0 when the head does not fit strictly inside. */
-    return b.over || b.n >= cap ? 0 : b.n;
+    return (ssize_t)n;
+}
+
+/* A response head that could not be built: the client gets a bare 500 and
+ * the connection closes (the handler's own response is lost, and the body
+ * may be unread).  Returns err for the handler to pass on. */
+static int head_failed(struct ol_http_conn *c, int status, int err)
+{
+    ol_log_limited(OL_LOG_ERROR, "%s: cannot build a %d response head (%s); sending 500",
+                   c->req.remote, status, ol_strerror(err));
+    send_simple(c, 500);
+    c->resp_started = true;
+    c->resp_left = 0;
+    c->close_after = true;
+    return err;
 }
 
 int ol_http_resp_begin(struct ol_http_conn *c, const int status, const struct ol_http_hdr *hdrs,
@@ -266,12 +211,12 @@ int ol_http_resp_begin(struct ol_http_conn *c, const int status, const struct ol
      * may or may not send the body; the connection cannot be reused safely. */
     if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
         c->close_after = true;
-    size_t hn = format_head(c, c->head, HEAD_BYTES, status, hdrs, nhdrs, content_length);
-    if (hn == 0)
-        return -E2BIG;
+    ssize_t hn = make_head(c, status, hdrs, nhdrs, content_length);
+    if (hn < 0)
+        return head_failed(c, status, (int)hn);
     c->resp_started = true;
     c->resp_left = c->req.is_head ? 0 : content_length;
-    c->head_len = hn;
+    c->head_len = (size_t)hn;
     /* With a body to come, the head goes out with its first bytes (see
      * send_all); send errors then surface from ol_http_resp_write. */
     if (c->resp_left > 0)
@@ -341,16 +286,16 @@ int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr
     OL_ASSERT(!c->resp_started);
     if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
         c->close_after = true;
-    char head[8192];
-    size_t hn = format_head(c, head, sizeof(head), status, hdrs, nhdrs, body_len);
-    if (hn == 0)
-        return -E2BIG;
+    ssize_t hn = make_head(c, status, hdrs, nhdrs, body_len);
+    if (hn < 0)
+        return head_failed(c, status, (int)hn);
     c->resp_started = true;
     c->resp_left = 0;
-    struct iovec iov[2] = {{.iov_base = head, .iov_len = hn},
-                           {.iov_base = (void *)body, .iov_len = body_len}};
-    int n = (c->req.is_head || !body || !body_len) ? 1 : 2;
-    ssize_t rc = send_all(c, iov, n);
+    /* The head goes first from c->head (see send_all). */
+    c->head_len = (size_t)hn;
+    struct iovec iov = {.iov_base = (void *)body, .iov_len = body_len};
+    int n = (c->req.is_head || !body || !body_len) ? 0 : 1;
+    ssize_t rc = send_all(c, &iov, n);
     return rc < 0 ? (int)rc : 0;
 }
 
@@ -369,16 +314,21 @@ bool ol_http_body_done(const struct ol_http_conn *c)
     return c->body_done;
 }
 
-/* Moves unconsumed bytes to the front of the buffer. */
+/* Moves unconsumed bytes down to c->pin: to the front of the buffer between
+ * requests, to the end of the request's head while one is served.  The
+ * head's bytes never move during the request, so every slice into them
+ * (req.head: method, path, query, headers) holds its bytes until the request
+ * ends, however the body arrives. */
 static void compact(struct ol_http_conn *c)
 {
-    if (c->rstart == 0)
+    OL_ASSERT(c->pin <= c->rstart && c->rstart <= c->rend);
+    if (c->rstart == c->pin)
         return;
     size_t n = c->rend - c->rstart;
     if (n)
-        memmove(c->buf, c->buf + c->rstart, n);
-    c->rstart = 0;
-    c->rend = n;
+        memmove(c->buf + c->pin, c->buf + c->rstart, n);
+    c->rstart = c->pin;
+    c->rend = c->pin + n;
 }
 
 static ssize_t fill(struct ol_http_conn *c, unsigned timeout_ms)
@@ -444,8 +394,14 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
             size_t dlen = in;
             ssize_t used = ol_http_chunked_decode(&c->chunked, c->buf + c->rstart, &dlen);
             if (used < 0) {
+                /* The data decoded before the broken framing is handed out
+                 * first, and the error on the next call (body_error is
+                 * sticky): what the handler reads then does not depend on
+                 * how the stream was split into receives. */
                 c->body_error = true;
-                return -EPROTO;
+                if (dlen)
+                    memcpy(out, c->buf + c->rstart, dlen);
+                return dlen ? (ssize_t)dlen : -EPROTO;
             }
             if (dlen)
                 memcpy(out, c->buf + c->rstart, dlen);
@@ -504,6 +460,28 @@ static bool drain_body(struct ol_http_conn *c)
         drained += (uint64_t)n;
     }
     return c->body_done;
+}
+
+/* Room for a head and the start of its body: end_request moves what is left
+ * of the buffer to its front when less than this is free after it. */
+#define BODY_ROOM_BYTES 4096u
+
+/* Ends a request (the handler is done and its body consumed): the head's
+ * slices die, so the buffer may move again, and the response head buffer is
+ * freed (an idle connection holds none). */
+static void end_request(struct ol_http_conn *c)
+{
+    c->pin = 0;
+    /* Pipelined bytes are moved to the front now, while no slice points
+     * into them, if a head found among them could end so close to the
+     * buffer's end that its chunked body would have little room: during the
+     * request the head may not move. */
+    if (c->cap - c->rstart < c->opts->limits.max_head_bytes + BODY_ROOM_BYTES)
+        compact(c);
+    free(c->head);
+    c->head = NULL;
+    c->head_cap = 0;
+    c->head_len = 0;
 }
 
 static int parse_error_status(int rc)
@@ -567,32 +545,44 @@ static int setup_request(struct ol_http_conn *c)
         r->keep_alive = has_token(conn_hdr, "keep-alive");
     else
         r->keep_alive = !has_token(conn_hdr, "close");
-    const struct ol_slice *te = ol_http_find_header(h, "transfer-encoding");
-    const struct ol_slice *cl = ol_http_find_header(h, "content-length");
+    /* Message framing (RFC 9112 6.1-6.3).  Whatever another HTTP hop could
+     * frame differently is refused with 400 and the connection closed: a
+     * proxy in front that read the body's length otherwise would let a
+     * request hide in this one's body (request smuggling).  So: more than
+     * one Transfer-Encoding line, a transfer coding other than exactly
+     * "chunked" (RFC 9112 6.3: chunked must be final, and it is the only
+     * coding served), Transfer-Encoding together with Content-Length, or in
+     * an HTTP/1.0 request (RFC 9112 6.1 calls that framing faulty), and more
+     * than one Content-Length line, even with equal values: RFC 9112 6.3
+     * allows merging identical ones, but no client sends them and refusing
+     * leaves nothing for an intermediary to read another way.  A list value
+     * ("5, 5") is not a valid Content-Length either.  More than one Host
+     * line is a 400 too (RFC 9112 3.2 says MUST). */
+    const struct ol_slice *te = NULL, *cl = NULL;
+    unsigned nte = 0, ncl = 0, nhost = 0;
+    for (size_t i = 0; i < h->nheaders; i++) {
+        struct ol_slice name = h->headers[i].name;
+        if (slice_ieq(name, "transfer-encoding")) {
+            te = &h->headers[i].value;
+            nte++;
+        } else if (slice_ieq(name, "content-length")) {
+            cl = &h->headers[i].value;
+            ncl++;
+        } else if (slice_ieq(name, "host")) {
+            nhost++;
+        }
+    }
+    if (nte > 1 || ncl > 1 || nhost > 1 || (te && cl))
+        return -400;
     r->chunked = false;
     r->content_length = 0;
     if (te) {
-        /* Only "chunked" is supported; with Content-Length too the message
-         * is ambiguous (request smuggling), so it is refused. */
-        if (!slice_ieq(*te, "chunked") || cl)
+        if (!slice_ieq(*te, "chunked") || h->minor_version == 0)
             return -400;
         r->chunked = true;
     } else if (cl) {
-        /* Several Content-Length headers must all agree. */
-        uint64_t v = 0;
-        bool seen = false;
-        for (size_t i = 0; i < h->nheaders; i++) {
-            if (!slice_ieq(h->headers[i].name, "content-length"))
-                continue;
-            uint64_t x;
-            if (ol_http_parse_content_length(h->headers[i].value, &x) != 0)
-                return -400;
-            if (seen && x != v)
-                return -400;
-            v = x;
-            seen = true;
-        }
-        r->content_length = v;
+        if (ol_http_parse_content_length(*cl, &r->content_length) != 0)
+            return -400;
     }
     r->has_body = r->chunked || r->content_length > 0;
     r->expect_continue = has_token(ol_http_find_header(h, "expect"), "100-continue");
@@ -613,10 +603,8 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
     struct ol_http_conn *c = calloc(1, sizeof(*c));
     char *buf = malloc(opts->buf_bytes);
     struct ol_http_header *headers = calloc(opts->limits.max_headers, sizeof(*headers));
-    char *head = malloc(HEAD_BYTES);
-    if (!c || !buf || !headers || !head)
+    if (!c || !buf || !headers)
         goto out;
-    c->head = head;
     c->fd = fd;
     c->opts = opts;
     c->buf = buf;
@@ -639,6 +627,7 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
             break;
         }
         c->rstart += (size_t)hl;
+        c->pin = c->rstart;
         int rc = handler(ctx, c, &c->req);
         flush_head(c);
         if (rc < 0 || c->send_error)
@@ -653,9 +642,11 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         if (!c->req.keep_alive || c->close_after || !drain_body(c))
             break;
         /* The head's slices die here: pipelined bytes stay in the buffer. */
+        end_request(c);
     }
 out:
-    free(head);
+    if (c)
+        free(c->head);
     free(headers);
     free(buf);
     free(c);

@@ -22,6 +22,7 @@
 #include <sys/types.h>
 
 #include "http/parser.h"
+#include "http/response.h"
 
 struct ol_http_conn;
 
@@ -34,7 +35,10 @@ struct ol_http_conn_opts {
 
 /* The request as the handler sees it. */
 struct ol_http_req {
-    struct ol_http_request head;  /* slices into the connection buffer */
+    /* Slices into the connection's receive buffer.  They stay valid, with
+     * their bytes, until the handler returns: reading the body never moves
+     * the head (conn.c pins it). */
+    struct ol_http_request head;
     bool has_body;
     bool chunked;                 /* Transfer-Encoding: chunked */
     uint64_t content_length;      /* valid when !chunked */
@@ -42,11 +46,6 @@ struct ol_http_req {
     bool keep_alive;              /* after this request */
     bool is_head;                 /* HEAD: responses carry no body */
     char remote[64];              /* peer address, for logs */
-};
-
-struct ol_http_hdr {
-    const char *name;
-    const char *value;
 };
 
 /* The handler: called once per request on the connection's fiber.  It must
@@ -71,10 +70,16 @@ bool ol_http_body_done(const struct ol_http_conn *c);
 
 /* Sends a complete response with a body from memory.  Adds Date, Server,
  * Content-Length and Connection headers.  For HEAD, the body is not sent but
- * Content-Length still describes it (pass body_len with body NULL). */
+ * Content-Length still describes it (pass body_len with body NULL).
+ * Headers are written by ol_http_format_head (response.h): one with a name
+ * that is not a token or a control byte in its value is left out (and
+ * logged).  A head larger than the request-head limit plus 8 KiB cannot be
+ * sent: then a bare 500 goes out instead, the connection closes after it
+ * and -E2BIG is returned (likewise -ENOMEM). */
 int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
                     size_t nhdrs, const void *body, size_t body_len);
-/* Starts a streamed response of content_length bytes; then write them all. */
+/* Starts a streamed response of content_length bytes; then write them all.
+ * Headers and failures as for ol_http_respond. */
 int ol_http_resp_begin(struct ol_http_conn *c, int status, const struct ol_http_hdr *hdrs,
                        size_t nhdrs, uint64_t content_length);
 int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len);
@@ -87,7 +92,5 @@ ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size
 bool ol_http_resp_started(const struct ol_http_conn *c);
 /* Forces Connection: close after this response. */
 void ol_http_set_close(struct ol_http_conn *c);
-
-const char *ol_http_reason(int status);
 
 #endif

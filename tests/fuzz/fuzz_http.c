@@ -11,7 +11,13 @@
  *  - a parsed head obeys the limits and the grammar (slices inside the
  *    buffer, names are tokens, values trimmed, version 1.0 or 1.1);
  *  - the chunked decoder gives the same output, verdict and consumed count
- *    whether fed all at once, byte by byte, or in two pieces.
+ *    whether fed all at once, byte by byte, or in two pieces;
+ *  - served by the real connection code (src/http/conn.c, through the
+ *    simulated peer of conn_sim.h), the input gives the same heads, bodies
+ *    and responses when the head arrives in one read and the body in
+ *    separate later reads (some of one byte) as when it all arrives at
+ *    once, and the head's slices keep their bytes while the body is read.
+ *    fuzz_conn goes further (arbitrary splits, tight buffers).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn_sim.h"
+#include "http/conn.h"
 #include "http/parser.h"
 
 #define FUZZ_MAX_HEADERS 1024
@@ -276,6 +284,56 @@ static void fuzz_chunked(const uint8_t *body, size_t n, uint64_t seed)
         free(out[s]);
 }
 
+/* Serves data through conn.c whole, then with the head (head_len bytes) in
+ * one read and the body in later ones, and compares the transcripts. */
+static void fuzz_conn_reads(const uint8_t *data, size_t size, size_t head_len, uint64_t seed)
+{
+    static const struct ol_http_conn_opts opts = {
+        .limits = {.max_head_bytes = 8192, .max_headers = 64, .max_target_bytes = 4096},
+        .idle_timeout_ms = 3600000,
+        .io_timeout_ms = 3600000,
+        .buf_bytes = 8192 + 4096,
+    };
+    struct conn_sim sim;
+    memset(&sim, 0, sizeof(sim));
+    sim.in = data;
+    sim.len = size;
+    sim.split = SIM_WHOLE;
+    size_t want_len;
+    char *want = conn_sim_transcript(&sim, &opts, seed, &want_len);
+    conn_sim_free(&sim);
+
+    /* The head alone, then the rest at once; then the head alone and the
+     * body's first bytes one read each. */
+    size_t cuts[65];
+    size_t ncuts = 0;
+    for (size_t i = 0; i < 65 && head_len + i < size; i++)
+        cuts[ncuts++] = head_len + i;
+    size_t plans[2] = {1, ncuts};
+    for (int p = 0; p < 2; p++) {
+        if (plans[p] == 0)
+            continue;
+        memset(&sim, 0, sizeof(sim));
+        sim.in = data;
+        sim.len = size;
+        sim.split = SIM_CUTS;
+        sim.cuts = cuts;
+        sim.ncuts = plans[p];
+        size_t len;
+        char *t = conn_sim_transcript(&sim, &opts, seed, &len);
+        if (len != want_len || memcmp(t, want, len) != 0) {
+            fprintf(stderr, "fuzz_http: head and body in separate reads (plan %d) served "
+                            "differently\n--- whole:\n%.*s\n--- split:\n%.*s\n",
+                    p, (int)(want_len > 4000 ? 4000 : want_len), want,
+                    (int)(len > 4000 ? 4000 : len), t);
+            abort();
+        }
+        free(t);
+        conn_sim_free(&sim);
+    }
+    free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint64_t seed = fnv1a(data, size);
@@ -286,5 +344,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     parse((const char *)data, size, &fuzz_limits[0], &g_whole);
     size_t start = g_whole.rc > 0 ? (size_t)g_whole.rc : 0;
     fuzz_chunked(data + start, size - start, seed);
+    if (start > 0)
+        fuzz_conn_reads(data, size, start, seed);
     return 0;
 }
