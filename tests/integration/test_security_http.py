@@ -257,14 +257,14 @@ def test_response_override_with_other_controls(mode_server, mode_s3, mode_bucket
 
 
 def test_cors_expose_header_cannot_inject(mode_server, mode_s3, mode_bucket):
-    if mode_server.mode == "ec":
-        pytest.skip("an Origin header crashes an EC server until issue 10 item 1 lands")
     cfg = {"CORSRules": [{"AllowedOrigins": ["*"], "AllowedMethods": ["GET"],
                           "ExposeHeaders": ["x-ok\r\nSet-Cookie: pwn=1"]}]}
     try:
         mode_s3.put_bucket_cors(Bucket=mode_bucket, CORSConfiguration=cfg)
     except ClientError as e:
-        assert h.http_status(e.value) == 400  # refused at the S3 level: fine too
+        # Refused at the S3 level (PutBucketCors checks what reaches headers;
+        # EC mode has no CORS at all): the stored-config path is closed too.
+        assert h.http_status(e) in (400, 501)
     mode_s3.put_object(Bucket=mode_bucket, Key="c", Body=b"cors")
     get = _presign(mode_s3, "get_object", mode_bucket, "c")
     with h.RawConn(mode_server.port) as c:
