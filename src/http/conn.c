@@ -379,6 +379,11 @@ bool ol_http_body_done(const struct ol_http_conn *c)
     return c->body_done;
 }
 
+bool ol_http_body_failed(const struct ol_http_conn *c)
+{
+    return c->body_error;
+}
+
 /* Moves unconsumed bytes to the front of the buffer. */
 static void compact(struct ol_http_conn *c)
 {

@@ -88,6 +88,10 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *buf, size_t len);
 ssize_t ol_http_body_read_full(struct ol_http_conn *c, void *buf, size_t len);
 /* True when the body has been read to its end. */
 bool ol_http_body_done(const struct ol_http_conn *c);
+/* True when reading the body failed (the client stalled, was slower than the
+ * minimum body rate, closed, or broke the framing): the client's fault, not
+ * the server's. */
+bool ol_http_body_failed(const struct ol_http_conn *c);
 
 /* Sends a complete response with a body from memory.  Adds Date, Server,
  * Content-Length and Connection headers.  For HEAD, the body is not sent but
