@@ -703,7 +703,7 @@ static int read_head(struct ol_http_conn *c, struct ol_loop *loop)
             int p = ol_io_poll_in(c->fd, slice);
             if (p == -ETIMEDOUT)
                 continue;
-            if (p < 0)
+            if (p < 0 || c->idle.cut)
                 break;
             if (rbuf_take(c) < 0) {
                 rc = -503;

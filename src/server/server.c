@@ -405,6 +405,11 @@ static void accept_fiber(void *arg)
             continue;
         if (fd < 0) {
             ol_log_limited(OL_LOG_WARN, "accept: %s", strerror(-fd));
+            /* Out of descriptors (a limit below the connection slots):
+             * the oldest idle connection on this loop gives its up, as a
+             * full loop's would. */
+            if (fd == -EMFILE || fd == -ENFILE)
+                w->cut_idle += ol_idle_cut_oldest(loop, 1);
             ol_io_sleep_ms(10); /* EMFILE and friends: back off, do not spin */
             continue;
         }
