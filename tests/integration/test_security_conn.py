@@ -11,6 +11,7 @@ Everything talks to 127.0.0.1 only.
 """
 
 import errno
+import random
 import resource
 import selectors
 import socket
@@ -239,6 +240,78 @@ def test_per_address_limit(make_server):
         for c in held:
             c.close()
     assert _metric(srv, "openlake_connections_ip_limited_total") >= 1
+
+
+def _connect_from(port, src):
+    return socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(src, 0))
+
+
+def _closed_within(socks, seconds):
+    """The sockets the server closed (EOF or reset) within seconds."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    closed = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and len(closed) < len(socks):
+        for key, _ in sel.select(timeout=0.1):
+            try:
+                data = key.fileobj.recv(4096)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                sel.unregister(key.fileobj)
+                closed.append(key.fileobj)
+    sel.close()
+    return closed
+
+
+def test_per_address_limit_many_addresses(make_server):
+    # All of 127.0.0.0/8 is loopback: each source address is a client of
+    # its own.  The count of each is kept apart from the others', and stays
+    # right as connections come and go in any order (the table's deletion).
+    limit = 3
+    srv = make_server(config={"max_conns_per_ip": limit, "header_timeout_ms": 60000})
+    addrs = [f"127.0.{1 + i // 250}.{1 + i % 250}" for i in range(300)]
+    rng = random.Random(10)
+    held = {a: [_connect_from(srv.port, a) for _ in range(limit)] for a in addrs}
+    try:
+        everyone = [s for v in held.values() for s in v]
+        assert _closed_within(everyone, 0.5) == [], "connections under the limit were closed"
+        over = [_connect_from(srv.port, a) for a in rng.sample(addrs, 10)]
+        assert len(_closed_within(over, 10)) == len(over), "connections past the limit stayed open"
+        for s in over:
+            s.close()
+        # Close two of each address's three, in a random order.
+        gone = [s for v in held.values() for s in v[1:]]
+        rng.shuffle(gone)
+        for s in gone:
+            s.close()
+        for a in addrs:
+            held[a] = held[a][:1]
+        time.sleep(0.5)
+        # Each address may open two again, not three.
+        fresh = []
+        for a in rng.sample(addrs, 60):
+            fresh += [_connect_from(srv.port, a) for _ in range(limit - 1)]
+        assert _closed_within(fresh, 0.5) == []
+        third = [_connect_from(srv.port, a) for a in rng.sample(addrs, 5)]
+        extra = _closed_within(third, 3)
+        # An address that got two fresh ones is full again; the others had
+        # room for this one.
+        refilled = set()
+        for s in fresh:
+            refilled.add(s.getsockname()[0])
+        want = sum(1 for s in third if s.getsockname()[0] in refilled)
+        assert len(extra) == want, (len(extra), want)
+        r = h.signed_request(srv, "GET", "/")
+        assert r.status == 200
+        for s in fresh + third:
+            s.close()
+    finally:
+        for v in held.values():
+            for s in v:
+                s.close()
 
 
 # ---- header timeout ---------------------------------------------------------
