@@ -30,6 +30,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "ec/placement.h"
 #include "http/conn.h"
 #include "s3/ec_object.h"
 #include "s3/router.h"
@@ -49,8 +50,9 @@
  * a mutex taken twice per connection (accept and close), never on a
  * request's path.  It has twice as many slots as the server has fibers, so
  * it never fills.  Keys are IPv4 addresses and IPv6 /64 prefixes (one
- * host's usual allocation), hashed with a random seed so that no client can
- * choose addresses that collide. */
+ * host's usual allocation), hashed with SipHash under a random key: a client
+ * that picks its addresses (a /48 of IPv6 holds 65,536 prefixes) cannot
+ * aim them at one probe run. */
 struct ip_key {
     uint8_t b[17]; /* b[0]: 4 or 6; then the address (IPv4) or the /64 prefix */
 };
@@ -64,7 +66,7 @@ struct ip_table {
     pthread_mutex_t mu;
     struct ip_slot *slots;
     size_t mask;
-    uint64_t seed;
+    uint8_t hash_key[16];
     unsigned limit; /* 0: no limit (the table is not used) */
 };
 
@@ -95,22 +97,9 @@ struct server {
     struct ip_table ips;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-    /* splitmix64's finalizer. */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static size_t ip_hash(const struct ip_table *t, const struct ip_key *k)
 {
-    uint64_t a, b;
-    memcpy(&a, k->b + 1, 8);
-    memcpy(&b, k->b + 9, 8);
-    return (size_t)mix64(mix64(a ^ t->seed) ^ b ^ k->b[0]) & t->mask;
+    return (size_t)ol_siphash24(t->hash_key, k->b, sizeof(k->b)) & t->mask;
 }
 
 /* The key of a peer address; false for families that are not counted. */
@@ -149,8 +138,10 @@ static int ip_table_init(struct ip_table *t, unsigned limit, size_t max_entries)
     if (!t->slots)
         return -ENOMEM;
     t->mask = cap - 1;
-    if (getrandom(&t->seed, sizeof(t->seed), 0) != sizeof(t->seed))
-        t->seed = (uint64_t)ol_mono_ms() * 0x9e3779b97f4a7c15ULL;
+    if (getrandom(t->hash_key, sizeof(t->hash_key), 0) != (ssize_t)sizeof(t->hash_key)) {
+        uint64_t x = ol_mono_ms() ^ (uint64_t)(uintptr_t)t;
+        memcpy(t->hash_key, &x, sizeof(x));
+    }
     pthread_mutex_init(&t->mu, NULL);
     return 0;
 }
