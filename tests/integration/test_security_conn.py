@@ -12,10 +12,12 @@ Everything talks to 127.0.0.1 only.
 
 import errno
 import random
+import re
 import resource
 import selectors
 import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -156,12 +158,21 @@ LORIS_HEAD = b"GET /loris/never HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 4000
 
 @pytest.mark.parametrize("mode", ["sd", "ec"])
 def test_idle_and_slow_loris_flood(tmp_path, mode):
-    _raise_nofile(IDLE + LORIS + 512)
+    soft, hard = _raise_nofile(IDLE + LORIS + 512)
     # Default settings, except the per-address limit: every client here is
     # 127.0.0.1, and the default (1024) would refuse the flood at the door
     # (test_per_address_limit covers it).
     srv = h.make_mode_server(mode, tmp_path / mode, config={"max_conns_per_ip": 0})
-    srv.start()
+    # The server starts with a soft open-file limit below its 8,192 slots,
+    # as under many service managers, and must raise it itself.
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    try:
+        srv.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    limits = Path(f"/proc/{srv.pid}/limits").read_text()
+    m = re.search(r"^Max open files\s+(\d+)\s+(\d+)", limits, re.M)
+    assert m and m.group(1) == m.group(2), f"the server kept a soft limit below the hard one:\n{limits}"
     flood = Flood(srv.port)
     t_start = time.monotonic()
     try:
@@ -222,13 +233,25 @@ def test_idle_and_slow_loris_flood(tmp_path, mode):
 
 def test_per_address_limit(make_server):
     srv = make_server(config={"max_conns_per_ip": 8})
-    held = [h.RawConn(srv.port) for _ in range(8)]
+    held = []
     try:
         # Eight connections, each served (so each has been accepted: two
-        # listeners accept in no particular order).
-        for c in held:
-            c.send(_signed_bytes(srv, "GET", "/"))
-            assert c.read_response().status == 200
+        # listeners accept in no particular order).  The server may not have
+        # seen the close of start()'s probe connection yet: a refused one
+        # is tried again.
+        for _ in range(8):
+            for attempt in range(20):
+                c = h.RawConn(srv.port)
+                try:
+                    c.send(_signed_bytes(srv, "GET", "/"))
+                    assert c.read_response().status == 200
+                    break
+                except (ConnectionError, OSError):
+                    c.close()
+                    time.sleep(0.1)
+            else:
+                raise AssertionError("could not open 8 connections under a limit of 8")
+            held.append(c)
         # The ninth connection from this address is closed at once.
         with h.RawConn(srv.port) as c:
             took = c.wait_closed(3)
@@ -236,10 +259,18 @@ def test_per_address_limit(make_server):
         # The first eight are still served.
         held[0].send(_signed_bytes(srv, "GET", "/"))
         assert held[0].read_response().status == 200
-        # One closes; a new connection takes its place.
+        # One closes; a new connection takes its place once the server has
+        # seen the close (a moment; longer under a sanitizer).
         held.pop().close()
-        time.sleep(0.3)
-        r = h.signed_request(srv, "GET", "/")
+        deadline = time.monotonic() + 5
+        while True:
+            time.sleep(0.2)
+            try:
+                r = h.signed_request(srv, "GET", "/")
+                break
+            except (ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise
         assert r.status == 200
     finally:
         for c in held:
