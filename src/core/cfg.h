@@ -32,6 +32,11 @@ struct ol_cfg {
     int64_t idle_timeout_ms;
     int64_t io_timeout_ms;
     int64_t max_conns_per_thread;
+    int64_t header_timeout_ms;           /* the whole request head, from accept or its first byte */
+    int64_t max_conns_per_ip;            /* 0 = no limit */
+    int64_t min_body_rate_bytes_per_sec; /* 0 = off */
+    int64_t body_rate_grace_ms;
+    int64_t body_rate_window_ms;
     int64_t clock_skew_sec;
     /* S3 limits */
     int64_t max_object_bytes;

@@ -101,6 +101,10 @@ struct ol_loop {
     int sleeping;                /* atomic: the loop may block in the kernel */
     int stopping;                /* atomic */
     unsigned sqes_pending;
+    /* Idle connections (ol_idle_*): oldest at the head. */
+    struct ol_idle *idle_head, *idle_tail;
+    unsigned nidle;
+    unsigned ncut;               /* cut, connection not finished yet */
 };
 
 static __thread struct ol_loop *tl_loop;
@@ -374,6 +378,99 @@ void ol_fiber_yield(void)
     switch_to_scheduler(f);
 }
 
+void ol_fiber_trim_stack(void)
+{
+    struct ol_fiber *f = ol_fiber_current();
+    if (!f)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Everything below this frame is unused; one page under it is left
+     * alone for the calls this function still makes (madvise itself). */
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t lo = (uintptr_t)f->stack + page; /* above the guard page */
+    uintptr_t hi = (sp & ~(uintptr_t)(page - 1)) - page;
+    OL_ASSERT(sp > lo && sp <= (uintptr_t)f->stack + f->map_bytes);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+/* ---- idle connections ---- */
+
+void ol_idle_add(struct ol_idle *e, int fd)
+{
+    struct ol_loop *loop = tl_loop;
+    OL_ASSERT(loop != NULL);
+    if (e->listed || e->cut)
+        return;
+    e->fd = fd;
+    e->next = NULL;
+    e->prev = loop->idle_tail;
+    if (loop->idle_tail)
+        loop->idle_tail->next = e;
+    else
+        loop->idle_head = e;
+    loop->idle_tail = e;
+    e->listed = true;
+    loop->nidle++;
+}
+
+void ol_idle_del(struct ol_idle *e)
+{
+    struct ol_loop *loop = tl_loop;
+    if (!e->listed)
+        return;
+    OL_ASSERT(loop != NULL && loop->nidle > 0);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        loop->idle_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        loop->idle_tail = e->prev;
+    e->prev = e->next = NULL;
+    e->listed = false;
+    loop->nidle--;
+}
+
+void ol_idle_done(struct ol_idle *e)
+{
+    ol_idle_del(e);
+    if (e->cut) {
+        OL_ASSERT(tl_loop != NULL && tl_loop->ncut > 0);
+        tl_loop->ncut--;
+        e->cut = false;
+    }
+}
+
+unsigned ol_idle_cut_oldest(struct ol_loop *loop, unsigned n)
+{
+    OL_ASSERT(loop == tl_loop);
+    unsigned cut = 0;
+    /* Bounded by n and by the list, which only shrinks here. */
+    while (cut < n && loop->idle_head) {
+        struct ol_idle *e = loop->idle_head;
+        ol_idle_del(e);
+        e->cut = true;
+        loop->ncut++;
+        /* Both directions: the pending receive (or poll) completes with
+         * end-of-file, and the client sees a FIN rather than a reset. */
+        shutdown(e->fd, SHUT_RDWR);
+        cut++;
+    }
+    return cut;
+}
+
+unsigned ol_idle_cut_pending(const struct ol_loop *loop)
+{
+    return loop->ncut;
+}
+
+unsigned ol_idle_count(const struct ol_loop *loop)
+{
+    return loop->nidle;
+}
+
 /* ---- completions ---- */
 
 static pthread_mutex_t compl_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -634,13 +731,33 @@ int ol_io_fdatasync(int fd)
 
 int ol_io_accept(int fd, unsigned timeout_ms)
 {
+    return ol_io_accept_addr(fd, NULL, NULL, timeout_ms);
+}
+
+int ol_io_accept_addr(int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned timeout_ms)
+{
     struct ol_loop *loop = tl_loop;
     if (!loop || !loop->current) {
-        int s = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+        int s = accept4(fd, addr, addrlen, SOCK_CLOEXEC);
         return s < 0 ? -errno : s;
     }
     struct io_uring_sqe *sqe = get_sqe(loop);
-    io_uring_prep_accept(sqe, fd, NULL, NULL, SOCK_CLOEXEC);
+    io_uring_prep_accept(sqe, fd, addr, addrlen, SOCK_CLOEXEC);
+    return submit_and_park(loop, sqe, timeout_ms);
+}
+
+int ol_io_poll_in(int fd, unsigned timeout_ms)
+{
+    struct ol_loop *loop = tl_loop;
+    if (!loop || !loop->current) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, timeout_ms ? (int)timeout_ms : -1);
+        if (n < 0)
+            return -errno;
+        return n == 0 ? -ETIMEDOUT : p.revents;
+    }
+    struct io_uring_sqe *sqe = get_sqe(loop);
+    io_uring_prep_poll_add(sqe, fd, POLLIN | POLLRDHUP);
     return submit_and_park(loop, sqe, timeout_ms);
 }
 

@@ -96,8 +96,55 @@ ssize_t ol_io_pread(int fd, void *buf, size_t len, uint64_t off);
 ssize_t ol_io_pwrite(int fd, const void *buf, size_t len, uint64_t off);
 int ol_io_fdatasync(int fd);
 int ol_io_accept(int fd, unsigned timeout_ms);
+/* ol_io_accept that also reports the peer's address (addr, *addrlen in/out as
+ * for accept(2); both must stay valid until it returns, as a fiber's stack
+ * does). */
+int ol_io_accept_addr(int fd, struct sockaddr *addr, socklen_t *addrlen, unsigned timeout_ms);
+/* Waits until fd is readable (POLLIN, or hang-up/error) without reading:
+ * a connection waiting for its next request holds no receive buffer.
+ * Returns the poll revents (> 0), -ETIMEDOUT, or another negative errno. */
+int ol_io_poll_in(int fd, unsigned timeout_ms);
 int ol_io_close(int fd);
 int ol_io_sleep_ms(unsigned ms);
+
+/* Gives the unused part of the calling fiber's stack back to the kernel
+ * (madvise MADV_DONTNEED below the current stack pointer).  A fiber that ran
+ * a deep handler keeps those pages resident for as long as it lives, and its
+ * pool slot keeps them after it; a connection that goes idle calls this so
+ * that an idle connection costs a page or two of stack, not the high-water
+ * mark of the deepest request it ever served.  No-op outside a fiber. */
+void ol_fiber_trim_stack(void);
+
+/* Idle connections, oldest first, per loop (an intrusive LRU list).  A
+ * connection fiber adds its entry while it waits for a request head (nothing
+ * buffered, or a head not yet complete) and removes it before it serves the
+ * request.  When the loop runs short of connection slots, the accept path
+ * cuts the oldest ones (ol_idle_cut_oldest): shutdown(2) of the socket ends
+ * the fiber's pending wait with end-of-file, the fiber then finishes as for a
+ * client that closed, and its slot frees.  Loop thread only; the entry lives
+ * in the connection's memory and must be removed (ol_idle_del) before that
+ * memory goes. */
+struct ol_idle {
+    struct ol_idle *prev, *next;
+    int fd;
+    bool listed; /* on the loop's list now */
+    bool cut;    /* cut by ol_idle_cut_oldest: the connection must close */
+};
+/* Appends e (fd: the connection's socket) as the newest idle entry of the
+ * current loop.  A no-op for an entry that is listed or was cut. */
+void ol_idle_add(struct ol_idle *e, int fd);
+/* Removes e from the list (a no-op when it is not listed). */
+void ol_idle_del(struct ol_idle *e);
+/* Settles a cut entry when its connection is gone: call once, after the
+ * socket is closed, so ol_idle_cut_pending stops counting it. */
+void ol_idle_done(struct ol_idle *e);
+/* Cuts up to n of loop's oldest idle entries; returns how many were cut. */
+unsigned ol_idle_cut_oldest(struct ol_loop *loop, unsigned n);
+/* Entries cut whose connections have not finished yet (their slots are
+ * about to free). */
+unsigned ol_idle_cut_pending(const struct ol_loop *loop);
+/* Idle entries listed now. */
+unsigned ol_idle_count(const struct ol_loop *loop);
 
 /* Milliseconds on the monotonic clock. */
 uint64_t ol_now_ms(void);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,6 +61,15 @@ struct ol_http_conn {
     char *head;
     size_t head_len;
     size_t head_cap;          /* bytes allocated at head (0: none) */
+    /* Connection slots and memory (see read_head and rbuf_take). */
+    struct ol_idle idle;      /* on the loop's idle list while waiting for a head */
+    uint64_t accepted_ms;     /* when the fiber started, about when accepted */
+    uint64_t nreq;            /* requests served */
+    /* The minimum body rate (body_recv): waiting time and bytes so far in
+     * the current window, and whether the grace period is over. */
+    uint64_t rate_wait_ms;
+    uint64_t rate_bytes;
+    bool rate_graced;
 };
 
 /* Response heads are formatted into a buffer allocated for the request and
@@ -314,6 +324,11 @@ bool ol_http_body_done(const struct ol_http_conn *c)
     return c->body_done;
 }
 
+bool ol_http_body_failed(const struct ol_http_conn *c)
+{
+    return c->body_error;
+}
+
 /* Moves unconsumed bytes down to c->pin: to the front of the buffer between
  * requests, to the end of the request's head while one is served.  The
  * head's bytes never move during the request, so every slice into them
@@ -342,6 +357,64 @@ static ssize_t fill(struct ol_http_conn *c, unsigned timeout_ms)
     return n;
 }
 
+/* Receives body bytes under the minimum body rate: into out (len bytes at
+ * most), or into the receive buffer through fill() when out is NULL.  The
+ * io timeout still bounds a stall; on top of it, once the body has kept the
+ * server waiting body_rate_grace_ms, each further body_rate_window_ms of
+ * waiting must bring min_body_rate_bytes_per_sec, or the body fails with
+ * -ETIMEDOUT.  io_timeout_ms alone lets a body that sends a byte just before
+ * each timeout live for ever, holding its handler's buffers; only waiting
+ * time counts, so time the handler spends on the drives is never the
+ * client's fault. */
+static ssize_t body_recv(struct ol_http_conn *c, void *out, size_t len)
+{
+    const struct ol_http_conn_opts *o = c->opts;
+    uint64_t begin = ol_now_ms();
+    /* Each round waits until the window's check or the io timeout; the io
+     * timeout ends the loop, and the round bound guards the rest. */
+    for (unsigned rounds = 0; rounds < 1u << 20; rounds++) {
+        uint64_t now = ol_now_ms();
+        uint64_t tmo = o->io_timeout_ms;
+        if (tmo) {
+            if (now - begin >= tmo)
+                return -ETIMEDOUT;
+            tmo -= now - begin;
+        }
+        bool capped = false;
+        if (o->min_body_rate_bytes_per_sec) {
+            uint64_t span = c->rate_graced ? o->body_rate_window_ms : o->body_rate_grace_ms;
+            uint64_t left = span > c->rate_wait_ms ? span - c->rate_wait_ms : 1;
+            if (!tmo || left < tmo) {
+                tmo = left;
+                capped = true;
+            }
+        }
+        ssize_t n = out ? ol_io_recv(c->fd, out, len, (unsigned)tmo) : fill(c, (unsigned)tmo);
+        if (!o->min_body_rate_bytes_per_sec)
+            return n;
+        c->rate_wait_ms += ol_now_ms() - now;
+        if (n > 0)
+            c->rate_bytes += (uint64_t)n;
+        uint64_t span = c->rate_graced ? o->body_rate_window_ms : o->body_rate_grace_ms;
+        if (c->rate_wait_ms >= span) {
+            if (c->rate_graced &&
+                c->rate_bytes * 1000 < o->min_body_rate_bytes_per_sec * c->rate_wait_ms) {
+                ol_log_limited(OL_LOG_INFO, "request body slower than min_body_rate_bytes_per_sec "
+                               "(%" PRIu64 " bytes in %" PRIu64 " ms); cut",
+                               c->rate_bytes, c->rate_wait_ms);
+                return -ETIMEDOUT;
+            }
+            c->rate_graced = true;
+            c->rate_wait_ms = 0;
+            c->rate_bytes = 0;
+        }
+        if (n == -ETIMEDOUT && capped)
+            continue;
+        return n;
+    }
+    return -ETIMEDOUT;
+}
+
 static int send_continue(struct ol_http_conn *c)
 {
     c->continue_sent = true;
@@ -362,7 +435,6 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
         if (rc < 0)
             return rc;
     }
-    unsigned tmo = (unsigned)c->opts->io_timeout_ms;
     if (!c->req.chunked) {
         size_t want = len < c->body_left ? len : (size_t)c->body_left;
         size_t have = c->rend - c->rstart;
@@ -372,7 +444,7 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
             memcpy(out, c->buf + c->rstart, (size_t)got);
             c->rstart += (size_t)got;
         } else {
-            got = ol_io_recv(c->fd, out, want, tmo);
+            got = body_recv(c, out, want);
             if (got == 0)
                 got = -ECONNRESET; /* the peer closed mid-body */
             if (got < 0) {
@@ -413,7 +485,7 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *out, size_t len)
             if (used > 0)
                 continue;
         }
-        ssize_t n = fill(c, tmo);
+        ssize_t n = body_recv(c, NULL, 0);
         if (n == 0)
             n = -ECONNRESET;
         if (n < 0) {
@@ -495,44 +567,139 @@ static int parse_error_status(int rc)
     }
 }
 
+/* The receive buffer exists only while a request is arriving or being
+ * served: a connection waiting for its next request holds none (it waits
+ * for readability, ol_io_poll_in), so that thousands of idle connections cost
+ * a few KiB each rather than buf_bytes each.  It is taken when bytes are
+ * there to read and given back when the connection has been idle for a
+ * slice with nothing buffered, never while a request is active (its head's
+ * slices point into it).  0 or -ENOMEM. */
+static int rbuf_take(struct ol_http_conn *c)
+{
+    OL_ASSERT(!c->buf && !c->headers);
+    /* The parsed headers' array lives and dies with the buffer its slices
+     * point into: one allocation, headers first. */
+    size_t hbytes = c->opts->limits.max_headers * sizeof(struct ol_http_header);
+    hbytes = (hbytes + 63) & ~(size_t)63;
+    char *m = malloc(hbytes + c->opts->buf_bytes);
+    if (!m)
+        return -ENOMEM;
+    c->headers = (struct ol_http_header *)(void *)m;
+    c->buf = m + hbytes;
+    c->cap = c->opts->buf_bytes;
+    c->rstart = c->rend = 0;
+    return 0;
+}
+
+static void rbuf_give_back(struct ol_http_conn *c)
+{
+    if (!c->buf)
+        return;
+    /* free() keeps the pages in the allocator, resident; the whole pages
+     * inside the buffer go back to the kernel first (free writes only the
+     * chunk's edges), so the memory of a burst of requests is returned
+     * when they end, not held at its peak. */
+    uintptr_t page = 4096;
+    uintptr_t lo = ((uintptr_t)c->headers + 64 + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)c->buf + c->cap - 64) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    free(c->headers); /* the start of the buffer's allocation */
+    c->headers = NULL;
+    c->buf = NULL;
+    c->cap = 0;
+    c->rstart = c->rend = 0;
+}
+
 /* Reads and parses the next request head.  Returns the head length, 0 when
- * the connection should close quietly, or a negative HTTP status to send. */
+ * the connection should close quietly, or a negative HTTP status to send.
+ *
+ * Deadlines: the first byte of a later request may take the idle timeout;
+ * the head must then be complete header_timeout_ms after its first byte.  A
+ * connection's first head is due header_timeout_ms after accept, whatever
+ * the idle timeout: a client that connects and sends nothing, or trickles a
+ * head a byte at a time (slow loris), gives its slot up after that.  While
+ * it waits here the connection is on the loop's idle list, from which the
+ * accept path may cut it when slots run short (server.c). */
 static int read_head(struct ol_http_conn *c, struct ol_loop *loop)
 {
     const struct ol_http_limits *lim = &c->opts->limits;
-    uint64_t idle_deadline = ol_now_ms() + (uint64_t)c->opts->idle_timeout_ms;
-    uint64_t io_deadline = 0;
+    uint64_t start = ol_now_ms();
+    uint64_t head_tmo = c->opts->header_timeout_ms ? c->opts->header_timeout_ms : UINT32_MAX;
+    uint64_t idle_deadline = start + (uint64_t)c->opts->idle_timeout_ms;
+    uint64_t head_deadline = 0; /* set once the head has begun */
+    if (c->nreq == 0) {
+        head_deadline = c->accepted_ms + head_tmo;
+        if (idle_deadline > head_deadline)
+            idle_deadline = head_deadline;
+    }
+    ol_idle_add(&c->idle, c->fd);
+    int rc = 0;
+    /* Each round receives bytes or waits one slice; the deadlines end it. */
     for (;;) {
+        if (c->idle.cut)
+            break; /* cut for a new connection: close quietly */
         if (c->rend > c->rstart) {
             c->req.head.headers = c->headers;
-            int rc = ol_http_parse_request(c->buf + c->rstart, c->rend - c->rstart, lim,
-                                           &c->req.head);
+            rc = ol_http_parse_request(c->buf + c->rstart, c->rend - c->rstart, lim,
+                                       &c->req.head);
             if (rc > 0)
-                return rc;
-            if (rc < 0)
-                return -parse_error_status(rc);
-            if (c->rend - c->rstart >= lim->max_head_bytes)
-                return -431;
-            if (!io_deadline)
-                io_deadline = ol_now_ms() + (uint64_t)c->opts->io_timeout_ms;
+                break;
+            if (rc < 0) {
+                rc = -parse_error_status(rc);
+                break;
+            }
+            if (c->rend - c->rstart >= lim->max_head_bytes) {
+                rc = -431;
+                break;
+            }
+            if (!head_deadline)
+                head_deadline = ol_now_ms() + head_tmo;
         }
+        rc = 0;
         uint64_t now = ol_now_ms();
         bool started = c->rend > c->rstart;
         if (!started && ol_loop_stopping(loop))
-            return 0;
-        uint64_t deadline = started ? io_deadline : idle_deadline;
-        if (now >= deadline)
-            return started ? -408 : 0;
+            break;
+        uint64_t deadline = started ? head_deadline : idle_deadline;
+        if (now >= deadline) {
+            rc = started ? -408 : 0;
+            break;
+        }
         uint64_t left = deadline - now;
         unsigned slice = left < IDLE_SLICE_MS ? (unsigned)left : IDLE_SLICE_MS;
-        ssize_t n = fill(c, slice ? slice : 1);
+        if (!slice)
+            slice = 1;
+        /* Idle for a slice with nothing buffered: give the buffer and the
+         * stack's unused pages back until the next request shows up.  A
+         * client that sends its next request at once never pays for this. */
+        if (!started && c->buf && now - start >= IDLE_SLICE_MS) {
+            rbuf_give_back(c);
+            ol_fiber_trim_stack();
+        }
+        if (!c->buf) {
+            int p = ol_io_poll_in(c->fd, slice);
+            if (p == -ETIMEDOUT)
+                continue;
+            if (p < 0 || c->idle.cut)
+                break;
+            if (rbuf_take(c) < 0) {
+                rc = -503;
+                break;
+            }
+        }
+        ssize_t n = fill(c, slice);
         if (n == -ETIMEDOUT)
             continue;
-        if (n == -ENOBUFS)
-            return -431;
+        if (n == -ENOBUFS) {
+            rc = -431;
+            break;
+        }
         if (n <= 0)
-            return 0;
+            break;
     }
+    ol_idle_del(&c->idle);
+    return rc;
 }
 
 static int setup_request(struct ol_http_conn *c)
@@ -601,15 +768,16 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
 {
     struct ol_loop *loop = ol_loop_current();
     struct ol_http_conn *c = calloc(1, sizeof(*c));
-    char *buf = malloc(opts->buf_bytes);
-    struct ol_http_header *headers = calloc(opts->limits.max_headers, sizeof(*headers));
-    if (!c || !buf || !headers)
+    if (!c)
         goto out;
     c->fd = fd;
     c->opts = opts;
-    c->buf = buf;
-    c->cap = opts->buf_bytes;
-    c->headers = headers;
+    /* No receive buffer (nor headers array) yet: read_head takes one when
+     * bytes arrive. */
+    c->buf = NULL;
+    c->cap = 0;
+    c->headers = NULL;
+    c->accepted_ms = ol_now_ms();
 
     /* Bounded by the connection's own life: each round serves one request or
      * ends the connection. */
@@ -628,6 +796,10 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         }
         c->rstart += (size_t)hl;
         c->pin = c->rstart;
+        c->nreq++;
+        c->rate_wait_ms = 0;
+        c->rate_bytes = 0;
+        c->rate_graced = false;
         int rc = handler(ctx, c, &c->req);
         flush_head(c);
         if (rc < 0 || c->send_error)
@@ -645,10 +817,13 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         end_request(c);
     }
 out:
-    if (c)
+    if (c) {
         free(c->head);
-    free(headers);
-    free(buf);
-    free(c);
+        rbuf_give_back(c);
+    }
     ol_io_close(fd);
+    /* After the close: a cut connection's slot counts as pending until now. */
+    if (c)
+        ol_idle_done(&c->idle);
+    free(c);
 }

@@ -10,8 +10,16 @@
  *
  * Expect: 100-continue is answered by the first ol_http_body_read() (a
  * handler that rejects the request without reading the body never sends it).
- * Timeouts: the idle timeout bounds the wait for a request head; the
- * slow-client timeout bounds each wait for body bytes or send progress.
+ * Timeouts: the idle timeout bounds the wait for a request's first byte;
+ * the header timeout bounds the whole head; the slow-client timeout bounds
+ * each wait for body bytes or send progress, and the minimum body rate the
+ * body as a whole.
+ *
+ * Memory: a connection waiting for a request holds no receive buffer (it
+ * waits for readability, then takes one) and gives its stack's unused pages
+ * back, so an idle connection costs a few KiB.  While it waits it is on its
+ * loop's idle list (core/loop.h), from which the accept path closes the
+ * oldest when the loop runs out of connection slots.
  */
 #ifndef OL_HTTP_CONN_H
 #define OL_HTTP_CONN_H
@@ -30,6 +38,18 @@ struct ol_http_conn_opts {
     struct ol_http_limits limits;
     unsigned idle_timeout_ms;
     unsigned io_timeout_ms;
+    /* The whole request head must arrive within this of accept (a
+     * connection's first request) or of its first byte (later ones): a head
+     * trickled a byte at a time holds its slot no longer.  0 = no limit. */
+    unsigned header_timeout_ms;
+    /* Slow bodies: once a body has kept the server waiting body_rate_grace_ms
+     * in all, every further body_rate_window_ms of waiting must bring at
+     * least min_body_rate_bytes_per_sec; a slower body fails with
+     * -ETIMEDOUT.  Only time spent waiting on the socket counts, so a slow
+     * drive never makes its client look slow.  0 = off. */
+    uint64_t min_body_rate_bytes_per_sec;
+    unsigned body_rate_grace_ms;
+    unsigned body_rate_window_ms;
     size_t buf_bytes;  /* receive buffer: must hold max_head_bytes plus room */
 };
 
@@ -67,6 +87,10 @@ ssize_t ol_http_body_read(struct ol_http_conn *c, void *buf, size_t len);
 ssize_t ol_http_body_read_full(struct ol_http_conn *c, void *buf, size_t len);
 /* True when the body has been read to its end. */
 bool ol_http_body_done(const struct ol_http_conn *c);
+/* True when reading the body failed (the client stalled, was slower than the
+ * minimum body rate, closed, or broke the framing): the client's fault, not
+ * the server's. */
+bool ol_http_body_failed(const struct ol_http_conn *c);
 
 /* Sends a complete response with a body from memory.  Adds Date, Server,
  * Content-Length and Connection headers.  For HEAD, the body is not sent but

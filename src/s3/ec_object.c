@@ -379,6 +379,11 @@ struct ol_eset *ol_s3_ec_set(struct ol_s3_ec *ec, unsigned i)
 
 static int ec_error(struct ol_s3_req *r, int rc)
 {
+    /* A body that stalled or came slower than min_body_rate_bytes_per_sec
+     * times out in the client's connection, not on a drive: RequestTimeout,
+     * not SlowDown. */
+    if (rc == -ETIMEDOUT && r->conn && ol_http_body_failed(r->conn))
+        return ol_s3_error_from(r, rc);
     switch (-rc) {
     case OL_EQUORUM:
     case EIO:

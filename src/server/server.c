@@ -14,9 +14,12 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -27,6 +30,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "ec/placement.h"
 #include "http/conn.h"
 #include "s3/ec_object.h"
 #include "s3/router.h"
@@ -35,6 +39,36 @@
 #define DEFAULT_ACCESS_KEY "openlake"
 #define DEFAULT_SECRET_KEY "openlake-secret"
 #define ACCEPT_SLICE_MS 250u
+/* Fibers a loop keeps beyond its connections: the accept fiber, loop 0's
+ * workers, erasure coding's per-call and per-shard fibers, and connections
+ * that start while cut idle ones are still finishing.  The connection limit
+ * is counted (worker.open), not left to the pool running out. */
+#define FIBER_RESERVE 256u
+
+/* Open connections per client address (max_conns_per_ip), for every loop:
+ * an open-addressing table (linear probing, backward-shift deletion) under
+ * a mutex taken twice per connection (accept and close), never on a
+ * request's path.  It has twice as many slots as the server has fibers, so
+ * it never fills.  Keys are IPv4 addresses and IPv6 /64 prefixes (one
+ * host's usual allocation), hashed with SipHash under a random key: a client
+ * that picks its addresses (a /48 of IPv6 holds 65,536 prefixes) cannot
+ * aim them at one probe run. */
+struct ip_key {
+    uint8_t b[17]; /* b[0]: 4 or 6; then the address (IPv4) or the /64 prefix */
+};
+
+struct ip_slot {
+    struct ip_key key;
+    uint32_t count; /* 0: free */
+};
+
+struct ip_table {
+    pthread_mutex_t mu;
+    struct ip_slot *slots;
+    size_t mask;
+    uint8_t hash_key[16];
+    unsigned limit; /* 0: no limit (the table is not used) */
+};
 
 struct worker {
     struct server *srv;
@@ -44,6 +78,8 @@ struct worker {
     int rc;
     uint64_t accepted;  /* written by this worker only */
     uint64_t rejected;
+    uint64_t cut_idle;  /* idle connections closed to make room */
+    uint64_t ip_limited; /* refused: the client address was at max_conns_per_ip */
     unsigned open;      /* atomic: connections assigned to this loop */
     int accepting;      /* atomic: the loop runs and may be handed connections */
     int done;           /* atomic: the loop returned */
@@ -57,7 +93,128 @@ struct server {
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
     unsigned nworkers;
+    unsigned max_conns;  /* per loop */
+    struct ip_table ips;
 };
+
+static size_t ip_hash(const struct ip_table *t, const struct ip_key *k)
+{
+    return (size_t)ol_siphash24(t->hash_key, k->b, sizeof(k->b)) & t->mask;
+}
+
+/* The key of a peer address; false for families that are not counted. */
+static bool ip_key_of(const struct sockaddr_storage *ss, struct ip_key *k)
+{
+    memset(k, 0, sizeof(*k));
+    if (ss->ss_family == AF_INET) {
+        k->b[0] = 4;
+        memcpy(k->b + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+        return true;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            k->b[0] = 4;
+            memcpy(k->b + 1, a->s6_addr + 12, 4);
+        } else {
+            k->b[0] = 6;
+            memcpy(k->b + 1, a->s6_addr, 8);
+        }
+        return true;
+    }
+    return false;
+}
+
+static int ip_table_init(struct ip_table *t, unsigned limit, size_t max_entries)
+{
+    memset(t, 0, sizeof(*t));
+    t->limit = limit;
+    if (!limit)
+        return 0;
+    size_t cap = 64;
+    while (cap < 2 * max_entries)
+        cap <<= 1;
+    t->slots = calloc(cap, sizeof(*t->slots));
+    if (!t->slots)
+        return -ENOMEM;
+    t->mask = cap - 1;
+    if (getrandom(t->hash_key, sizeof(t->hash_key), 0) != (ssize_t)sizeof(t->hash_key)) {
+        uint64_t x = ol_mono_ms() ^ (uint64_t)(uintptr_t)t;
+        memcpy(t->hash_key, &x, sizeof(x));
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    return 0;
+}
+
+static void ip_table_free(struct ip_table *t)
+{
+    if (t->slots)
+        pthread_mutex_destroy(&t->mu);
+    free(t->slots);
+    t->slots = NULL;
+}
+
+/* Counts one more connection from k; false (nothing counted) when k is at
+ * the limit.  The probe is bounded by the table, which is never full. */
+static bool ip_acquire(struct ip_table *t, const struct ip_key *k)
+{
+    if (!t->limit)
+        return true;
+    bool ok = false;
+    pthread_mutex_lock(&t->mu);
+    size_t i = ip_hash(t, k);
+    for (size_t probes = 0; probes <= t->mask; probes++, i = (i + 1) & t->mask) {
+        struct ip_slot *s = &t->slots[i];
+        if (s->count == 0) {
+            s->key = *k;
+            s->count = 1;
+            ok = true;
+            break;
+        }
+        if (memcmp(&s->key, k, sizeof(*k)) == 0) {
+            ok = s->count < t->limit;
+            if (ok)
+                s->count++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ok;
+}
+
+/* Counts one connection from k less (it was counted by ip_acquire). */
+static void ip_release(struct ip_table *t, const struct ip_key *k)
+{
+    if (!t->limit)
+        return;
+    pthread_mutex_lock(&t->mu);
+    size_t i = ip_hash(t, k);
+    size_t probes = 0;
+    for (; probes <= t->mask; probes++, i = (i + 1) & t->mask) {
+        struct ip_slot *s = &t->slots[i];
+        OL_ASSERT(s->count != 0); /* k was counted, so it is found first */
+        if (memcmp(&s->key, k, sizeof(*k)) == 0)
+            break;
+    }
+    OL_ASSERT(probes <= t->mask);
+    if (--t->slots[i].count == 0) {
+        /* Backward-shift deletion: move later entries of the probe run into
+         * the hole so that every key stays reachable from its home slot. */
+        size_t hole = i;
+        for (size_t j = (i + 1) & t->mask; t->slots[j].count != 0; j = (j + 1) & t->mask) {
+            size_t home = ip_hash(t, &t->slots[j].key);
+            /* j's entry may move to the hole unless its home lies cyclically
+             * in (hole, j]. */
+            bool stays = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+            if (stays)
+                continue;
+            t->slots[hole] = t->slots[j];
+            t->slots[j].count = 0;
+            hole = j;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
 
 /* A listening socket on listen_addr with SO_REUSEPORT (one per loop); probe:
  * first check that nobody else listens there. */
@@ -147,6 +304,8 @@ out:
 struct conn_arg {
     struct worker *w; /* the loop that serves the connection */
     int fd;
+    bool counted;     /* key counted in srv->ips */
+    struct ip_key key;
 };
 
 static void conn_fiber(void *arg)
@@ -154,19 +313,41 @@ static void conn_fiber(void *arg)
     struct conn_arg a = *(struct conn_arg *)arg;
     free(arg);
     ol_http_conn_serve(a.fd, &a.w->srv->conn_opts, ol_s3_handle, &a.w->srv->router);
+    if (a.counted)
+        ip_release(&a.w->srv->ips, &a.key);
     __atomic_fetch_sub(&a.w->open, 1, __ATOMIC_RELAXED);
+    /* The fiber's pool slot keeps its stack: leave it with the pages a
+     * fresh connection touches, not this one's deepest request. */
+    ol_fiber_trim_stack();
 }
 
-/* Starts the connection's fiber on the calling loop, which is ca->w's; past
- * the fiber pool (the connection limit) the connection is refused.  Consumes
- * ca and its fd. */
+/* Starts the connection's fiber on the calling loop, which is ca->w's.  A
+ * loop past max_conns_per_thread first closes its oldest idle connections
+ * (those waiting for a request head, see ol_idle_cut_oldest) rather than
+ * turn the new client away: otherwise whoever opens connections first and
+ * sends nothing keeps every later client out.  Only when no idle connection
+ * is left is the new one refused.  Consumes ca and its fd. */
 static void conn_start(void *arg)
 {
     struct conn_arg *ca = arg;
     struct worker *w = ca->w;
     OL_ASSERT(ol_loop_current() == w->loop);
-    if (ol_loop_stopping(w->loop) || ol_fiber_spawn(w->loop, conn_fiber, ca) != 0) {
+    bool ok = !ol_loop_stopping(w->loop);
+    if (ok) {
+        /* open counts this connection; cut ones still finishing will free
+         * their slots within a tick and are not cut twice. */
+        unsigned open = __atomic_load_n(&w->open, __ATOMIC_RELAXED);
+        unsigned live = open - ol_idle_cut_pending(w->loop);
+        if (live > w->srv->max_conns) {
+            unsigned cut = ol_idle_cut_oldest(w->loop, live - w->srv->max_conns);
+            w->cut_idle += cut;
+            ok = cut > 0;
+        }
+    }
+    if (!ok || ol_fiber_spawn(w->loop, conn_fiber, ca) != 0) {
         close(ca->fd);
+        if (ca->counted)
+            ip_release(&w->srv->ips, &ca->key);
         free(ca);
         __atomic_fetch_sub(&w->open, 1, __ATOMIC_RELAXED);
         w->rejected++;
@@ -207,11 +388,19 @@ static void accept_fiber(void *arg)
     /* Ends when the loop stops; each round accepts one connection or times
      * out after a short slice to look at the stop flag. */
     while (!ol_loop_stopping(loop)) {
-        int fd = ol_io_accept(w->listen_fd, ACCEPT_SLICE_MS);
+        struct sockaddr_storage peer;
+        socklen_t peer_len = sizeof(peer);
+        int fd = ol_io_accept_addr(w->listen_fd, (struct sockaddr *)&peer, &peer_len,
+                                   ACCEPT_SLICE_MS);
         if (fd == -ETIMEDOUT || fd == -EINTR || fd == -ECONNABORTED)
             continue;
         if (fd < 0) {
             ol_log_limited(OL_LOG_WARN, "accept: %s", strerror(-fd));
+            /* Out of descriptors (a limit below the connection slots):
+             * the oldest idle connection on this loop gives its up, as a
+             * full loop's would. */
+            if (fd == -EMFILE || fd == -ENFILE)
+                w->cut_idle += ol_idle_cut_oldest(loop, 1);
             ol_io_sleep_ms(10); /* EMFILE and friends: back off, do not spin */
             continue;
         }
@@ -225,6 +414,19 @@ static void accept_fiber(void *arg)
             continue;
         }
         ca->fd = fd;
+        /* One address may hold max_conns_per_ip connections: past that,
+         * the new one is closed at once (its own idle ones are not cut for
+         * it, or a client could churn through them).  A proxy in front
+         * shows as one address: raise the limit or set it to 0 there. */
+        ca->counted = w->srv->ips.limit && ip_key_of(&peer, &ca->key);
+        if (ca->counted && !ip_acquire(&w->srv->ips, &ca->key)) {
+            close(fd);
+            free(ca);
+            w->ip_limited++;
+            ol_log_limited(OL_LOG_WARN, "accept: a client address is at max_conns_per_ip (%u)",
+                           w->srv->ips.limit);
+            continue;
+        }
         ca->w = pick_worker(w);
         /* Another loop's fiber is started by a message to that loop; a full
          * inbox keeps the connection here. */
@@ -297,14 +499,21 @@ static void metrics(void *ctx, char **text, size_t *len)
             sum += __atomic_load_n(&srv->router.requests[i][m], __ATOMIC_RELAXED);
         EMIT("openlake_http_requests_total{method=\"%s\"} %" PRIu64 "\n", methods[m], sum);
     }
-    uint64_t acc = 0, rej = 0;
+    uint64_t acc = 0, rej = 0, cut = 0, ipl = 0, open = 0;
     for (unsigned i = 0; i < srv->nworkers; i++) {
         acc += __atomic_load_n(&srv->workers[i].accepted, __ATOMIC_RELAXED);
         rej += __atomic_load_n(&srv->workers[i].rejected, __ATOMIC_RELAXED);
+        cut += __atomic_load_n(&srv->workers[i].cut_idle, __ATOMIC_RELAXED);
+        ipl += __atomic_load_n(&srv->workers[i].ip_limited, __ATOMIC_RELAXED);
+        open += __atomic_load_n(&srv->workers[i].open, __ATOMIC_RELAXED);
     }
     EMIT("# TYPE openlake_connections_accepted_total counter\n");
     EMIT("openlake_connections_accepted_total %" PRIu64 "\n", acc);
     EMIT("openlake_connections_rejected_total %" PRIu64 "\n", rej);
+    EMIT("openlake_connections_idle_cut_total %" PRIu64 "\n", cut);
+    EMIT("openlake_connections_ip_limited_total %" PRIu64 "\n", ipl);
+    EMIT("# TYPE openlake_connections_open gauge\n");
+    EMIT("openlake_connections_open %" PRIu64 "\n", open);
     if (srv->ec) {
         ol_s3_ec_metrics(srv->ec, b, cap, &n);
         *text = b;
@@ -325,6 +534,29 @@ static void metrics(void *ctx, char **text, size_t *len)
 #undef EMIT
     *text = b;
     *len = n;
+}
+
+/* Every connection is a descriptor, and so is every open segment file:
+ * the usual soft limit of 1024 would refuse connections long before
+ * max_conns_per_thread.  The soft limit goes up to the hard one (which only
+ * root can raise); a server whose limit is still short of its connection
+ * slots says so, since accept then fails with EMFILE before any idle
+ * connection can be cut. */
+static void raise_fd_limit(size_t want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* Descriptors beyond the connections: drives, segments, rings. */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want + 256)
+        ol_warn("open file limit %llu is below the %zu connection slots (threads x "
+                "max_conns_per_thread); raise it (ulimit -n) or lower max_conns_per_thread",
+                (unsigned long long)rl.rlim_cur, want);
 }
 
 int ol_server_run(struct ol_cfg *cfg)
@@ -407,10 +639,18 @@ opened:
     srv.conn_opts.limits.max_target_bytes = (size_t)cfg->max_url_bytes;
     srv.conn_opts.idle_timeout_ms = (unsigned)cfg->idle_timeout_ms;
     srv.conn_opts.io_timeout_ms = (unsigned)cfg->io_timeout_ms;
+    srv.conn_opts.header_timeout_ms = (unsigned)cfg->header_timeout_ms;
+    srv.conn_opts.min_body_rate_bytes_per_sec = (uint64_t)cfg->min_body_rate_bytes_per_sec;
+    srv.conn_opts.body_rate_grace_ms = (unsigned)cfg->body_rate_grace_ms;
+    srv.conn_opts.body_rate_window_ms = (unsigned)cfg->body_rate_window_ms;
     srv.conn_opts.buf_bytes = (size_t)cfg->max_header_bytes + 64 * 1024;
 
+    srv.max_conns = (unsigned)cfg->max_conns_per_thread;
+    raise_fd_limit((size_t)n * srv.max_conns);
     srv.workers = calloc(n, sizeof(*srv.workers));
-    if (!srv.workers) {
+    if (!srv.workers || ip_table_init(&srv.ips, (unsigned)cfg->max_conns_per_ip,
+                                      (size_t)n * (srv.max_conns + FIBER_RESERVE)) < 0) {
+        free(srv.workers);
         if (srv.store)
             ol_store_close(srv.store);
         ol_s3_ec_close(srv.ec);
@@ -432,7 +672,7 @@ opened:
         struct ol_loop_opts lo = {
             .id = i,
             .sq_entries = 512,
-            .max_fibers = (unsigned)cfg->max_conns_per_thread + 2,
+            .max_fibers = srv.max_conns + FIBER_RESERVE,
             .stack_bytes = 256 * 1024,
             .inbox_slots = 8192,
         };
@@ -501,6 +741,7 @@ opened:
         ol_store_close(srv.store);
     ol_s3_ec_close(srv.ec);
     free(srv.workers);
+    ip_table_free(&srv.ips);
     ol_info("stopped");
     return exit_code;
 }

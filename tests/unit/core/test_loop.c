@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,6 +83,112 @@ static void spawner(void *arg)
     ol_fiber_spawn(loop, waiter, NULL);
 }
 
+/* ---- idle connections: the oldest are cut first, and their waits end ---- */
+
+#define NIDLE 4
+static struct ol_idle idles[NIDLE];
+static int ipairs[NIDLE][2];
+static int woke_eof[NIDLE];
+
+static void idle_waiter(void *arg)
+{
+    int i = (int)(uintptr_t)arg;
+    ol_idle_add(&idles[i], ipairs[i][0]);
+    uint64_t t0 = ol_now_ms();
+    /* Waiters 0 and 2 poll, 1 and 3 receive: a cut must end both kinds. */
+    char b[8];
+    ssize_t n = i % 2 ? ol_io_recv(ipairs[i][0], b, sizeof(b), 2000)
+                      : ol_io_poll_in(ipairs[i][0], 2000);
+    CHECK(n != -ETIMEDOUT && ol_now_ms() - t0 < 1500);
+    if (i % 2 == 0 && n > 0)
+        n = ol_io_recv(ipairs[i][0], b, sizeof(b), 100);
+    woke_eof[i] = n == 0;
+    ol_idle_del(&idles[i]);
+    CHECK(!idles[i].listed);
+    ol_idle_done(&idles[i]);
+}
+
+static void idle_cutter(void *arg)
+{
+    (void)arg;
+    ol_io_sleep_ms(30);
+    CHECK(ol_idle_count(loop) == NIDLE);
+    /* Re-adding a listed entry changes nothing. */
+    ol_idle_add(&idles[0], ipairs[0][0]);
+    CHECK(ol_idle_count(loop) == NIDLE);
+    CHECK(ol_idle_cut_oldest(loop, 2) == 2);
+    CHECK(idles[0].cut && idles[1].cut && !idles[2].cut && !idles[3].cut);
+    CHECK(ol_idle_count(loop) == NIDLE - 2 && ol_idle_cut_pending(loop) == 2);
+    ol_io_sleep_ms(30);
+    /* The cut ones woke with end-of-file and settled. */
+    CHECK(woke_eof[0] && woke_eof[1] && ol_idle_cut_pending(loop) == 0);
+    /* The others are still waiting; data wakes them. */
+    CHECK(ol_idle_count(loop) == 2);
+    CHECK(ol_io_send(ipairs[2][1], "x", 1, 100) == 1);
+    CHECK(ol_io_send(ipairs[3][1], "y", 1, 100) == 1);
+    ol_io_sleep_ms(30);
+    CHECK(!woke_eof[2] && !woke_eof[3] && ol_idle_count(loop) == 0);
+    CHECK(ol_idle_cut_oldest(loop, 5) == 0);
+}
+
+/* ---- stack trimming ---- */
+
+static uintptr_t deep_page;
+
+__attribute__((noinline)) static void deep(int depth)
+{
+    volatile char big[32 * 1024];
+    /* Volatile stores, one a page: the compiler must make every one. */
+    for (size_t i = 0; i < sizeof(big); i += 512)
+        big[i] = (char)depth;
+    deep_page = (uintptr_t)&big[0] & ~(uintptr_t)4095;
+}
+
+static bool resident(uintptr_t page)
+{
+    unsigned char v = 0;
+    CHECK(mincore((void *)page, 4096, &v) == 0);
+    return v & 1;
+}
+
+static void trimmer(void *arg)
+{
+    (void)arg;
+    deep(7);
+    CHECK(deep_page != 0 && resident(deep_page));
+    ol_fiber_trim_stack();
+    CHECK(!resident(deep_page));
+    /* The stack still works, pages come back as they are touched. */
+    deep(8);
+    CHECK(resident(deep_page));
+}
+
+static void idle_spawner(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NIDLE; i++)
+        CHECK(ol_fiber_spawn(loop, idle_waiter, (void *)(uintptr_t)i) == 0);
+    CHECK(ol_fiber_spawn(loop, idle_cutter, NULL) == 0);
+    CHECK(ol_fiber_spawn(loop, trimmer, NULL) == 0);
+    ol_loop_stop(loop);
+}
+
+static void test_idle(void)
+{
+    struct ol_loop_opts o = {.id = 1, .max_fibers = 16};
+    CHECK(ol_loop_create(&loop, &o) == 0);
+    for (int i = 0; i < NIDLE; i++)
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, ipairs[i]) == 0);
+    ol_loop_post(loop, idle_spawner, NULL);
+    CHECK(ol_loop_run(loop) == 0);
+    CHECK(ol_loop_nfibers(loop) == 0);
+    ol_loop_destroy(loop);
+    for (int i = 0; i < NIDLE; i++) {
+        close(ipairs[i][0]);
+        close(ipairs[i][1]);
+    }
+}
+
 int main(void)
 {
     struct ol_msg_ring r;
@@ -113,6 +220,7 @@ int main(void)
     ol_loop_destroy(loop);
     close(sp[0]);
     close(sp[1]);
+    test_idle();
     printf("test_loop: %s\n", failures ? "FAIL" : "ok");
     return failures ? 1 : 0;
 }
