@@ -663,11 +663,11 @@ int ol_s3_ec_upload_part(struct ol_s3_req *r)
     }
     char k[MP_PKEY_LEN + 1];
     part_key(u->id, (uint32_t)part, k);
-    rc = ol_eset_put_begin(ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN), r->bucket, k,
-                           MP_PKEY_LEN, &p);
+    struct ol_eset *pes = ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN);
+    rc = ol_eset_put_begin(pes, r->bucket, k, MP_PKEY_LEN, &p);
     uint8_t dig[16];
     if (rc == 0)
-        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
+        rc = ol_s3_ec_receive(r, p, pes, (uint64_t)len, dig);
     if (rc < 0) {
         if (p)
             ol_eset_put_abort(p);

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -386,6 +387,10 @@ static int ec_error(struct ol_s3_req *r, int rc)
         atomic_fetch_add(&r->ctx->ec->st.quorum_errors, 1);
         return ol_s3_error(r, OL_S3_SlowDown,
                            "Too few drives of the erasure set are available; retry later.");
+    case EBUSY:
+        /* The body memory budget (core/buf.h) stayed short: back off. */
+        return ol_s3_error(r, OL_S3_SlowDown,
+                           "The server is short of memory for request bodies; retry later.");
     case ENOSPC:
         /* S3 has no "storage full" error (507 is WebDAV's): 503 SlowDown
          * tells clients to back off, and the state can change (space freed,
@@ -662,19 +667,64 @@ void ol_s3_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
     etag_split(field, etag, meta_len, manifest_size);
 }
 
-int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, uint8_t md5[16])
+/* The store writer of each shard buffers up to 1 MiB (OL_IO_BUF_BYTES) and
+ * keeps up to two more in flight to the disk (its WRITER_INFLIGHT): what the
+ * body memory budget reserves per drive for a large shard. */
+#define EC_WRITER_BUF_BYTES (1u << 20)
+#define EC_WRITER_BUFS 3u
+/* The first body bytes are read into this much stack before anything big is
+ * reserved or allocated: a client that sends nothing holds nothing. */
+#define EC_FIRST_BYTES 4096u
+
+static uint64_t page_up(uint64_t n)
 {
-    uint8_t *buf = malloc(EC_CHUNK_BYTES);
-    if (!buf)
-        return -ENOMEM;
+    return (n + 4095) / 4096 * 4096;
+}
+
+int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es,
+                         const void *prefix, size_t plen, uint64_t len, uint8_t md5[16])
+{
     struct ol_md5 ctx;
     ol_md5_init(&ctx);
+    uint8_t first[EC_FIRST_BYTES];
+    uint8_t *buf = NULL;
+    size_t cap = 0;
     uint64_t got = 0;
     int rc = 0;
+    ssize_t n = 0;
+    ol_eset_put_expect(p, plen + len);
+    if (len > 0) {
+        /* Waits for the first bytes with nothing big held. */
+        n = ol_s3_body_read(r, first, len < sizeof(first) ? (size_t)len : sizeof(first));
+        if (n <= 0)
+            return n < 0 ? (int)n : -OL_EINCOMPLETE;
+    }
+    /* The body has begun: reserve what this PUT will hold at most (sized to
+     * it), or wait for others to finish, or give up with -EBUSY (503). */
+    cap = len > EC_CHUNK_BYTES ? EC_CHUNK_BYTES : (size_t)len;
+    uint64_t need = (len > (uint64_t)n ? page_up(cap) : 0) +
+                    ol_eset_put_buffer_bytes(es, (int64_t)(plen + len), EC_WRITER_BUF_BYTES,
+                                             EC_WRITER_BUFS);
+    rc = ol_bodymem_reserve(need, (unsigned)r->ctx->cfg->body_memory_wait_ms);
+    if (rc < 0)
+        return rc;
+    ol_eset_put_hold(p, need);
+    if (plen > 0)
+        rc = ol_eset_put_write(p, prefix, plen);
+    if (rc == 0 && n > 0) {
+        ol_md5_update(&ctx, first, (size_t)n);
+        rc = ol_eset_put_write(p, first, (size_t)n);
+        got = (uint64_t)n;
+    }
+    if (rc == 0 && got < len) {
+        buf = ol_bodymem_map(cap);
+        if (!buf)
+            rc = -ENOMEM;
+    }
     /* Each round reads at least one byte or ends the loop. */
     while (rc == 0 && got < len) {
-        size_t want = len - got < EC_CHUNK_BYTES ? (size_t)(len - got) : EC_CHUNK_BYTES;
-        ssize_t n = ol_s3_body_read(r, buf, want);
+        size_t want = len - got < cap ? (size_t)(len - got) : cap;
+        n = ol_s3_body_read(r, buf, want);
         if (n <= 0) {
             rc = n < 0 ? (int)n : -OL_EINCOMPLETE;
             break;
@@ -686,7 +736,7 @@ int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, u
     if (rc == 0) {
         /* The end of an aws-chunked body (and its signature) is checked by
          * one more read. */
-        ssize_t n = ol_s3_body_read(r, buf, 1);
+        n = ol_s3_body_read(r, first, 1);
         if (n > 0)
             rc = -OL_EINCOMPLETE;
         else if (n < 0)
@@ -695,8 +745,14 @@ int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, u
     ol_md5_final(&ctx, md5);
     if (rc == 0)
         rc = ol_s3_check_content_md5(r, md5);
-    free(buf);
+    ol_bodymem_unmap(buf, cap);
     return rc;
+}
+
+int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es, uint64_t len,
+                     uint8_t md5[16])
+{
+    return ol_s3_ec_receive_put(r, p, es, NULL, 0, len, md5);
 }
 
 static int ec_put_object(struct ol_s3_req *r)
@@ -738,11 +794,10 @@ static int ec_put_object(struct ol_s3_req *r)
     rc = ol_eset_put_begin(es, r->bucket, r->key, r->key_len, &p);
     if (rc < 0)
         goto fail;
-    if (ml > 0)
-        rc = ol_eset_put_write(p, meta, (size_t)ml);
+    /* The metadata blob goes in with the first body bytes, once the body
+     * memory is reserved. */
     uint8_t dig[16];
-    if (rc == 0)
-        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
+    rc = ol_s3_ec_receive_put(r, p, es, meta, ml > 0 ? (size_t)ml : 0, (uint64_t)len, dig);
     if (rc < 0) {
         ol_eset_put_abort(p);
         p = NULL;
@@ -828,9 +883,27 @@ static int ec_get_object(struct ol_s3_req *r)
                                      "The requested range is not satisfiable", h, 1);
     }
     uint64_t len = size == 0 ? 0 : end - start + 1;
+    /* The send buffer is sized to what is sent (a range or a small object
+     * needs less than a piece), and reserved from the body memory budget
+     * with what the set's read of a piece holds (the drives' spans, twice
+     * for a degraded read): a crowd of stalled GETs holds at most the
+     * budget, and a GET that cannot get its share waits, then gets 503
+     * before its head is sent. */
+    size_t cap = 0;
+    uint64_t reserved = 0;
+    if (len > 0 && !r->http->is_head) {
+        cap = len < EC_CHUNK_BYTES ? (size_t)len : EC_CHUNK_BYTES;
+        reserved = 3 * page_up(cap);
+        rc = ol_bodymem_reserve(reserved, (unsigned)r->ctx->cfg->body_memory_wait_ms);
+        if (rc < 0) {
+            reserved = 0;
+            rc = ec_error(r, rc);
+            goto out;
+        }
+        buf = ol_bodymem_map(cap);
+    }
     meta = malloc(ml + 1);
-    buf = malloc(EC_CHUNK_BYTES);
-    if (!meta || !buf) {
+    if (!meta || (cap > 0 && !buf)) {
         rc = ec_error(r, -ENOMEM);
         goto out;
     }
@@ -900,7 +973,8 @@ static int ec_get_object(struct ol_s3_req *r)
 out:
     ol_s3_ec_manifest_free(mf);
     free(meta);
-    free(buf);
+    ol_bodymem_unmap(buf, cap);
+    ol_bodymem_release(reserved);
     return rc;
 }
 
