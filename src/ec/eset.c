@@ -790,8 +790,8 @@ uint64_t ol_eset_put_buffer_bytes(const struct ol_eset *es, int64_t size,
     uint64_t pb = ((uint64_t)(es->m ? es->m : 1) * u + page - 1) / page * page;
     /* Every shard has the same length: about size / k. */
     uint64_t shard = size < 0 ? UINT64_MAX : ((uint64_t)size + es->k - 1) / es->k;
-    uint64_t wb = shard < writer_buf_bytes ? (shard + page - 1) / page * page
-                                           : writer_buf_bytes * writer_bufs;
+    uint64_t wb = shard <= writer_buf_bytes ? (shard + page - 1) / page * page
+                                            : writer_buf_bytes * writer_bufs;
     return sb + pb + (uint64_t)es->n * wb;
 }
 
