@@ -1340,6 +1340,17 @@ out:
     return rc;
 }
 
+int ol_s3_ec_each_bucket(struct ol_s3_ec *ec, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct bucket_acc a;
+    unsigned answered;
+    int rc = bucket_union(ec, &a, &answered);
+    for (unsigned i = 0; rc == 0 && i < a.n; i++)
+        rc = fn(ctx, a.names[i]);
+    acc_free(&a);
+    return rc;
+}
+
 /* Recreates every bucket of the deployment on drives that lack it. */
 static void spread_buckets(struct ol_s3_ec *ec, int64_t now)
 {
@@ -1406,6 +1417,10 @@ void ol_s3_ec_monitor_fiber(void *arg)
     struct ol_loop *loop = ol_loop_current();
     if (!ec)
         return;
+    /* The multipart cleaner (s3/ec_multipart.h) runs beside the monitor.
+     * Without a fiber the cleanup records wait for the next start. */
+    if (ol_fiber_spawn(loop, ol_s3_ec_mp_cleaner_fiber, ctx) < 0)
+        ol_warn("EC multipart: cannot start the part cleaner");
     unsigned period = ec->drive_check_ms > 0 ? (unsigned)ec->drive_check_ms : 1000;
     while (!ol_loop_stopping(loop)) {
         /* Short slices so that a stop is noticed. */

@@ -77,6 +77,9 @@ struct ol_eset *ol_s3_ec_set(struct ol_s3_ec *ec, unsigned i);
 int ol_s3_ec_error(struct ol_s3_req *r, int rc);
 /* 1 when the bucket exists, 0 when not, or -OL_EQUORUM. */
 int ol_s3_ec_bucket_exists(struct ol_s3_ec *ec, const char *bucket);
+/* Calls fn for every bucket any drive knows; stops at fn's first non-zero
+ * answer and returns it (or the listing's error). */
+int ol_s3_ec_each_bucket(struct ol_s3_ec *ec, int (*fn)(void *ctx, const char *bucket), void *ctx);
 /* Streams the request body (len bytes) into p (a PUT on es), computing its
  * MD5 and checking Content-MD5.  0 or an error (p is left to the caller).
  * Nothing big is reserved or allocated before the first body bytes arrive;

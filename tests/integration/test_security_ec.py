@@ -288,3 +288,88 @@ def test_stalled_ec_gets_bounded(tmp_path):
         for s in socks:
             s.close()
         srv.close()
+
+
+# ---- C: EC multipart cleanup ----
+
+NPARTS = 2000
+
+
+def upload_parts(cl, bucket, key, n):
+    """An upload of n one-byte parts (min_part_bytes is 0 on this server)."""
+    uid = cl.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+
+    def one(pn):
+        return pn, cl.upload_part(Bucket=bucket, Key=key, UploadId=uid, PartNumber=pn,
+                                  Body=bytes([pn % 251]))["ETag"]
+    with cf.ThreadPoolExecutor(8) as ex:
+        etags = dict(ex.map(one, range(1, n + 1)))
+    return uid, etags
+
+
+def wait_bucket_empty(srv, bucket, timeout):
+    """Polls DeleteBucket: it succeeds only once no key of the bucket is left
+    on the drives (part objects and upload records are keys of the bucket)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            r = H.signed_request(srv, "DELETE", f"/{bucket}")
+        except ConnectionError:  # a server that has just restarted
+            time.sleep(0.5)
+            continue
+        if r.status == 204:
+            return
+        assert r.status == 409, r
+        assert time.monotonic() < deadline, f"{bucket} still holds keys after {timeout} s"
+        time.sleep(0.5)
+
+
+def test_ec_abort_many_parts_is_prompt_and_reclaimed_across_restart(tmp_path):
+    srv = start("ec", tmp_path, config={"min_part_bytes": "0"})
+    try:
+        cl = H.make_client(srv.endpoint, read_timeout=120)
+        cl.create_bucket(Bucket="abort")
+        uid, _ = upload_parts(cl, "abort", "big", NPARTS)
+        t0 = time.monotonic()
+        cl.abort_multipart_upload(Bucket="abort", Key="big", UploadId=uid)
+        took = time.monotonic() - t0
+        # The base removes every part first: ~3 ms each (6 s here).
+        assert took < 2.0, f"abort of {NPARTS} parts took {took:.1f} s"
+        # Gone from view at once.
+        assert cl.list_multipart_uploads(Bucket="abort").get("Uploads", []) == []
+        with pytest.raises(Exception) as ei:
+            cl.list_parts(Bucket="abort", Key="big", UploadId=uid)
+        assert H.error_code(ei.value) == "NoSuchUpload"
+        # A crash in the middle of the background removal: the restart
+        # resumes it from the cleanup record.
+        srv.kill9()
+        srv.start()
+        time.sleep(1)
+        wait_bucket_empty(srv, "abort", 120)
+    finally:
+        srv.close()
+
+
+def test_ec_delete_many_part_object_is_prompt_and_reclaimed(tmp_path):
+    srv = start("ec", tmp_path, config={"min_part_bytes": "0"})
+    try:
+        cl = H.make_client(srv.endpoint, read_timeout=120)
+        cl.create_bucket(Bucket="mpdel")
+        uid, etags = upload_parts(cl, "mpdel", "big", NPARTS)
+        cl.complete_multipart_upload(
+            Bucket="mpdel", Key="big", UploadId=uid,
+            MultipartUpload={"Parts": [{"PartNumber": pn, "ETag": etags[pn]}
+                                       for pn in range(1, NPARTS + 1)]})
+        got = cl.get_object(Bucket="mpdel", Key="big")["Body"].read()
+        assert got == bytes(pn % 251 for pn in range(1, NPARTS + 1))
+        t0 = time.monotonic()
+        cl.delete_object(Bucket="mpdel", Key="big")
+        took = time.monotonic() - t0
+        assert took < 2.0, f"DELETE of a {NPARTS}-part object took {took:.1f} s"
+        with pytest.raises(Exception) as ei:
+            cl.head_object(Bucket="mpdel", Key="big")
+        assert H.http_status(ei.value) == 404
+        assert cl.list_objects_v2(Bucket="mpdel").get("KeyCount") == 0
+        wait_bucket_empty(srv, "mpdel", 120)
+    finally:
+        srv.close()
