@@ -605,7 +605,10 @@ static int clean_upload(struct ol_s3_ec *ec, const char *bucket, const char *id,
     }
     char k[MP_XKEY_LEN];
     xkey(id, k);
-    return ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+    int rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+    if (rc == 0)
+        ol_info("EC multipart: removed the parts of upload %s in %s", id, bucket);
+    return rc;
 }
 
 struct id_list {

@@ -307,21 +307,21 @@ def upload_parts(cl, bucket, key, n):
     return uid, etags
 
 
-def wait_bucket_empty(srv, bucket, timeout):
-    """Polls DeleteBucket: it succeeds only once no key of the bucket is left
-    on the drives (part objects and upload records are keys of the bucket)."""
+def wait_bucket_empty(srv, bucket, uid, timeout):
+    """Waits for the cleaner to report upload uid's parts removed (its log
+    line), then checks that DeleteBucket succeeds: it does only once no key
+    of the bucket is left on the drives (part objects, upload and cleanup
+    records are keys of the bucket)."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            r = H.signed_request(srv, "DELETE", f"/{bucket}")
-        except ConnectionError:  # a server that has just restarted
-            time.sleep(0.5)
-            continue
-        if r.status == 204:
-            return
-        assert r.status == 409, r
-        assert time.monotonic() < deadline, f"{bucket} still holds keys after {timeout} s"
+    line = f"removed the parts of upload {uid} in {bucket}"
+    while line not in srv.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, f"the parts of {uid} are still there after {timeout} s"
         time.sleep(0.5)
+    target = f"/{bucket}"
+    hdrs, _ = H.sign_headers("DELETE", target, {"Host": f"127.0.0.1:{srv.port}"},
+                             H.EMPTY_SHA256)
+    r = H.http_request(srv, "DELETE", target, hdrs, timeout=120)
+    assert r.status == 204, r
 
 
 def test_ec_abort_many_parts_is_prompt_and_reclaimed_across_restart(tmp_path):
@@ -345,7 +345,7 @@ def test_ec_abort_many_parts_is_prompt_and_reclaimed_across_restart(tmp_path):
         srv.kill9()
         srv.start()
         time.sleep(1)
-        wait_bucket_empty(srv, "abort", 120)
+        wait_bucket_empty(srv, "abort", uid, 120)
     finally:
         srv.close()
 
@@ -370,6 +370,6 @@ def test_ec_delete_many_part_object_is_prompt_and_reclaimed(tmp_path):
             cl.head_object(Bucket="mpdel", Key="big")
         assert H.http_status(ei.value) == 404
         assert cl.list_objects_v2(Bucket="mpdel").get("KeyCount") == 0
-        wait_bucket_empty(srv, "mpdel", 120)
+        wait_bucket_empty(srv, "mpdel", uid, 120)
     finally:
         srv.close()
