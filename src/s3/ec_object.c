@@ -588,7 +588,8 @@ static int bucket_union(struct ol_s3_ec *ec, struct bucket_acc *a, unsigned *ans
     a->n = w;
     /* The creation times travel with their names only roughly after this
      * sort: they are informational (CreationDate). */
-    qsort(a->names, a->n, sizeof(*a->names), name_cmp);
+    if (a->n > 1) /* names is NULL when no drive knows a bucket */
+        qsort(a->names, a->n, sizeof(*a->names), name_cmp);
     return 0;
 }
 
