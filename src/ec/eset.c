@@ -686,8 +686,8 @@ static void put_free(struct ol_eset_put *p)
         if (p->w[i])
             put_post(p, i, PW_ABORT);
     put_wait(p);
-    ol_bodymem_unmap(p->stripe, p->stripe_cap);
-    ol_bodymem_unmap(p->parity, p->parity_cap);
+    ol_buf_free(p->stripe, p->stripe_cap);
+    ol_buf_free(p->parity, p->parity_cap);
     /* After the writers (aborted or committed above) freed their buffers. */
     ol_bodymem_release(p->reserved);
     free(p);
@@ -801,8 +801,9 @@ void ol_eset_put_hold(struct ol_eset_put *p, uint64_t reserved_bytes)
 }
 
 /* Makes the stripe buffer hold at least `need` bytes (a multiple of k units
- * of at most a full unit): mapped from the kernel so that freeing it returns
- * the memory, and untouched pages cost nothing. */
+ * of at most a full unit).  From the buffer pool (core/buf.h): big buffers
+ * are mapped, reused while the pool keeps them, and given back to the
+ * system beyond that. */
 static int stripe_grow(struct ol_eset_put *p, size_t need)
 {
     struct ol_eset *es = p->es;
@@ -810,12 +811,12 @@ static int stripe_grow(struct ol_eset_put *p, size_t need)
         return 0;
     size_t u = need >= (size_t)es->k * es->unit ? es->unit : (need + es->k - 1) / es->k;
     size_t cap = (size_t)es->k * u;
-    uint8_t *nb = ol_bodymem_map(cap);
+    uint8_t *nb = ol_buf_alloc(cap);
     if (!nb)
         return -ENOMEM;
     if (p->stripe) {
         memcpy(nb, p->stripe, p->fill);
-        ol_bodymem_unmap(p->stripe, p->stripe_cap);
+        ol_buf_free(p->stripe, p->stripe_cap);
     }
     p->stripe = nb;
     p->stripe_cap = cap;
@@ -828,10 +829,10 @@ static int parity_grow(struct ol_eset_put *p, size_t u)
     size_t cap = (size_t)(es->m ? es->m : 1) * u;
     if (p->parity && p->parity_cap >= cap)
         return 0;
-    uint8_t *nb = ol_bodymem_map(cap);
+    uint8_t *nb = ol_buf_alloc(cap);
     if (!nb)
         return -ENOMEM;
-    ol_bodymem_unmap(p->parity, p->parity_cap);
+    ol_buf_free(p->parity, p->parity_cap);
     p->parity = nb;
     p->parity_cap = cap;
     return 0;
@@ -912,6 +913,39 @@ int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len)
         if (p->fill == stripe_bytes)
             put_flush(p, p->es->unit);
     }
+    return p->sticky;
+}
+
+int ol_eset_put_room(struct ol_eset_put *p, uint8_t **ptr, size_t *len)
+{
+    size_t stripe_bytes = (size_t)p->es->k * p->es->unit;
+    if (p->flags & OL_SHARD_DELETE_MARKER)
+        return -EINVAL;
+    if (p->sticky)
+        return p->sticky;
+    if (!p->stripe) {
+        uint64_t want = p->expect != UINT64_MAX && p->expect > p->size ? p->expect - p->size : 1;
+        if (stripe_grow(p, (size_t)es_k_units(p->es, want)) < 0)
+            return p->sticky = -ENOMEM;
+    }
+    if (p->fill == p->stripe_cap && p->stripe_cap < stripe_bytes &&
+        stripe_grow(p, stripe_bytes) < 0)
+        return p->sticky = -ENOMEM;
+    OL_ASSERT(p->fill < p->stripe_cap);
+    *ptr = p->stripe + p->fill;
+    *len = p->stripe_cap - p->fill;
+    return 0;
+}
+
+int ol_eset_put_advance(struct ol_eset_put *p, size_t n)
+{
+    if (p->sticky)
+        return p->sticky;
+    OL_ASSERT(p->stripe && n <= p->stripe_cap - p->fill);
+    p->fill += n;
+    p->size += n;
+    if (p->fill == (size_t)p->es->k * p->es->unit)
+        put_flush(p, p->es->unit);
     return p->sticky;
 }
 

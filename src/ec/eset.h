@@ -145,6 +145,12 @@ int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, s
  * -OL_EQUORUM once too many drives failed (the PUT is then doomed; commit or
  * abort it). */
 int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len);
+/* Receiving straight into the stripe buffer, without a copy: put_room lends
+ * *len > 0 bytes of room at *ptr (valid until the next call on p), the
+ * caller fills a prefix and appends it with put_advance (n <= *len), which
+ * encodes and writes a full stripe.  The bytes stay readable until then. */
+int ol_eset_put_room(struct ol_eset_put *p, uint8_t **ptr, size_t *len);
+int ol_eset_put_advance(struct ol_eset_put *p, size_t n);
 /* Says how many bytes the PUT will write in all (before the first write), so
  * that its stripe buffer is sized to the object: a 4 KiB object needs a
  * stripe of k units of 1 KiB, not of 1 MiB.  More bytes than announced still

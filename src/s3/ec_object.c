@@ -688,8 +688,6 @@ int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_e
     struct ol_md5 ctx;
     ol_md5_init(&ctx);
     uint8_t first[EC_FIRST_BYTES];
-    uint8_t *buf = NULL;
-    size_t cap = 0;
     uint64_t got = 0;
     int rc = 0;
     ssize_t n = 0;
@@ -702,9 +700,7 @@ int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_e
     }
     /* The body has begun: reserve what this PUT will hold at most (sized to
      * it), or wait for others to finish, or give up with -EBUSY (503). */
-    cap = len > EC_CHUNK_BYTES ? EC_CHUNK_BYTES : (size_t)len;
-    uint64_t need = (len > (uint64_t)n ? page_up(cap) : 0) +
-                    ol_eset_put_buffer_bytes(es, (int64_t)(plen + len), EC_WRITER_BUF_BYTES,
+    uint64_t need = ol_eset_put_buffer_bytes(es, (int64_t)(plen + len), EC_WRITER_BUF_BYTES,
                                              EC_WRITER_BUFS);
     rc = ol_bodymem_reserve(need, (unsigned)r->ctx->cfg->body_memory_wait_ms);
     if (rc < 0)
@@ -717,21 +713,25 @@ int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_e
         rc = ol_eset_put_write(p, first, (size_t)n);
         got = (uint64_t)n;
     }
-    if (rc == 0 && got < len) {
-        buf = ol_bodymem_map(cap);
-        if (!buf)
-            rc = -ENOMEM;
-    }
-    /* Each round reads at least one byte or ends the loop. */
+    /* The rest goes straight into the stripe buffer (no receive buffer, no
+     * copy).  Each round reads at least one byte or ends the loop. */
     while (rc == 0 && got < len) {
+        uint8_t *room;
+        size_t cap;
+        rc = ol_eset_put_room(p, &room, &cap);
+        if (rc < 0)
+            break;
         size_t want = len - got < cap ? (size_t)(len - got) : cap;
-        n = ol_s3_body_read(r, buf, want);
+        if (want > EC_CHUNK_BYTES)
+            want = EC_CHUNK_BYTES;
+        n = ol_s3_body_read(r, room, want);
         if (n <= 0) {
             rc = n < 0 ? (int)n : -OL_EINCOMPLETE;
             break;
         }
-        ol_md5_update(&ctx, buf, (size_t)n);
-        rc = ol_eset_put_write(p, buf, (size_t)n);
+        /* Hashed before put_advance, which may encode and reuse the stripe. */
+        ol_md5_update(&ctx, room, (size_t)n);
+        rc = ol_eset_put_advance(p, (size_t)n);
         got += (uint64_t)n;
     }
     if (rc == 0) {
@@ -746,7 +746,6 @@ int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_e
     ol_md5_final(&ctx, md5);
     if (rc == 0)
         rc = ol_s3_check_content_md5(r, md5);
-    ol_bodymem_unmap(buf, cap);
     return rc;
 }
 
@@ -901,7 +900,7 @@ static int ec_get_object(struct ol_s3_req *r)
             rc = ec_error(r, rc);
             goto out;
         }
-        buf = ol_bodymem_map(cap);
+        buf = ol_buf_alloc(cap);
     }
     meta = malloc(ml + 1);
     if (!meta || (cap > 0 && !buf)) {
@@ -974,7 +973,7 @@ static int ec_get_object(struct ol_s3_req *r)
 out:
     ol_s3_ec_manifest_free(mf);
     free(meta);
-    ol_bodymem_unmap(buf, cap);
+    ol_buf_free(buf, cap);
     ol_bodymem_release(reserved);
     return rc;
 }

@@ -30,6 +30,19 @@ import helpers as H
 MODES = ["sd", "ec"]
 
 
+def _sanitized():
+    """True for a server built with ASan/UBSan: its allocator's shadow and
+    quarantine make RSS bounds meaningless and it runs ~10x slower, so the
+    memory and timing bounds are not checked (the behaviour still is)."""
+    try:
+        return b"__asan_init" in H.openlake_binary().read_bytes()
+    except OSError:
+        return False
+
+
+SANITIZED = _sanitized()
+
+
 def start(mode, tmp_path, config=None, **kw):
     return H.make_mode_server(mode, tmp_path / mode, config=config, **kw).start()
 
@@ -95,7 +108,7 @@ def test_stalled_puts_hold_little_memory(mode, tmp_path):
             conns.append(stalled_put(srv, "stall", f"s{i}", 64 * H.MIB, 1000))
         r1 = settle(srv, 2.0)
         per = (r1 - r0) / n
-        assert per < STALLED_PUT_RSS_BOUND, \
+        assert SANITIZED or per < STALLED_PUT_RSS_BOUND, \
             f"{mode}: {per / 1024:.0f} KiB of RSS per stalled PUT (bound {STALLED_PUT_RSS_BOUND // 1024})"
         # The server still serves, and the stalled PUTs stored nothing.
         cl.put_object(Bucket="stall", Key="after", Body=b"ok")
@@ -109,12 +122,12 @@ def test_stalled_puts_hold_little_memory(mode, tmp_path):
 @pytest.mark.parametrize("mode", MODES)
 def test_stalled_puts_bounded_by_budget(mode, tmp_path):
     """40 PUTs of 2 MiB bodies that each send 1 MiB and stall, under a 48 MiB
-    budget: those that fit hold their reservation (7 MiB each on 4+2, 3 MiB on
+    budget: those that fit hold their reservation (6 MiB each on 4+2, 3 MiB on
     one drive), the others get 503 SlowDown after body_memory_wait_ms, and
     RSS grows by less than the budget.  (Base: every one is held, ~1.5 MiB
     each in EC mode, and none is refused.)"""
     budget = 48 * H.MIB
-    need = 7 * H.MIB if mode == "ec" else 3 * H.MIB
+    need = 6 * H.MIB if mode == "ec" else 3 * H.MIB
     srv = start(mode, tmp_path, config={"body_memory_bytes": str(budget),
                                         "body_memory_wait_ms": "500"})
     conns = []
@@ -127,7 +140,7 @@ def test_stalled_puts_bounded_by_budget(mode, tmp_path):
         for i in range(n):
             conns.append(stalled_put(srv, "held", f"h{i}", 2 * H.MIB, H.MIB))
         r1 = settle(srv, 3.0)
-        assert r1 - r0 < budget, f"{mode}: RSS grew {(r1 - r0) >> 20} MiB"
+        assert SANITIZED or r1 - r0 < budget, f"{mode}: RSS grew {(r1 - r0) >> 20} MiB"
         refused = 0
         for c in conns:
             c.sock.settimeout(0.2)
@@ -166,7 +179,7 @@ def test_memory_returns_after_a_burst(mode, tmp_path):
         r2 = settle(srv, 2.0)
         # Per thread at most 32 MiB of buffers are pooled for reuse (2
         # threads), plus index pages and slack.
-        assert r2 - r0 < 100 * H.MIB, \
+        assert SANITIZED or r2 - r0 < 100 * H.MIB, \
             f"{mode}: RSS {r0 >> 20} -> {r1 >> 20} -> {r2 >> 20} MiB after the PUTs went away"
     finally:
         for c in conns:
@@ -192,8 +205,8 @@ def test_body_budget_backpressure(mode, tmp_path):
     it, another PUT waits body_memory_wait_ms and gets 503 SlowDown; once
     they go away PUTs succeed again; a burst of 12 concurrent PUTs either
     completes or gets 503, and every stored object reads back exactly."""
-    # EC 4+2: a 2 MiB PUT reserves 1 MiB receive + 2 MiB stripe + 1 MiB
-    # parity + 6 x 512 KiB writers = 7 MiB; one drive: 3 x 1 MiB writers.
+    # EC 4+2: a 2 MiB PUT reserves 2 MiB stripe + 1 MiB parity + 6 x 512 KiB
+    # writers = 6 MiB; one drive: 3 x 1 MiB writers.
     budget = 15 * H.MIB if mode == "ec" else 7 * H.MIB
     cfg = {"body_memory_bytes": str(budget), "body_memory_wait_ms": "500"}
     srv = start(mode, tmp_path, config=cfg)
@@ -243,7 +256,7 @@ def test_body_budget_backpressure(mode, tmp_path):
 
 def test_stalled_ec_gets_bounded(tmp_path):
     """30 GETs of a 64 MiB object whose clients never read, with a 32 MiB
-    budget (a 64 MiB EC PUT reserves 25 MiB, a GET 3 MiB): RSS grows by less
+    budget (a 64 MiB EC PUT reserves 24 MiB, a GET 3 MiB): RSS grows by less
     than the budget (base: ~2.3 MiB per GET, ~70 MiB), the GETs beyond it
     get 503 SlowDown before any byte of the object, and once the stalled
     ones go away a GET succeeds."""
@@ -261,7 +274,7 @@ def test_stalled_ec_gets_bounded(tmp_path):
         for _ in range(30):
             socks.append(stalled_get(srv, "gets", "big"))
         r1 = settle(srv, 2.5)
-        assert r1 - r0 < budget, f"RSS grew {(r1 - r0) >> 20} MiB"
+        assert SANITIZED or r1 - r0 < budget, f"RSS grew {(r1 - r0) >> 20} MiB"
         refused = 0
         for s in socks:
             s.settimeout(2)
@@ -292,7 +305,8 @@ def test_stalled_ec_gets_bounded(tmp_path):
 
 # ---- C: EC multipart cleanup ----
 
-NPARTS = 2000
+# Under a sanitizer, fewer parts (the behaviour, not the time, is checked).
+NPARTS = 200 if SANITIZED else 2000
 
 
 def upload_parts(cl, bucket, key, n):
@@ -334,7 +348,7 @@ def test_ec_abort_many_parts_is_prompt_and_reclaimed_across_restart(tmp_path):
         cl.abort_multipart_upload(Bucket="abort", Key="big", UploadId=uid)
         took = time.monotonic() - t0
         # The base removes every part first: ~3 ms each (6 s here).
-        assert took < 2.0, f"abort of {NPARTS} parts took {took:.1f} s"
+        assert SANITIZED or took < 2.0, f"abort of {NPARTS} parts took {took:.1f} s"
         # Gone from view at once.
         assert cl.list_multipart_uploads(Bucket="abort").get("Uploads", []) == []
         with pytest.raises(Exception) as ei:
@@ -365,7 +379,7 @@ def test_ec_delete_many_part_object_is_prompt_and_reclaimed(tmp_path):
         t0 = time.monotonic()
         cl.delete_object(Bucket="mpdel", Key="big")
         took = time.monotonic() - t0
-        assert took < 2.0, f"DELETE of a {NPARTS}-part object took {took:.1f} s"
+        assert SANITIZED or took < 2.0, f"DELETE of a {NPARTS}-part object took {took:.1f} s"
         with pytest.raises(Exception) as ei:
             cl.head_object(Bucket="mpdel", Key="big")
         assert H.http_status(ei.value) == 404

@@ -1,7 +1,7 @@
 /* The memory of erasure-coded PUTs (issue 10): stripe buffers sized to the
  * announced object (a 4 KiB PUT reserves KiB, not a 6 MiB stripe), grown
  * when more bytes come than announced, and correct bytes whatever the
- * announcement; and the process-wide body memory budget (core/buf.h):
+ * announcement, also received in place; and the process-wide body memory budget (core/buf.h):
  * reservations up to the total, the per-request cap, refusal without
  * waiting outside a fiber, release. */
 #include <errno.h>
@@ -101,21 +101,35 @@ static void test_expect_roundtrip(void)
         abort();
     unsigned i = 0;
     for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
-        for (int mode = 0; mode < 4; mode++, i++) {
+        for (int mode = 0; mode < 5; mode++, i++) {
             size_t n = sizes[si];
             char key[32];
             int kl = snprintf(key, sizeof(key), "obj-%u", i);
             gen(i, buf, n);
             struct ol_eset_put *p;
             CHECK_RC(ol_eset_put_begin(s.es, "bkt", key, (size_t)kl, &p), 0);
-            /* 0: exact, 1: too small, 2: too large, 3: none */
-            if (mode == 0)
+            /* 0: exact, 1: too small, 2: too large, 3: none, 4: exact and
+             * received in place (put_room / put_advance) */
+            if (mode == 0 || mode == 4)
                 ol_eset_put_expect(p, n);
             else if (mode == 1)
                 ol_eset_put_expect(p, n / 3);
             else if (mode == 2)
                 ol_eset_put_expect(p, n * 5 + 100);
             size_t off = 0, piece = 1;
+            while (mode == 4 && off < n) {
+                uint8_t *room;
+                size_t cap;
+                CHECK_RC(ol_eset_put_room(p, &room, &cap), 0);
+                CHECK(cap > 0);
+                size_t m = n - off < piece ? n - off : piece;
+                if (m > cap)
+                    m = cap;
+                memcpy(room, buf + off, m);
+                CHECK_RC(ol_eset_put_advance(p, m), 0);
+                off += m;
+                piece = piece * 5 + 1;
+            }
             while (off < n) {
                 size_t m = n - off < piece ? n - off : piece;
                 CHECK_RC(ol_eset_put_write(p, buf + off, m), 0);
