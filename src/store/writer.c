@@ -50,6 +50,7 @@ struct ol_store_writer {
         size_t len;
         uint64_t off;
         struct ol_seg *sync; /* also fdatasync this segment after the write */
+        size_t free_cap; /* > 0: free the buffer (this size) once written */
     } jobs[WRITER_INFLIGHT];
     unsigned job_head, njobs;
     uint8_t *idle[WRITER_INFLIGHT + 1];
@@ -123,7 +124,8 @@ static int wait_writes(struct ol_store_writer *w, unsigned keep)
         struct ol_store_wjob *j = &w->jobs[w->job_head];
         int r = ol_completion_wait(&j->done);
         OL_ASSERT(w->nidle <= WRITER_INFLIGHT);
-        w->idle[w->nidle++] = j->buf;
+        if (j->buf)
+            w->idle[w->nidle++] = j->buf;
         j->buf = NULL;
         w->job_head = (w->job_head + 1) % WRITER_INFLIGHT;
         w->njobs--;
@@ -141,6 +143,12 @@ static void write_fiber(void *arg)
     int rc = ol_pwrite_all(j->fd, j->buf, j->len, j->off);
     if (rc == 0 && j->sync)
         rc = ol_seg_sync(j->sync);
+    if (j->free_cap) {
+        /* Back to the pool at once: a writer whose caller stalls (a slow
+         * client) then holds only the buffer it fills. */
+        ol_buf_free(j->buf, j->free_cap);
+        j->buf = NULL;
+    }
     ol_completion_signal(&j->done, rc);
 }
 
@@ -229,8 +237,11 @@ static int flush(struct ol_store_writer *w)
     if (bg) {
         OL_ASSERT(w->njobs < WRITER_INFLIGHT);
         struct ol_store_wjob *j = &w->jobs[(w->job_head + w->njobs) % WRITER_INFLIGHT];
+        /* Without a release hook nobody reads the bytes after the write,
+         * so the buffer need not wait for this writer's next call. */
         *j = (struct ol_store_wjob){.fd = seg->fd, .buf = w->buf, .len = wlen, .off = off,
-                                    .sync = final ? seg : NULL};
+                                    .sync = final ? seg : NULL,
+                                    .free_cap = w->release ? 0 : w->buf_cap};
         ol_completion_init(&j->done);
         if (ol_fiber_spawn(loop, write_fiber, j) == 0) {
             w->njobs++;
