@@ -50,7 +50,7 @@ static const struct cfg_row rows[] = {
     Z(max_object_bytes, 0, 5 * TiB, "5497558138880", "largest single PUT or part"),
     Z(min_part_bytes, 0, 5 * GiB, "5242880", "smallest multipart part except the last"),
     Z(body_memory_bytes, 0, 1 * TiB, "0", "memory for request bodies in flight, all requests together (PUT and EC stripe buffers, GET buffers); 0 = an eighth of RAM; past it requests wait, then get 503 SlowDown"),
-    Z(body_memory_request_bytes, 1 * MiB, 16 * GiB, "67108864", "most body memory one request may hold (503 SlowDown past it)"),
+    Z(body_memory_request_bytes, 1 * MiB, 16 * GiB, "134217728", "most body memory one request may hold (503 SlowDown past it); an EC PUT of 16+4 needs 80 MiB"),
     I(body_memory_wait_ms, 0, 600000, "2000", "how long a request waits for body memory before 503 SlowDown"),
     I(multipart_expiry_sec, 0, 315360000, "604800", "abort multipart uploads older than this; 0 = never"),
     I(multipart_reap_interval_ms, 100, 86400000, "60000", "how often abandoned uploads are looked for"),
