@@ -120,6 +120,41 @@ def test_stalled_puts_hold_little_memory(mode, tmp_path):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_put_waits_for_budget_then_completes(mode, tmp_path):
+    """A PUT that finds the budget held by stalled PUTs waits (up to
+    body_memory_wait_ms) and completes once they go away, with its bytes
+    intact."""
+    budget = 15 * H.MIB if mode == "ec" else 7 * H.MIB
+    srv = start(mode, tmp_path, config={"body_memory_bytes": str(budget),
+                                        "body_memory_wait_ms": "5000"})
+    conns = []
+    try:
+        cl = H.make_client(srv.endpoint)
+        cl.create_bucket(Bucket="wait")
+        size = 2 * H.MIB
+        conns = [stalled_put(srv, "wait", f"hold{i}", size, 1000) for i in range(2)]
+        time.sleep(0.5)
+        body = os.urandom(size)
+        with cf.ThreadPoolExecutor(1) as ex:
+            t0 = time.monotonic()
+            fut = ex.submit(H.signed_request, srv, "PUT", "/wait/waited", body)
+            time.sleep(1.0)
+            assert not fut.done(), "the PUT did not wait for the budget"
+            for c in conns:
+                c.close()
+            conns = []
+            r = fut.result(timeout=30)
+            took = time.monotonic() - t0
+        assert r.status == 200, r
+        assert 0.9 < took < 5.0, took
+        assert cl.get_object(Bucket="wait", Key="waited")["Body"].read() == body
+    finally:
+        for c in conns:
+            c.close()
+        srv.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_stalled_puts_bounded_by_budget(mode, tmp_path):
     """40 PUTs of 2 MiB bodies that each send 1 MiB and stall, under a 48 MiB
     budget: those that fit hold their reservation (6 MiB each on 4+2, 3 MiB on
