@@ -2,14 +2,26 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/loop.h"
 
 #define MIN_SHIFT 12u
 #define MAX_SHIFT 22u
 #define NCLASS (MAX_SHIFT - MIN_SHIFT + 1)
 /* Per thread and class, keep at most this many bytes cached. */
 #define CACHE_BYTES (64u << 20)
+/* Classes from this size up are mapped from the kernel (never malloc's heap,
+ * which keeps what it frees), and a thread's pool keeps at most POOL_BYTES
+ * of them: what a burst of requests allocated beyond that goes back to the
+ * system when it is freed. */
+#define MAP_SHIFT 17u
+#define POOL_BYTES (32u << 20)
 
 struct free_buf {
     struct free_buf *next;
@@ -18,6 +30,7 @@ struct free_buf {
 struct pool {
     struct free_buf *head[NCLASS];
     unsigned count[NCLASS];
+    size_t mapped; /* bytes of mapped classes cached */
 };
 
 static __thread struct pool *tl_pool;
@@ -31,7 +44,10 @@ static void pool_destroy(void *arg)
         while (p->head[c]) {
             struct free_buf *b = p->head[c];
             p->head[c] = b->next;
-            free(b);
+            if (c + MIN_SHIFT >= MAP_SHIFT)
+                munmap(b, (size_t)1 << (c + MIN_SHIFT));
+            else
+                free(b);
         }
     }
     free(p);
@@ -62,22 +78,30 @@ static int class_of(size_t len)
     return shift > MAX_SHIFT ? -1 : (int)(shift - MIN_SHIFT);
 }
 
+static bool mapped_class(int c)
+{
+    return c < 0 || (unsigned)c + MIN_SHIFT >= MAP_SHIFT;
+}
+
 void *ol_buf_alloc(size_t len)
 {
     int c = class_of(len ? len : 1);
     void *p = NULL;
-    if (c < 0) {
-        size_t rounded = (len + 4095) & ~(size_t)4095;
-        return posix_memalign(&p, 4096, rounded) == 0 ? p : NULL;
-    }
+    if (c < 0)
+        return ol_bodymem_map(len);
     struct pool *pl = pool_get();
     if (pl && pl->head[c]) {
         struct free_buf *b = pl->head[c];
         pl->head[c] = b->next;
         pl->count[c]--;
+        if (mapped_class(c))
+            pl->mapped -= (size_t)1 << (c + (int)MIN_SHIFT);
         return b;
     }
-    return posix_memalign(&p, 4096, (size_t)1 << (c + (int)MIN_SHIFT)) == 0 ? p : NULL;
+    size_t bytes = (size_t)1 << (c + (int)MIN_SHIFT);
+    if (mapped_class(c))
+        return ol_bodymem_map(bytes);
+    return posix_memalign(&p, 4096, bytes) == 0 ? p : NULL;
 }
 
 void ol_buf_free(void *p, size_t len)
@@ -85,15 +109,27 @@ void ol_buf_free(void *p, size_t len)
     if (!p)
         return;
     int c = class_of(len ? len : 1);
-    struct pool *pl = c >= 0 ? pool_get() : NULL;
-    if (!pl || ((size_t)pl->count[c] + 1) << (c + (int)MIN_SHIFT) > CACHE_BYTES) {
-        free(p);
+    if (c < 0) {
+        ol_bodymem_unmap(p, len);
+        return;
+    }
+    size_t bytes = (size_t)1 << (c + (int)MIN_SHIFT);
+    struct pool *pl = pool_get();
+    bool mapped = mapped_class(c);
+    if (!pl || ((size_t)pl->count[c] + 1) * bytes > CACHE_BYTES ||
+        (mapped && pl->mapped + bytes > POOL_BYTES)) {
+        if (mapped)
+            ol_bodymem_unmap(p, bytes);
+        else
+            free(p);
         return;
     }
     struct free_buf *b = p;
     b->next = pl->head[c];
     pl->head[c] = b;
     pl->count[c]++;
+    if (mapped)
+        pl->mapped += bytes;
 }
 
 int ol_buf_prefill(size_t len, unsigned n)
@@ -110,4 +146,116 @@ int ol_buf_prefill(size_t len, unsigned n)
     for (unsigned i = 0; i < got; i++)
         ol_buf_free(bufs[i], len);
     return got == n ? 0 : -ENOMEM;
+}
+
+/* ---- memory for request bodies in flight ---- */
+
+static _Atomic uint64_t bm_used;
+static _Atomic uint64_t bm_limit;   /* 0 until configured: the default */
+static _Atomic uint64_t bm_per_req; /* 0: no cap of its own */
+static _Atomic uint64_t bm_refused;
+
+#define BM_MIN_DEFAULT (64ull << 20)
+
+static uint64_t default_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long psz = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    uint64_t v = ram / 8;
+    return v < BM_MIN_DEFAULT ? BM_MIN_DEFAULT : v;
+}
+
+void ol_bodymem_configure(uint64_t total_bytes, uint64_t per_request_bytes)
+{
+    atomic_store(&bm_limit, total_bytes ? total_bytes : default_limit());
+    atomic_store(&bm_per_req, per_request_bytes);
+}
+
+uint64_t ol_bodymem_limit(void)
+{
+    uint64_t l = atomic_load(&bm_limit);
+    if (l == 0) {
+        uint64_t zero = 0;
+        atomic_compare_exchange_strong(&bm_limit, &zero, default_limit());
+        l = atomic_load(&bm_limit);
+    }
+    return l;
+}
+
+uint64_t ol_bodymem_used(void)
+{
+    return atomic_load(&bm_used);
+}
+
+uint64_t ol_bodymem_refused(void)
+{
+    return atomic_load(&bm_refused);
+}
+
+/* One try: takes bytes when they fit under the limit. */
+static bool bm_take(uint64_t bytes, uint64_t limit)
+{
+    uint64_t cur = atomic_load(&bm_used);
+    /* Bounded: each failed exchange means another thread moved the count. */
+    for (unsigned i = 0; i < 1000000; i++) {
+        if (cur > limit || bytes > limit - cur)
+            return false;
+        if (atomic_compare_exchange_weak(&bm_used, &cur, cur + bytes))
+            return true;
+    }
+    return false;
+}
+
+int ol_bodymem_reserve(uint64_t bytes, unsigned wait_ms)
+{
+    if (bytes == 0)
+        return 0;
+    uint64_t limit = ol_bodymem_limit();
+    uint64_t per = atomic_load(&bm_per_req);
+    if ((per && bytes > per) || bytes > limit) {
+        atomic_fetch_add(&bm_refused, 1);
+        return -EBUSY;
+    }
+    if (bm_take(bytes, limit))
+        return 0;
+    /* Backpressure: the request waits for others to finish, in short
+     * sleeps (the budget is shared by every thread, so there is no one
+     * loop to be woken by), and gives up after wait_ms. */
+    bool can_sleep = ol_fiber_current() != NULL;
+    uint64_t deadline = ol_now_ms() + wait_ms;
+    for (unsigned i = 0; can_sleep && i < 1000000 && ol_now_ms() < deadline; i++) {
+        ol_io_sleep_ms(5);
+        if (bm_take(bytes, limit))
+            return 0;
+    }
+    atomic_fetch_add(&bm_refused, 1);
+    return -EBUSY;
+}
+
+void ol_bodymem_release(uint64_t bytes)
+{
+    if (bytes == 0)
+        return;
+    uint64_t prev = atomic_fetch_sub(&bm_used, bytes);
+    (void)prev;
+    /* A release of more than was reserved is a bug of the caller. */
+    if (prev < bytes)
+        abort();
+}
+
+void *ol_bodymem_map(size_t len)
+{
+    size_t rounded = (len + 4095) & ~(size_t)4095;
+    void *p = mmap(NULL, rounded ? rounded : 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void ol_bodymem_unmap(void *p, size_t len)
+{
+    if (!p)
+        return;
+    size_t rounded = (len + 4095) & ~(size_t)4095;
+    munmap(p, rounded ? rounded : 4096);
 }

@@ -41,6 +41,9 @@ struct ol_cfg {
     /* S3 limits */
     int64_t max_object_bytes;
     int64_t min_part_bytes;
+    int64_t body_memory_bytes;         /* budget of body buffers in flight; 0 = RAM / 8 */
+    int64_t body_memory_request_bytes; /* most one request may reserve */
+    int64_t body_memory_wait_ms;       /* wait for a reservation, then 503 */
     int64_t multipart_expiry_sec;       /* abort uploads older than this; 0 = never */
     int64_t multipart_reap_interval_ms; /* how often the reaper looks */
     /* storage engine */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/buf.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -557,8 +558,11 @@ struct ol_eset_put {
     struct ol_version_id vid;
     void *w[OL_EC_MAX_UNITS]; /* by shard index; NULL: dropped */
     unsigned live;
-    uint8_t *stripe; /* k units */
-    uint8_t *parity; /* m units */
+    uint8_t *stripe; /* k units of stripe_cap / k bytes; NULL until bytes come */
+    uint8_t *parity; /* m units of parity_cap / m bytes; NULL until a flush */
+    size_t stripe_cap, parity_cap;
+    uint64_t expect; /* the announced size, or UINT64_MAX */
+    uint64_t reserved; /* body memory budget held (ol_eset_put_hold) */
     size_t fill;
     uint64_t size;
     unsigned full; /* shards dropped because their drive is full */
@@ -682,8 +686,10 @@ static void put_free(struct ol_eset_put *p)
         if (p->w[i])
             put_post(p, i, PW_ABORT);
     put_wait(p);
-    free(p->stripe);
-    free(p->parity);
+    ol_buf_free(p->stripe, p->stripe_cap);
+    ol_buf_free(p->parity, p->parity_cap);
+    /* After the writers (aborted or committed above) freed their buffers. */
+    ol_bodymem_release(p->reserved);
     free(p);
 }
 
@@ -729,14 +735,9 @@ static int put_begin(struct ol_eset *es, const char *bucket, const char *key, si
     p->flags = flags;
     p->rotation = rotation_of(es, bucket, key, klen);
     ol_hlc_version_id(es->hlc, &p->vid);
-    if (!(flags & OL_SHARD_DELETE_MARKER)) {
-        p->stripe = malloc((size_t)es->k * es->unit);
-        p->parity = malloc((size_t)(es->m ? es->m : 1) * es->unit);
-        if (!p->stripe || !p->parity) {
-            rc = -ENOMEM;
-            goto out;
-        }
-    }
+    p->expect = UINT64_MAX;
+    /* The stripe and parity buffers come with the first bytes (put_write),
+     * sized to the object: a PUT whose body has not arrived holds none. */
     put_begin_shards(p);
     unsigned again = 0, full = 0;
     for (unsigned i = 0; i < es->n; i++) {
@@ -764,6 +765,79 @@ int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, s
     return put_begin(es, bucket, key, klen, 0, out);
 }
 
+/* The unit length of the stripe buffer of a PUT of size bytes: a full unit,
+ * or the last unit of a smaller object (stripe.h). */
+static size_t unit_for(const struct ol_eset *es, uint64_t size)
+{
+    if (size >= (uint64_t)es->k * es->unit)
+        return es->unit;
+    size_t u = (size_t)((size + es->k - 1) / es->k);
+    return u ? u : 1;
+}
+
+void ol_eset_put_expect(struct ol_eset_put *p, uint64_t size)
+{
+    if (!p->stripe)
+        p->expect = size;
+}
+
+uint64_t ol_eset_put_buffer_bytes(const struct ol_eset *es, int64_t size,
+                                  uint64_t writer_buf_bytes, unsigned writer_bufs)
+{
+    size_t u = size < 0 ? es->unit : unit_for(es, (uint64_t)size);
+    uint64_t page = 4096;
+    uint64_t sb = ((uint64_t)es->k * u + page - 1) / page * page;
+    uint64_t pb = ((uint64_t)(es->m ? es->m : 1) * u + page - 1) / page * page;
+    /* Every shard has the same length: about size / k. */
+    uint64_t shard = size < 0 ? UINT64_MAX : ((uint64_t)size + es->k - 1) / es->k;
+    uint64_t wb = shard <= writer_buf_bytes ? (shard + page - 1) / page * page
+                                            : writer_buf_bytes * writer_bufs;
+    return sb + pb + (uint64_t)es->n * wb;
+}
+
+void ol_eset_put_hold(struct ol_eset_put *p, uint64_t reserved_bytes)
+{
+    p->reserved += reserved_bytes;
+}
+
+/* Makes the stripe buffer hold at least `need` bytes (a multiple of k units
+ * of at most a full unit).  From the buffer pool (core/buf.h): big buffers
+ * are mapped, reused while the pool keeps them, and given back to the
+ * system beyond that. */
+static int stripe_grow(struct ol_eset_put *p, size_t need)
+{
+    struct ol_eset *es = p->es;
+    if (p->stripe && p->stripe_cap >= need)
+        return 0;
+    size_t u = need >= (size_t)es->k * es->unit ? es->unit : (need + es->k - 1) / es->k;
+    size_t cap = (size_t)es->k * u;
+    uint8_t *nb = ol_buf_alloc(cap);
+    if (!nb)
+        return -ENOMEM;
+    if (p->stripe) {
+        memcpy(nb, p->stripe, p->fill);
+        ol_buf_free(p->stripe, p->stripe_cap);
+    }
+    p->stripe = nb;
+    p->stripe_cap = cap;
+    return 0;
+}
+
+static int parity_grow(struct ol_eset_put *p, size_t u)
+{
+    struct ol_eset *es = p->es;
+    size_t cap = (size_t)(es->m ? es->m : 1) * u;
+    if (p->parity && p->parity_cap >= cap)
+        return 0;
+    uint8_t *nb = ol_buf_alloc(cap);
+    if (!nb)
+        return -ENOMEM;
+    ol_buf_free(p->parity, p->parity_cap);
+    p->parity = nb;
+    p->parity_cap = cap;
+    return 0;
+}
+
 /* Encodes the buffered stripe with units of u bytes and writes unit i to
  * shard i's drive, all shards at once.  The bytes past p->fill up to k * u
  * are zeros (the shortened last stripe's padding, stripe.h). */
@@ -773,6 +847,11 @@ static void put_flush(struct ol_eset_put *p, size_t u)
     const uint8_t *data[OL_EC_MAX_K];
     uint8_t *par[OL_EC_MAX_M];
     OL_ASSERT(p->fill <= (size_t)es->k * u);
+    if (stripe_grow(p, (size_t)es->k * u) < 0 || parity_grow(p, u) < 0) {
+        if (p->sticky == 0)
+            p->sticky = -ENOMEM;
+        return;
+    }
     memset(p->stripe + p->fill, 0, (size_t)es->k * u - p->fill);
     for (unsigned j = 0; j < es->k; j++)
         data[j] = p->stripe + (size_t)j * u;
@@ -796,16 +875,34 @@ static void put_flush(struct ol_eset_put *p, size_t u)
     p->fill = 0;
 }
 
+/* The stripe buffer bytes a PUT of size bytes needs: k units of unit_for. */
+static uint64_t es_k_units(const struct ol_eset *es, uint64_t size)
+{
+    return (uint64_t)es->k * unit_for(es, size);
+}
+
 int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len)
 {
     const uint8_t *src = buf;
     size_t stripe_bytes = (size_t)p->es->k * p->es->unit;
     if (p->flags & OL_SHARD_DELETE_MARKER)
         return -EINVAL;
+    if (len > 0 && !p->stripe && p->sticky == 0) {
+        uint64_t want = p->expect != UINT64_MAX && p->expect > p->size ? p->expect : len;
+        if (stripe_grow(p, (size_t)es_k_units(p->es, want)) < 0)
+            p->sticky = -ENOMEM;
+    }
     while (len > 0 && p->sticky == 0) {
         size_t n = stripe_bytes - p->fill;
         if (n > len)
             n = len;
+        if (p->fill + n > p->stripe_cap) {
+            /* More bytes than announced: a full stripe from now on. */
+            if (stripe_grow(p, stripe_bytes) < 0) {
+                p->sticky = -ENOMEM;
+                break;
+            }
+        }
         memcpy(p->stripe + p->fill, src, n);
         p->fill += n;
         p->size += n;
@@ -816,6 +913,39 @@ int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len)
         if (p->fill == stripe_bytes)
             put_flush(p, p->es->unit);
     }
+    return p->sticky;
+}
+
+int ol_eset_put_room(struct ol_eset_put *p, uint8_t **ptr, size_t *len)
+{
+    size_t stripe_bytes = (size_t)p->es->k * p->es->unit;
+    if (p->flags & OL_SHARD_DELETE_MARKER)
+        return -EINVAL;
+    if (p->sticky)
+        return p->sticky;
+    if (!p->stripe) {
+        uint64_t want = p->expect != UINT64_MAX && p->expect > p->size ? p->expect - p->size : 1;
+        if (stripe_grow(p, (size_t)es_k_units(p->es, want)) < 0)
+            return p->sticky = -ENOMEM;
+    }
+    if (p->fill == p->stripe_cap && p->stripe_cap < stripe_bytes &&
+        stripe_grow(p, stripe_bytes) < 0)
+        return p->sticky = -ENOMEM;
+    OL_ASSERT(p->fill < p->stripe_cap);
+    *ptr = p->stripe + p->fill;
+    *len = p->stripe_cap - p->fill;
+    return 0;
+}
+
+int ol_eset_put_advance(struct ol_eset_put *p, size_t n)
+{
+    if (p->sticky)
+        return p->sticky;
+    OL_ASSERT(p->stripe && n <= p->stripe_cap - p->fill);
+    p->fill += n;
+    p->size += n;
+    if (p->fill == (size_t)p->es->k * p->es->unit)
+        put_flush(p, p->es->unit);
     return p->sticky;
 }
 

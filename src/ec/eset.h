@@ -145,6 +145,28 @@ int ol_eset_put_begin(struct ol_eset *es, const char *bucket, const char *key, s
  * -OL_EQUORUM once too many drives failed (the PUT is then doomed; commit or
  * abort it). */
 int ol_eset_put_write(struct ol_eset_put *p, const void *buf, size_t len);
+/* Receiving straight into the stripe buffer, without a copy: put_room lends
+ * *len > 0 bytes of room at *ptr (valid until the next call on p), the
+ * caller fills a prefix and appends it with put_advance (n <= *len), which
+ * encodes and writes a full stripe.  The bytes stay readable until then. */
+int ol_eset_put_room(struct ol_eset_put *p, uint8_t **ptr, size_t *len);
+int ol_eset_put_advance(struct ol_eset_put *p, size_t n);
+/* Says how many bytes the PUT will write in all (before the first write), so
+ * that its stripe buffer is sized to the object: a 4 KiB object needs a
+ * stripe of k units of 1 KiB, not of 1 MiB.  More bytes than announced still
+ * work (the buffer grows to a full stripe).  The buffers are allocated when
+ * the first bytes are written, not at put_begin. */
+void ol_eset_put_expect(struct ol_eset_put *p, uint64_t size);
+/* The most memory a PUT of `size` bytes holds at once (size < 0: unknown):
+ * its stripe and parity buffers, plus on each of the k+m drives a writer
+ * that buffers up to writer_buf_bytes, writer_bufs of them when the shard is
+ * larger than one (the store's pipelined writes). */
+uint64_t ol_eset_put_buffer_bytes(const struct ol_eset *es, int64_t size,
+                                  uint64_t writer_buf_bytes, unsigned writer_bufs);
+/* Hands the PUT a reservation of the body memory budget (core/buf.h)
+ * (consumes it): it is released when the PUT ends, by commit or abort, after
+ * every buffer it covers is freed. */
+void ol_eset_put_hold(struct ol_eset_put *p, uint64_t reserved_bytes);
 /* Writes the last stripe, commits (quorum), marks complete.  etag is stored
  * as given (the S3 layer computes it).  out (may be NULL) gets the version.
  * Consumes p, whatever the result. */

@@ -11,6 +11,7 @@
 #include "core/buf.h"
 #include "core/cfg.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/md5.h"
 #include "s3/checksum.h"
 #include "s3/object.h"
@@ -18,6 +19,8 @@
 #include "store/store.h"
 
 #define RECV_CHUNK_BYTES (256 * 1024)
+/* Body bytes read onto the stack before the body buffers are reserved. */
+#define FIRST_BYTES 4096
 
 static void hex(const uint8_t *b, size_t n, char *out)
 {
@@ -149,6 +152,9 @@ int ol_s3_receive_fail(struct ol_s3_req *r, int rc, const struct ol_s3_body_ck *
                            "Your proposed upload exceeds the maximum allowed object size.");
     if (!ol_http_body_done(r->conn))
         ol_http_set_close(r->conn);
+    if (rc == -EBUSY)
+        return ol_s3_error(r, OL_S3_SlowDown,
+                           "The server is short of memory for request bodies; retry later.");
     if (ck && ck->err_msg)
         return ol_s3_error(r, ck->err_code, ck->err_msg);
     return ol_s3_error_from(r, rc);
@@ -232,9 +238,32 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     int rc = 0;
     if (ck_on && (rc = ol_ck_init(&cks, ck->algo)) < 0)
         goto fail;
-    rc = ol_store_write_begin(r->ctx->store, len, &w);
+    /* Nothing is reserved or allocated for the body until its first bytes
+     * have arrived (a client that stalls before sending holds nothing); they
+     * wait on the stack meanwhile. */
+    uint8_t first[FIRST_BYTES];
+    ssize_t nfirst = 0;
+    if (len != 0) {
+        nfirst = ol_s3_body_read(r, first, len > 0 && (uint64_t)len < sizeof(first)
+                                               ? (size_t)len
+                                               : sizeof(first));
+        if (nfirst < 0) {
+            rc = (int)nfirst;
+            goto fail;
+        }
+    }
+    /* Then the writer's buffers, sized to the body, come out of the body
+     * memory budget (core/buf.h): wait, or -EBUSY (503 SlowDown). */
+    uint64_t need = ol_store_write_buffer_bytes(r->ctx->store, len);
+    rc = ol_bodymem_reserve(need, (unsigned)cfg->body_memory_wait_ms);
     if (rc < 0)
         goto fail;
+    rc = ol_store_write_begin(r->ctx->store, len, &w);
+    if (rc < 0) {
+        ol_bodymem_release(need);
+        goto fail;
+    }
+    ol_store_write_hold(w, need);
     ol_md5_async_begin(&bm.md);
     bm.nchunks = 0;
     md_on = true;
@@ -266,6 +295,14 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
         size_t want = room < RECV_CHUNK_BYTES ? room : RECV_CHUNK_BYTES;
         size_t n = 0;
         bool eof = false;
+        if (nfirst > 0) {
+            /* The first bytes, read before the writer existed (room is at
+             * least a 4 KiB page, the first bytes at most one). */
+            OL_ASSERT((size_t)nfirst <= want);
+            memcpy(p, first, (size_t)nfirst);
+            n = (size_t)nfirst;
+            nfirst = 0;
+        }
         while (n < want && !eof) {
             ssize_t got = ol_s3_body_read(r, p + n, want - n);
             if (got < 0) {

@@ -2,6 +2,7 @@
 #include "s3/ec_multipart.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "core/err.h"
 #include "core/hlc.h"
 #include "core/log.h"
+#include "core/loop.h"
 #include "ec/eset.h"
 #include "s3/ec_object.h"
 #include "s3/meta.h"
@@ -25,6 +27,11 @@
 
 #define MP_ID_LEN 32u                            /* hex digits of an upload id */
 #define MP_UKEY_LEN (4u + MP_ID_LEN)             /* "\0mu\0" + id */
+#define MP_XKEY_LEN (4u + MP_ID_LEN)             /* "\0mx\0" + id: parts to remove */
+#define MP_CLEAN_BATCH 64u   /* parts the cleaner removes before it pauses */
+#define MP_CLEAN_PAUSE_MS 1u /* its pause: requests go first */
+#define MP_CLEAN_PASS_MS 10000u /* a full pass over every bucket at least this often */
+#define MP_CLEAN_IDS 256u    /* cleanup records one pass takes per bucket */
 #define MP_PPREFIX_LEN (4u + MP_ID_LEN + 1u)     /* "\0mp\0" + id + "\0" */
 #define MP_PKEY_LEN (MP_PPREFIX_LEN + 5u)        /* ... + part number, 5 digits */
 #define MP_LIST_PAGE 256u                        /* keys per ol_eset_list call */
@@ -528,12 +535,163 @@ static void part_delete(struct ol_s3_ec *ec, const char *bucket, const char *id,
                        pn, id, bucket, ol_strerror(rc));
 }
 
+/* ---- background removal of parts ----
+ *
+ * Removing the parts of a big upload costs a quorum write per part (about 3
+ * ms each: 30 s for 10,000 parts), too long for a request.  Abort and the
+ * release of a manifest (DELETE or overwrite of a multipart object)
+ * therefore only write a cleanup record "\0mx\0<upload id>" in the bucket
+ * (one quorum write) and return; the cleaner, a fiber on loop 0, removes
+ * every part "\0mp\0<id>\0..." in batches of MP_CLEAN_BATCH, pausing
+ * between batches, and deletes the record last.  The record is on the
+ * drives, so a restart in the middle resumes (the cleaner's first pass runs
+ * at start and then every MP_CLEAN_PASS_MS); an abort or a delete kicks it
+ * at once.  Every part of an id that has a cleanup record is garbage: an
+ * abort writes one only when no object uses the upload's parts, and a
+ * released manifest was the only user of its upload's parts (Complete
+ * removed the upload record and every part it did not list). */
+
+static atomic_uint clean_kicks;
+
+static void xkey(const char *id, char out[MP_XKEY_LEN])
+{
+    memcpy(out, "\0mx\0", 4);
+    memcpy(out + 4, id, MP_ID_LEN);
+}
+
+/* Writes the cleanup record of upload id: from now on its parts are the
+ * cleaner's. */
+static int clean_mark(struct ol_s3_ec *ec, const char *bucket, const char *id)
+{
+    char k[MP_XKEY_LEN];
+    xkey(id, k);
+    return ol_eset_put(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k), NULL, 0,
+                       "cleanup", NULL);
+}
+
+static void clean_kick(void)
+{
+    atomic_fetch_add(&clean_kicks, 1);
+}
+
+/* Removes every part of upload id, then its cleanup record.  Stops early
+ * (record kept: the next pass resumes) on an error or when the loop stops. */
+static int clean_upload(struct ol_s3_ec *ec, const char *bucket, const char *id,
+                        const struct ol_loop *loop)
+{
+    /* Each round lists the parts left and removes them in batches; a part
+     * whose delete failed is tried again in the next round (at most 3). */
+    for (unsigned round = 0;; round++) {
+        struct part_set ps;
+        int rc = parts_collect(ec, bucket, id, 0, &ps);
+        if (rc < 0)
+            return rc;
+        unsigned n = ps.n;
+        for (unsigned i = 0; i < n; i++) {
+            part_delete(ec, bucket, id, ps.v[i].part_no);
+            if ((i + 1) % MP_CLEAN_BATCH == 0) {
+                if (loop && ol_loop_stopping(loop)) {
+                    free(ps.v);
+                    return -OL_ESHUTDOWN;
+                }
+                ol_io_sleep_ms(MP_CLEAN_PAUSE_MS);
+            }
+        }
+        free(ps.v);
+        if (n == 0)
+            break;
+        if (round == 3)
+            return -EAGAIN;
+    }
+    char k[MP_XKEY_LEN];
+    xkey(id, k);
+    int rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+    if (rc == 0)
+        ol_info("EC multipart: removed the parts of upload %s in %s", id, bucket);
+    return rc;
+}
+
+struct id_list {
+    char id[MP_CLEAN_IDS][MP_ID_LEN + 1];
+    unsigned n;
+};
+
+static int xid_cb(void *arg, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)o;
+    struct id_list *l = arg;
+    if (klen != MP_XKEY_LEN || !id_valid(key + 4, MP_ID_LEN))
+        return 0;
+    if (l->n == MP_CLEAN_IDS)
+        return 1;
+    memcpy(l->id[l->n], key + 4, MP_ID_LEN);
+    l->id[l->n++][MP_ID_LEN] = 0;
+    return 0;
+}
+
+struct clean_ctx {
+    struct ol_s3_ec *ec;
+    const struct ol_loop *loop;
+    unsigned cleaned;
+};
+
+static int clean_bucket(void *arg, const char *bucket)
+{
+    struct clean_ctx *c = arg;
+    struct id_list *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    static const char prefix[4] = {0, 'm', 'x', 0};
+    int rc = walk_prefix(c->ec, bucket, prefix, sizeof(prefix), prefix, sizeof(prefix), xid_cb, l);
+    for (unsigned i = 0; rc == 0 && i < l->n; i++) {
+        int e = clean_upload(c->ec, bucket, l->id[i], c->loop);
+        if (e == -OL_ESHUTDOWN)
+            rc = e;
+        else if (e < 0)
+            ol_log_limited(OL_LOG_WARN, "EC multipart: cleanup of upload %s in %s: %s",
+                           l->id[i], bucket, ol_strerror(e));
+        else
+            c->cleaned++;
+    }
+    free(l);
+    return rc;
+}
+
+void ol_s3_ec_mp_cleaner_fiber(void *arg)
+{
+    struct ol_s3_ctx *ctx = arg;
+    struct ol_s3_ec *ec = ctx->ec;
+    struct ol_loop *loop = ol_loop_current();
+    unsigned seen = atomic_load(&clean_kicks) + 1; /* a first pass at start */
+    while (!ol_loop_stopping(loop)) {
+        /* Waits for a kick or the periodic pass, in short slices so that a
+         * stop is noticed. */
+        for (unsigned slept = 0; slept < MP_CLEAN_PASS_MS && !ol_loop_stopping(loop) &&
+                                 atomic_load(&clean_kicks) == seen;
+             slept += 50)
+            ol_io_sleep_ms(50);
+        if (ol_loop_stopping(loop))
+            break;
+        seen = atomic_load(&clean_kicks);
+        struct clean_ctx c = {.ec = ec, .loop = loop};
+        (void)ol_s3_ec_each_bucket(ec, clean_bucket, &c);
+        if (c.cleaned > 0)
+            ol_debug("EC multipart: removed the parts of %u uploads", c.cleaned);
+    }
+}
+
 void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m)
 {
     if (!m)
         return;
-    for (uint32_t i = 0; i < m->n; i++)
-        part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
+    /* The parts go in the background; if the record cannot be written,
+     * they go now (the old, slow way) rather than leak. */
+    if (clean_mark(ec, m->bucket, m->id) == 0) {
+        clean_kick();
+    } else {
+        for (uint32_t i = 0; i < m->n; i++)
+            part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
+    }
     ol_s3_ec_manifest_free(m);
 }
 
@@ -662,11 +820,11 @@ int ol_s3_ec_upload_part(struct ol_s3_req *r)
     }
     char k[MP_PKEY_LEN + 1];
     part_key(u->id, (uint32_t)part, k);
-    rc = ol_eset_put_begin(ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN), r->bucket, k,
-                           MP_PKEY_LEN, &p);
+    struct ol_eset *pes = ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN);
+    rc = ol_eset_put_begin(pes, r->bucket, k, MP_PKEY_LEN, &p);
     uint8_t dig[16];
     if (rc == 0)
-        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
+        rc = ol_s3_ec_receive(r, p, pes, (uint64_t)len, dig);
     if (rc < 0) {
         if (p)
             ol_eset_put_abort(p);
@@ -866,7 +1024,20 @@ int ol_s3_ec_abort_multipart(struct ol_s3_req *r)
     rc = ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &cur);
     if (rc == 0) {
         bool keep = cur && strcmp(cur->id, u->id) == 0;
-        rc = upload_free(ec, r->bucket, u->id, keep ? cur : NULL, true);
+        if (keep) {
+            rc = upload_free(ec, r->bucket, u->id, cur, true);
+        } else {
+            /* The cleanup record first, then the upload record: the upload
+             * is gone for every later request (NoSuchUpload, not listed)
+             * and its parts go in the background (the cleaner). */
+            char k[MP_UKEY_LEN];
+            upload_key(u->id, k);
+            rc = clean_mark(ec, r->bucket, u->id);
+            if (rc == 0)
+                rc = ol_eset_delete(ol_s3_ec_set_of(ec, r->bucket, k, sizeof(k)), r->bucket, k,
+                                    sizeof(k));
+            clean_kick();
+        }
     }
     ol_s3_ec_manifest_free(cur);
     free(u);

@@ -82,8 +82,13 @@ void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m);
  * orphaned parts).  Take it before replacing or deleting the key. */
 int ol_s3_ec_manifest_prev(struct ol_s3_ec *ec, const char *bucket, const char *key,
                            size_t klen, struct ol_s3_ec_manifest **out);
-/* Deletes the parts of m (best effort) and frees m; NULL is a no-op.  Call
- * it only once the key no longer refers to m. */
+/* Hands the parts of m to the cleaner (a cleanup record, one quorum write;
+ * the parts are removed in the background) and frees m; NULL is a no-op.
+ * Call it only once the key no longer refers to m. */
 void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m);
+/* The cleaner (loop 0, started by the drive monitor): removes the parts of
+ * aborted uploads and released manifests in bounded batches, resuming after
+ * a restart from the cleanup records on the drives. */
+void ol_s3_ec_mp_cleaner_fiber(void *arg);
 
 #endif

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/buf.h"
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -392,6 +393,10 @@ static int ec_error(struct ol_s3_req *r, int rc)
         atomic_fetch_add(&r->ctx->ec->st.quorum_errors, 1);
         return ol_s3_error(r, OL_S3_SlowDown,
                            "Too few drives of the erasure set are available; retry later.");
+    case EBUSY:
+        /* The body memory budget (core/buf.h) stayed short: back off. */
+        return ol_s3_error(r, OL_S3_SlowDown,
+                           "The server is short of memory for request bodies; retry later.");
     case ENOSPC:
         /* S3 has no "storage full" error (507 is WebDAV's): 503 SlowDown
          * tells clients to back off, and the state can change (space freed,
@@ -591,7 +596,8 @@ static int bucket_union(struct ol_s3_ec *ec, struct bucket_acc *a, unsigned *ans
     a->n = w;
     /* The creation times travel with their names only roughly after this
      * sort: they are informational (CreationDate). */
-    qsort(a->names, a->n, sizeof(*a->names), name_cmp);
+    if (a->n > 1) /* names is NULL when no drive knows a bucket */
+        qsort(a->names, a->n, sizeof(*a->names), name_cmp);
     return 0;
 }
 
@@ -670,31 +676,76 @@ void ol_s3_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
     etag_split(field, etag, meta_len, manifest_size);
 }
 
-int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, uint8_t md5[16])
+/* The store writer of each shard buffers up to 1 MiB (OL_IO_BUF_BYTES) and
+ * keeps up to two more in flight to the disk (its WRITER_INFLIGHT): what the
+ * body memory budget reserves per drive for a large shard. */
+#define EC_WRITER_BUF_BYTES (1u << 20)
+#define EC_WRITER_BUFS 3u
+/* The first body bytes are read into this much stack before anything big is
+ * reserved or allocated: a client that sends nothing holds nothing. */
+#define EC_FIRST_BYTES 4096u
+
+static uint64_t page_up(uint64_t n)
 {
-    uint8_t *buf = malloc(EC_CHUNK_BYTES);
-    if (!buf)
-        return -ENOMEM;
+    return (n + 4095) / 4096 * 4096;
+}
+
+int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es,
+                         const void *prefix, size_t plen, uint64_t len, uint8_t md5[16])
+{
     struct ol_md5 ctx;
     ol_md5_init(&ctx);
+    uint8_t first[EC_FIRST_BYTES];
     uint64_t got = 0;
     int rc = 0;
-    /* Each round reads at least one byte or ends the loop. */
+    ssize_t n = 0;
+    ol_eset_put_expect(p, plen + len);
+    if (len > 0) {
+        /* Waits for the first bytes with nothing big held. */
+        n = ol_s3_body_read(r, first, len < sizeof(first) ? (size_t)len : sizeof(first));
+        if (n <= 0)
+            return n < 0 ? (int)n : -OL_EINCOMPLETE;
+    }
+    /* The body has begun: reserve what this PUT will hold at most (sized to
+     * it), or wait for others to finish, or give up with -EBUSY (503). */
+    uint64_t need = ol_eset_put_buffer_bytes(es, (int64_t)(plen + len), EC_WRITER_BUF_BYTES,
+                                             EC_WRITER_BUFS);
+    rc = ol_bodymem_reserve(need, (unsigned)r->ctx->cfg->body_memory_wait_ms);
+    if (rc < 0)
+        return rc;
+    ol_eset_put_hold(p, need);
+    if (plen > 0)
+        rc = ol_eset_put_write(p, prefix, plen);
+    if (rc == 0 && n > 0) {
+        ol_md5_update(&ctx, first, (size_t)n);
+        rc = ol_eset_put_write(p, first, (size_t)n);
+        got = (uint64_t)n;
+    }
+    /* The rest goes straight into the stripe buffer (no receive buffer, no
+     * copy).  Each round reads at least one byte or ends the loop. */
     while (rc == 0 && got < len) {
-        size_t want = len - got < EC_CHUNK_BYTES ? (size_t)(len - got) : EC_CHUNK_BYTES;
-        ssize_t n = ol_s3_body_read(r, buf, want);
+        uint8_t *room;
+        size_t cap;
+        rc = ol_eset_put_room(p, &room, &cap);
+        if (rc < 0)
+            break;
+        size_t want = len - got < cap ? (size_t)(len - got) : cap;
+        if (want > EC_CHUNK_BYTES)
+            want = EC_CHUNK_BYTES;
+        n = ol_s3_body_read(r, room, want);
         if (n <= 0) {
             rc = n < 0 ? (int)n : -OL_EINCOMPLETE;
             break;
         }
-        ol_md5_update(&ctx, buf, (size_t)n);
-        rc = ol_eset_put_write(p, buf, (size_t)n);
+        /* Hashed before put_advance, which may encode and reuse the stripe. */
+        ol_md5_update(&ctx, room, (size_t)n);
+        rc = ol_eset_put_advance(p, (size_t)n);
         got += (uint64_t)n;
     }
     if (rc == 0) {
         /* The end of an aws-chunked body (and its signature) is checked by
          * one more read. */
-        ssize_t n = ol_s3_body_read(r, buf, 1);
+        n = ol_s3_body_read(r, first, 1);
         if (n > 0)
             rc = -OL_EINCOMPLETE;
         else if (n < 0)
@@ -703,8 +754,13 @@ int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, u
     ol_md5_final(&ctx, md5);
     if (rc == 0)
         rc = ol_s3_check_content_md5(r, md5);
-    free(buf);
     return rc;
+}
+
+int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es, uint64_t len,
+                     uint8_t md5[16])
+{
+    return ol_s3_ec_receive_put(r, p, es, NULL, 0, len, md5);
 }
 
 static int ec_put_object(struct ol_s3_req *r)
@@ -745,11 +801,10 @@ static int ec_put_object(struct ol_s3_req *r)
     rc = ol_eset_put_begin(es, r->bucket, r->key, r->key_len, &p);
     if (rc < 0)
         goto fail;
-    if (ml > 0)
-        rc = ol_eset_put_write(p, meta, (size_t)ml);
+    /* The metadata blob goes in with the first body bytes, once the body
+     * memory is reserved. */
     uint8_t dig[16];
-    if (rc == 0)
-        rc = ol_s3_ec_receive(r, p, (uint64_t)len, dig);
+    rc = ol_s3_ec_receive_put(r, p, es, meta, ml > 0 ? (size_t)ml : 0, (uint64_t)len, dig);
     if (rc < 0) {
         ol_eset_put_abort(p);
         p = NULL;
@@ -840,9 +895,27 @@ static int ec_get_object(struct ol_s3_req *r)
                                      "The requested range is not satisfiable", cr, 1);
     }
     uint64_t len = size == 0 ? 0 : end - start + 1;
+    /* The send buffer is sized to what is sent (a range or a small object
+     * needs less than a piece), and reserved from the body memory budget
+     * with what the set's read of a piece holds (the drives' spans, twice
+     * for a degraded read): a crowd of stalled GETs holds at most the
+     * budget, and a GET that cannot get its share waits, then gets 503
+     * before its head is sent. */
+    size_t cap = 0;
+    uint64_t reserved = 0;
+    if (len > 0 && !r->http->is_head) {
+        cap = len < EC_CHUNK_BYTES ? (size_t)len : EC_CHUNK_BYTES;
+        reserved = 3 * page_up(cap);
+        rc = ol_bodymem_reserve(reserved, (unsigned)r->ctx->cfg->body_memory_wait_ms);
+        if (rc < 0) {
+            reserved = 0;
+            rc = ec_error(r, rc);
+            goto out;
+        }
+        buf = ol_buf_alloc(cap);
+    }
     meta = malloc(ml + 1);
-    buf = malloc(EC_CHUNK_BYTES);
-    if (!meta || !buf) {
+    if (!meta || (cap > 0 && !buf)) {
         rc = ec_error(r, -ENOMEM);
         goto out;
     }
@@ -920,7 +993,8 @@ out:
     free(h);
     ol_s3_ec_manifest_free(mf);
     free(meta);
-    free(buf);
+    ol_buf_free(buf, cap);
+    ol_bodymem_release(reserved);
     return rc;
 }
 
@@ -1286,6 +1360,17 @@ out:
     return rc;
 }
 
+int ol_s3_ec_each_bucket(struct ol_s3_ec *ec, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct bucket_acc a;
+    unsigned answered;
+    int rc = bucket_union(ec, &a, &answered);
+    for (unsigned i = 0; rc == 0 && i < a.n; i++)
+        rc = fn(ctx, a.names[i]);
+    acc_free(&a);
+    return rc;
+}
+
 /* Recreates every bucket of the deployment on drives that lack it. */
 static void spread_buckets(struct ol_s3_ec *ec, int64_t now)
 {
@@ -1352,6 +1437,10 @@ void ol_s3_ec_monitor_fiber(void *arg)
     struct ol_loop *loop = ol_loop_current();
     if (!ec)
         return;
+    /* The multipart cleaner (s3/ec_multipart.h) runs beside the monitor.
+     * Without a fiber the cleanup records wait for the next start. */
+    if (ol_fiber_spawn(loop, ol_s3_ec_mp_cleaner_fiber, ctx) < 0)
+        ol_warn("EC multipart: cannot start the part cleaner");
     unsigned period = ec->drive_check_ms > 0 ? (unsigned)ec->drive_check_ms : 1000;
     while (!ol_loop_stopping(loop)) {
         /* Short slices so that a stop is noticed. */

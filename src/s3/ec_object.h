@@ -77,9 +77,21 @@ struct ol_eset *ol_s3_ec_set(struct ol_s3_ec *ec, unsigned i);
 int ol_s3_ec_error(struct ol_s3_req *r, int rc);
 /* 1 when the bucket exists, 0 when not, or -OL_EQUORUM. */
 int ol_s3_ec_bucket_exists(struct ol_s3_ec *ec, const char *bucket);
-/* Streams the request body (len bytes) into p, computing its MD5 and
- * checking Content-MD5.  0 or an error (p is left to the caller). */
-int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, uint64_t len, uint8_t md5[16]);
+/* Calls fn for every bucket any drive knows; stops at fn's first non-zero
+ * answer and returns it (or the listing's error). */
+int ol_s3_ec_each_bucket(struct ol_s3_ec *ec, int (*fn)(void *ctx, const char *bucket), void *ctx);
+/* Streams the request body (len bytes) into p (a PUT on es), computing its
+ * MD5 and checking Content-MD5.  0 or an error (p is left to the caller).
+ * Nothing big is reserved or allocated before the first body bytes arrive;
+ * then the PUT's buffers, sized to the body, are reserved from the body
+ * memory budget (core/buf.h) and held by p until it ends: -EBUSY when the
+ * budget stays short for body_memory_wait_ms (ol_s3_ec_error: 503). */
+int ol_s3_ec_receive(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es, uint64_t len,
+                     uint8_t md5[16]);
+/* The same, writing prefix (plen bytes, not part of the body or its MD5)
+ * into p before the body. */
+int ol_s3_ec_receive_put(struct ol_s3_req *r, struct ol_eset_put *p, struct ol_eset *es,
+                         const void *prefix, size_t plen, uint64_t len, uint8_t md5[16]);
 /* Splits a stored etag field ("<etag>[:<meta length>[:<manifest size>]]"). */
 void ol_s3_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
                          uint64_t *manifest_size);

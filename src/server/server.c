@@ -594,6 +594,10 @@ int ol_server_run(struct ol_cfg *cfg)
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* Every buffer of a request body in flight comes out of one budget
+     * (core/buf.h). */
+    ol_bodymem_configure((uint64_t)cfg->body_memory_bytes,
+                         (uint64_t)cfg->body_memory_request_bytes);
 
     char err[512];
     err[0] = 0;

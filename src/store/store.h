@@ -159,6 +159,14 @@ int ol_store_write_commit_part(struct ol_store_writer *w, const char *upload_id,
                                uint32_t part_no, const char *etag);
 /* Drops the write; its space becomes garbage for compaction.  Consumes w. */
 void ol_store_write_abort(struct ol_store_writer *w);
+/* Hands the writer a reservation of the body memory budget (core/buf.h),
+ * consumed: released when w is freed (commit or abort), after its buffers.
+ * The writer allocates its first buffer with the first bytes, sized to the
+ * size hint (or, without one, to the first ol_store_write). */
+void ol_store_write_hold(struct ol_store_writer *w, uint64_t reserved_bytes);
+/* The most buffer memory a writer of a body of size_hint bytes (-1:
+ * unknown) holds at once: its buffer and those in flight to the disk. */
+uint64_t ol_store_write_buffer_bytes(const struct ol_store *st, int64_t size_hint);
 
 /* ---- reading ---- */
 

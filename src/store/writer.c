@@ -50,6 +50,7 @@ struct ol_store_writer {
         size_t len;
         uint64_t off;
         struct ol_seg *sync; /* also fdatasync this segment after the write */
+        size_t free_cap; /* > 0: free the buffer (this size) once written */
     } jobs[WRITER_INFLIGHT];
     unsigned job_head, njobs;
     uint8_t *idle[WRITER_INFLIGHT + 1];
@@ -63,6 +64,8 @@ struct ol_store_writer {
     ol_store_release_fn release;
     void *release_ctx;
     bool reuse;
+    bool lazy; /* no buffer allocated yet: buf_cap is what the first gets */
+    uint64_t reserved; /* body memory budget held (ol_store_write_hold) */
 };
 
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t elem)
@@ -99,11 +102,10 @@ int ol_store_write_begin(struct ol_store *st, int64_t size_hint, struct ol_store
     w->buf_cap = w->buf_full;
     if (size_hint >= 0 && (uint64_t)size_hint < w->buf_full)
         w->buf_cap = (size_t)ol_round_up((uint64_t)size_hint ? (uint64_t)size_hint : 1, OL_ALIGN);
-    w->buf = ol_aligned_alloc(w->buf_cap);
-    if (!w->buf) {
-        free(w);
-        return -ENOMEM;
-    }
+    /* The buffer comes with the first bytes (make_room): a writer whose
+     * body has not arrived (a stalled client) holds no buffer. */
+    w->buf = NULL;
+    w->lazy = true;
     *out = w;
     return 0;
 }
@@ -122,7 +124,8 @@ static int wait_writes(struct ol_store_writer *w, unsigned keep)
         struct ol_store_wjob *j = &w->jobs[w->job_head];
         int r = ol_completion_wait(&j->done);
         OL_ASSERT(w->nidle <= WRITER_INFLIGHT);
-        w->idle[w->nidle++] = j->buf;
+        if (j->buf)
+            w->idle[w->nidle++] = j->buf;
         j->buf = NULL;
         w->job_head = (w->job_head + 1) % WRITER_INFLIGHT;
         w->njobs--;
@@ -140,6 +143,12 @@ static void write_fiber(void *arg)
     int rc = ol_pwrite_all(j->fd, j->buf, j->len, j->off);
     if (rc == 0 && j->sync)
         rc = ol_seg_sync(j->sync);
+    if (j->free_cap) {
+        /* Back to the pool at once: a writer whose caller stalls (a slow
+         * client) then holds only the buffer it fills. */
+        ol_buf_free(j->buf, j->free_cap);
+        j->buf = NULL;
+    }
     ol_completion_signal(&j->done, rc);
 }
 
@@ -155,7 +164,26 @@ static void writer_free(struct ol_store_writer *w)
     free(w->ext);
     free(w->crcs);
     ol_buf_free(w->buf, w->buf_cap);
+    ol_bodymem_release(w->reserved);
     free(w);
+}
+
+void ol_store_write_hold(struct ol_store_writer *w, uint64_t reserved_bytes)
+{
+    w->reserved += reserved_bytes;
+}
+
+uint64_t ol_store_write_buffer_bytes(const struct ol_store *st, int64_t size_hint)
+{
+    uint64_t full = OL_IO_BUF_BYTES;
+    if (full < st->o.inline_bytes)
+        full = st->o.inline_bytes;
+    full = ol_round_up(full, st->o.block_bytes);
+    if (size_hint >= 0 && (uint64_t)size_hint < full)
+        return ol_round_up((uint64_t)size_hint ? (uint64_t)size_hint : 1, OL_ALIGN);
+    /* The buffer being filled and WRITER_INFLIGHT written in the background
+     * (a small first buffer is freed when it grows). */
+    return full * (WRITER_INFLIGHT + 1);
 }
 
 /* Writes the buffered bytes to the caller's active segment.  Every flush but
@@ -209,8 +237,11 @@ static int flush(struct ol_store_writer *w)
     if (bg) {
         OL_ASSERT(w->njobs < WRITER_INFLIGHT);
         struct ol_store_wjob *j = &w->jobs[(w->job_head + w->njobs) % WRITER_INFLIGHT];
+        /* Without a release hook nobody reads the bytes after the write,
+         * so the buffer need not wait for this writer's next call. */
         *j = (struct ol_store_wjob){.fd = seg->fd, .buf = w->buf, .len = wlen, .off = off,
-                                    .sync = final ? seg : NULL};
+                                    .sync = final ? seg : NULL,
+                                    .free_cap = w->release ? 0 : w->buf_cap};
         ol_completion_init(&j->done);
         if (ol_fiber_spawn(loop, write_fiber, j) == 0) {
             w->njobs++;
@@ -264,6 +295,14 @@ static int make_room(struct ol_store_writer *w)
 {
     if (w->err)
         return w->err;
+    if (w->lazy) {
+        w->buf = ol_aligned_alloc(w->buf_cap);
+        if (!w->buf) {
+            w->err = -ENOMEM;
+            return w->err;
+        }
+        w->lazy = false;
+    }
     if (!w->buf) {
         /* After a background write: a written buffer, or a new one (flush
          * keeps at most WRITER_INFLIGHT in flight, so a writer never holds
@@ -344,6 +383,11 @@ int ol_store_write_advance(struct ol_store_writer *w, size_t n)
 int ol_store_write(struct ol_store_writer *w, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
+    /* Without a size hint, the first buffer is sized to the first bytes
+     * (the shard of a small erasure-coded object is small); it grows to the
+     * full size if more come. */
+    if (w->lazy && w->size_hint < 0 && len > 0 && len < w->buf_cap)
+        w->buf_cap = (size_t)ol_round_up(len, OL_ALIGN);
     for (uint64_t guard = 0; len > 0 && guard < UINT32_MAX; guard++) {
         int rc = make_room(w);
         if (rc)
@@ -431,8 +475,9 @@ int ol_store_write_commit_object_v(struct ol_store_writer *w, const char *bucket
     /* Small objects live in the index: one LMDB write instead of a data write,
      * an fdatasync and an index write. */
     if (!w->flushed && w->size <= st->o.inline_bytes) {
+        static const uint8_t none[1];
         s.is_inline = true;
-        s.inline_data = w->buf;
+        s.inline_data = w->buf ? w->buf : none;
     } else {
         rc = finish_data(w);
         if (rc)
