@@ -285,14 +285,21 @@ int ol_cfg_load_file(struct ol_cfg *c, const char *path, char *err, size_t errle
 
 void ol_cfg_print_help(void)
 {
+    /* The name column is as wide as the longest name, so every help text
+     * starts in one column. */
+    int w = 4;
+    for (size_t i = 0; i < NROWS; i++) {
+        int l = (int)strlen(rows[i].name);
+        w = l > w ? l : w;
+    }
     printf("Settings (config file: 'name value'; flags: --name value):\n");
     for (size_t i = 0; i < NROWS; i++) {
         const struct cfg_row *r = &rows[i];
         if (r->type == T_INT || r->type == T_SIZE)
-            printf("  %-22s %s (default %s, %" PRId64 "..%" PRId64 ")\n", r->name, r->help,
+            printf("  %-*s %s (default %s, %" PRId64 "..%" PRId64 ")\n", w, r->name, r->help,
                    r->def, r->min, r->max);
         else
-            printf("  %-22s %s (default '%s')\n", r->name, r->help, r->def);
+            printf("  %-*s %s (default '%s')\n", w, r->name, r->help, r->def);
     }
-    printf("  %-22s a user: 'user ACCESS_KEY SECRET' (repeatable, config file only)\n", "user");
+    printf("  %-*s a user: 'user ACCESS_KEY SECRET' (repeatable, config file only)\n", w, "user");
 }

@@ -514,6 +514,13 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("openlake_connections_ip_limited_total %" PRIu64 "\n", ipl);
     EMIT("# TYPE openlake_connections_open gauge\n");
     EMIT("openlake_connections_open %" PRIu64 "\n", open);
+    /* The body memory budget (core/buf.h): how full it is, and how many
+     * requests it turned away with 503 SlowDown. */
+    EMIT("# TYPE openlake_body_memory_bytes gauge\n");
+    EMIT("openlake_body_memory_bytes %" PRIu64 "\n", ol_bodymem_used());
+    EMIT("openlake_body_memory_limit_bytes %" PRIu64 "\n", ol_bodymem_limit());
+    EMIT("# TYPE openlake_body_memory_refused_total counter\n");
+    EMIT("openlake_body_memory_refused_total %" PRIu64 "\n", ol_bodymem_refused());
     if (srv->ec) {
         ol_s3_ec_metrics(srv->ec, b, cap, &n);
         *text = b;

@@ -189,6 +189,14 @@ def test_stalled_puts_bounded_by_budget(mode, tmp_path):
         assert refused >= n - budget // need, (refused, n, budget // need)
         # Not more than needed either: those that fit were kept.
         assert refused <= n - 1
+        # The metrics tell the same story: the budget full, never past it.
+        m = H.signed_request(srv, "GET", "/_openlake/metrics")
+        assert m.status == 200
+        vals = dict(line.split(" ", 1) for line in m.body.decode().splitlines()
+                    if line.startswith("openlake_body_memory"))
+        assert int(vals["openlake_body_memory_limit_bytes"]) == budget
+        assert budget - need < int(vals["openlake_body_memory_bytes"]) <= budget, vals
+        assert int(vals["openlake_body_memory_refused_total"]) >= refused, vals
     finally:
         for c in conns:
             c.close()
