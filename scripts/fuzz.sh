@@ -33,7 +33,7 @@ common="src/core/log.c src/core/err.c"
 # tests/fuzz/conn_sim.c: the linker redirects conn.c's socket and loop calls.
 conn_sim="src/http/conn.c src/http/response.c src/http/parser.c tests/fuzz/conn_sim.c \
     src/core/loop.c src/core/msg.c src/core/clock.c"
-conn_sim_libs="-luring -Wl,--wrap=ol_io_recv,--wrap=ol_io_sendmsg_all,--wrap=ol_io_sendmsg_flags\
+conn_sim_libs="-luring -Wl,--wrap=ol_io_recv,--wrap=ol_io_sendmsg_all,--wrap=ol_io_sendmsg_flags,--wrap=ol_io_sendmsg_paced\
 ,--wrap=ol_io_sendfile,--wrap=ol_io_close,--wrap=ol_loop_stopping,--wrap=ol_io_poll_in\
 ,--wrap=ol_idle_add,--wrap=ol_idle_del,--wrap=ol_idle_done"
 

@@ -48,7 +48,7 @@ static const struct cfg_row rows[] = {
     I(max_conns_per_thread, 16, 65536, "4096", "connections one thread serves; past it the oldest idle ones are closed, then new ones refused"),
     I(header_timeout_ms, 100, 3600000, "10000", "a request head must be complete this long after accept (first request) or its first byte"),
     I(max_conns_per_ip, 0, 1048576, "1024", "open connections from one client address (IPv6: its /64); 0 = no limit (raise behind a proxy)"),
-    Z(min_body_rate_bytes_per_sec, 0, 1 * GiB, "1024", "cut a request body (RequestTimeout) that arrives slower than this while the server waits for it; 0 = off"),
+    Z(min_body_rate_bytes_per_sec, 0, 1 * GiB, "1024", "cut a request body (RequestTimeout) that arrives, or a response that is read, slower than this; 0 = off"),
     I(body_rate_grace_ms, 0, 3600000, "10000", "time a request body is given (waiting on the client) before its rate is first checked"),
     I(body_rate_window_ms, 100, 3600000, "10000", "waiting time over which a request body's rate is measured after the grace"),
     I(clock_skew_sec, 1, 86400, "900", "largest accepted difference between request and server time"),

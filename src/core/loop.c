@@ -597,6 +597,31 @@ ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeou
 ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
                             unsigned timeout_ms)
 {
+    return ol_io_sendmsg_paced(fd, iov, iovcnt, flags, timeout_ms, NULL);
+}
+
+uint64_t ol_io_pace_deadline(const struct ol_io_pace *p)
+{
+    OL_ASSERT(p->bytes_per_sec > 0);
+    return p->t0_ms + p->slack_ms + p->bytes * 1000u / p->bytes_per_sec;
+}
+
+int ol_io_pace_timeout(const struct ol_io_pace *p, unsigned timeout_ms, unsigned *out)
+{
+    *out = timeout_ms;
+    if (!p)
+        return 0;
+    uint64_t now = ol_now_ms(), deadline = ol_io_pace_deadline(p);
+    if (now >= deadline)
+        return -ETIMEDOUT;
+    if (!timeout_ms || deadline - now < timeout_ms)
+        *out = (unsigned)(deadline - now);
+    return 0;
+}
+
+ssize_t ol_io_sendmsg_paced(int fd, struct iovec *iov, int iovcnt, int flags, unsigned timeout_ms,
+                            struct ol_io_pace *pace)
+{
     struct ol_loop *loop = tl_loop;
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)
@@ -628,9 +653,12 @@ ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
             if (n < 0)
                 n = -errno;
             if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
+                unsigned tmo;
+                if (ol_io_pace_timeout(pace, timeout_ms, &tmo) < 0)
+                    return -ETIMEDOUT;
                 struct io_uring_sqe *sqe = get_sqe(loop);
                 io_uring_prep_sendmsg(sqe, fd, &mh, (unsigned)(MSG_NOSIGNAL | flags));
-                n = submit_and_park(loop, sqe, timeout_ms);
+                n = submit_and_park(loop, sqe, tmo);
             } else if (n > 0 && ++f->fast_streak >= FAST_STREAK_MAX) {
                 f->fast_streak = 0;
                 ol_fiber_yield();
@@ -641,6 +669,8 @@ ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
         if (n == 0)
             return -EPIPE;
         sent += (size_t)n;
+        if (pace)
+            pace->bytes += (uint64_t)n;
         size_t adv = (size_t)n;
         while (adv > 0 && iovcnt > 0) {
             size_t take = adv < iov->iov_len ? adv : iov->iov_len;

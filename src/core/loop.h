@@ -87,6 +87,28 @@ ssize_t ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeou
 /* ol_io_sendmsg_all with extra send flags (MSG_MORE: more follows at once). */
 ssize_t ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
                             unsigned timeout_ms);
+/* A minimum data rate over a transfer made of many calls: by ol_now_ms()
+ * time t, at least (t - t0_ms - slack_ms) * bytes_per_sec / 1000 bytes must
+ * have moved.  Each byte moved buys 1000 / bytes_per_sec ms, so a peer at
+ * the rate or faster never runs out of time however long the transfer, and
+ * one that takes a byte now and then (every wait shorter than the I/O
+ * timeout) does.  The caller sets the first three fields; the I/O calls
+ * that take it add what they move to bytes. */
+struct ol_io_pace {
+    uint64_t t0_ms;
+    uint64_t slack_ms;
+    uint64_t bytes_per_sec; /* > 0 */
+    uint64_t bytes;
+};
+/* When the pace runs out (ol_now_ms() time). */
+uint64_t ol_io_pace_deadline(const struct ol_io_pace *p);
+/* timeout_ms cut to what is left of the pace (pace NULL: timeout_ms);
+ * -ETIMEDOUT once it has run out. */
+int ol_io_pace_timeout(const struct ol_io_pace *p, unsigned timeout_ms, unsigned *out);
+/* ol_io_sendmsg_flags held to a pace (NULL: none): each wait for room is cut
+ * to what is left of it, and -ETIMEDOUT comes once it has run out. */
+ssize_t ol_io_sendmsg_paced(int fd, struct iovec *iov, int iovcnt, int flags, unsigned timeout_ms,
+                            struct ol_io_pace *pace);
 /* Sends up to len bytes of file fd at off to socket sock with sendfile(2);
  * returns the count sent (> 0, maybe fewer than len) or an error.  In a fiber
  * the socket must be O_NONBLOCK: a full socket buffer parks the fiber until

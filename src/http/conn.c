@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ struct ol_http_conn {
     uint64_t resp_left;
     bool close_after;
     bool send_error;
+    bool send_stalled;        /* a send timed out: close with a reset (send_failed) */
     bool nonblocking;         /* O_NONBLOCK set, for sendfile (ol_http_resp_sendfile) */
     /* A streamed response's head waits here for the first body bytes, so
      * head and body leave in one sendmsg (one ring operation, one TCP
@@ -70,6 +72,9 @@ struct ol_http_conn {
     uint64_t rate_wait_ms;
     uint64_t rate_bytes;
     bool rate_graced;
+    /* The minimum rate of the current response (send_pace); t0_ms 0
+     * until its first byte. */
+    struct ol_io_pace resp_pace;
 };
 
 /* Response heads are formatted into a buffer allocated for the request and
@@ -109,6 +114,37 @@ static bool has_token(const struct ol_slice *v, const char *tok)
     return false;
 }
 
+/* The minimum data rate, for responses: min_body_rate_bytes_per_sec over
+ * the whole response, with body_rate_grace_ms of slack (struct ol_io_pace),
+ * from its first byte.  A reader that takes a byte now and then keeps every
+ * single wait under io_timeout_ms, and so would hold its response's buffers
+ * (and its share of the body memory budget) for ever; it is cut here, as a
+ * slow body is in body_recv.  A reader at the rate or faster never is,
+ * whatever the size.  NULL when the rate is off. */
+static struct ol_io_pace *send_pace(struct ol_http_conn *c)
+{
+    const struct ol_http_conn_opts *o = c->opts;
+    if (!o->min_body_rate_bytes_per_sec)
+        return NULL;
+    if (!c->resp_pace.t0_ms)
+        c->resp_pace = (struct ol_io_pace){.t0_ms = ol_now_ms(),
+                                           .slack_ms = o->body_rate_grace_ms,
+                                           .bytes_per_sec = o->min_body_rate_bytes_per_sec};
+    return &c->resp_pace;
+}
+
+/* A send failed: the connection is done.  When the reader was too slow
+ * (a timeout), what the kernel still holds for it, up to the socket's send
+ * buffer (4 MiB on Linux by default), is dropped with a reset at close
+ * instead of trickling out after a FIN: a cut reader must not keep the
+ * memory it was cut for. */
+static void send_failed(struct ol_http_conn *c, ssize_t err)
+{
+    c->send_error = true;
+    if (err == -ETIMEDOUT)
+        c->send_stalled = true;
+}
+
 /* Sends iov[0..n) (n <= 2), preceded by a pending response head if there
  * is one.  Returns the bytes of iov sent, or a negative errno. */
 static ssize_t send_all(struct ol_http_conn *c, struct iovec *iov, int n)
@@ -125,9 +161,10 @@ static ssize_t send_all(struct ol_http_conn *c, struct iovec *iov, int n)
     }
     for (int i = 0; i < n; i++)
         all[k++] = iov[i];
-    ssize_t rc = ol_io_sendmsg_all(c->fd, all, k, (unsigned)c->opts->io_timeout_ms);
+    ssize_t rc = ol_io_sendmsg_paced(c->fd, all, k, 0, (unsigned)c->opts->io_timeout_ms,
+                                     send_pace(c));
     if (rc < 0) {
-        c->send_error = true;
+        send_failed(c, rc);
         return rc;
     }
     return rc - (ssize_t)head;
@@ -270,22 +307,29 @@ ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size
         }
         c->nonblocking = true;
     }
-    unsigned tmo = (unsigned)c->opts->io_timeout_ms;
+    unsigned io_tmo = (unsigned)c->opts->io_timeout_ms, tmo;
+    /* The handler calls this a piece at a time, each call returning after
+     * any progress: the pace is the response's, kept across the calls. */
+    struct ol_io_pace *pace = send_pace(c);
     if (c->head_len) {
         /* The head goes first, held back (MSG_MORE) to leave with the body. */
         struct iovec iov = {.iov_base = c->head, .iov_len = c->head_len};
         c->head_len = 0;
-        ssize_t rc = ol_io_sendmsg_flags(c->fd, &iov, 1, MSG_MORE, tmo);
+        ssize_t rc = ol_io_sendmsg_paced(c->fd, &iov, 1, MSG_MORE, io_tmo, pace);
         if (rc < 0) {
-            c->send_error = true;
+            send_failed(c, rc);
             return rc;
         }
     }
-    ssize_t n = ol_io_sendfile(c->fd, fd, off, len, tmo);
+    ssize_t n = ol_io_pace_timeout(pace, io_tmo, &tmo);
+    if (n == 0)
+        n = ol_io_sendfile(c->fd, fd, off, len, tmo);
     if (n < 0) {
-        c->send_error = true;
+        send_failed(c, n);
         return n;
     }
+    if (pace)
+        pace->bytes += (uint64_t)n;
     c->resp_left -= (uint64_t)n;
     return n;
 }
@@ -800,6 +844,7 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         c->rate_wait_ms = 0;
         c->rate_bytes = 0;
         c->rate_graced = false;
+        c->resp_pace.t0_ms = 0;
         int rc = handler(ctx, c, &c->req);
         flush_head(c);
         if (rc < 0 || c->send_error)
@@ -820,6 +865,10 @@ out:
     if (c) {
         free(c->head);
         rbuf_give_back(c);
+        if (c->send_stalled) {
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
+            (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
     }
     ol_io_close(fd);
     /* After the close: a cut connection's slot counts as pending until now. */

@@ -16,6 +16,8 @@ ssize_t __wrap_ol_io_recv(int fd, void *buf, size_t len, unsigned timeout_ms);
 ssize_t __wrap_ol_io_sendmsg_all(int fd, struct iovec *iov, int iovcnt, unsigned timeout_ms);
 ssize_t __wrap_ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int flags,
                                    unsigned timeout_ms);
+ssize_t __wrap_ol_io_sendmsg_paced(int fd, struct iovec *iov, int iovcnt, int flags,
+                                   unsigned timeout_ms, struct ol_io_pace *pace);
 ssize_t __wrap_ol_io_sendfile(int sock, int fd, uint64_t off, size_t len, unsigned timeout_ms);
 int __wrap_ol_io_close(int fd);
 bool __wrap_ol_loop_stopping(const struct ol_loop *loop);
@@ -113,6 +115,16 @@ ssize_t __wrap_ol_io_sendmsg_flags(int fd, struct iovec *iov, int iovcnt, int fl
 {
     (void)flags;
     return __wrap_ol_io_sendmsg_all(fd, iov, iovcnt, timeout_ms);
+}
+
+ssize_t __wrap_ol_io_sendmsg_paced(int fd, struct iovec *iov, int iovcnt, int flags,
+                                   unsigned timeout_ms, struct ol_io_pace *pace)
+{
+    (void)flags;
+    ssize_t n = __wrap_ol_io_sendmsg_all(fd, iov, iovcnt, timeout_ms);
+    if (pace && n > 0)
+        pace->bytes += (uint64_t)n;
+    return n;
 }
 
 ssize_t __wrap_ol_io_sendfile(int sock, int fd, uint64_t off, size_t len, unsigned timeout_ms)

@@ -509,3 +509,60 @@ def test_paused_but_fast_body_passes(rate_server):
         r = c.read_response()
     assert r.status == 200, (r.status, r.body[:300])
     took, _ = _timed_get(rate_server, "/rate/paused", data)
+
+
+def _slow_reader_get(srv, key, size, rcvbuf=4096, step=1024, pause=0.1, limit=30.0):
+    """GETs /rate/key from a socket with a small receive buffer, taking `step`
+    bytes every `pause` seconds (~10 KiB/s) until the server closes or
+    `limit` seconds pass.  Returns (seconds, bytes received, closed?)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    s.connect(("127.0.0.1", srv.port))
+    try:
+        s.sendall(_signed_bytes(srv, "GET", f"/rate/{key}"))
+        s.settimeout(1.0)
+        t0 = time.monotonic()
+        got = 0
+        while time.monotonic() - t0 < limit:
+            try:
+                b = s.recv(step)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                return time.monotonic() - t0, got, True
+            if not b:
+                return time.monotonic() - t0, got, True
+            got += len(b)
+            time.sleep(pause)
+        return time.monotonic() - t0, got, False
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("mode", ["sd", "ec"])
+def test_slow_reader_is_cut(tmp_path, mode):
+    # A response is held to the same minimum rate as a body (send_pace in
+    # conn.c): a reader taking ~10 KiB/s of a 32 MiB object, far below the
+    # configured 1 MiB/s, is cut once the credit of what the socket buffers
+    # took (a few MiB on loopback) runs out, rather than holding the
+    # response's buffers (and its share of the body memory budget) for as
+    # long as it likes.  Base: still being served after 30 s.
+    srv = h.make_mode_server(mode, tmp_path / mode,
+                             config={"min_body_rate_bytes_per_sec": str(MIB),
+                                     "body_rate_grace_ms": "500"})
+    srv.start()
+    try:
+        assert h.signed_request(srv, "PUT", "/rate").status == 200
+        size = 32 * MIB
+        data = bytes(range(256)) * (size // 256)
+        r = h.signed_request(srv, "PUT", "/rate/slow-reader", body=data)
+        assert r.status == 200, r.body[:300]
+        took, got, closed = _slow_reader_get(srv, "slow-reader", size)
+        print(f"{mode}: cut={closed} after {took:.1f} s, {got} bytes read")
+        assert closed, f"a reader at ~10 KiB/s was still being served after {took:.0f} s"
+        assert got < size
+        # A reader at full speed gets the whole object from the same server.
+        took, _ = _timed_get(srv, "/rate/slow-reader", data, timeout=30.0)
+        assert took < 30
+    finally:
+        srv.close()
