@@ -17,9 +17,12 @@ in a temporary directory, on a free 127.0.0.1 port), and for each mode:
 A benchmark, not a test: it is not run by CI.  Usage:
 
     ninja -C build && /usr/bin/python3 bench/slow_clients.py
+    /usr/bin/python3 bench/slow_clients.py --reference /path/to/older/openlake
     /usr/bin/python3 bench/slow_clients.py --puts 100 --watch 40 --trickle 5 --modes sd,ec
 
-OPENLAKE_BIN names the binary (default build/openlake).
+OPENLAKE_BIN names the binary (default build/openlake).  --reference BIN
+measures another binary (an older build) the same way in the same run, mode
+by mode, and prints this binary's figures as ratios of it (lower is better).
 """
 import argparse
 import hashlib
@@ -180,6 +183,8 @@ def main():
                     help="seconds to wait for the server to cut the stalled PUTs (0: do not)")
     ap.add_argument("--trickle", type=float, default=0,
                     help="while watching, each PUT sends a byte every this many seconds")
+    ap.add_argument("--reference", default=None,
+                    help="another openlake binary measured the same way, for ratios")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -189,7 +194,15 @@ def main():
           f"{args.idle} idle connections")
     payload_sha = zeros_sha256(args.put_size)
     rows = []
+    binary = str(h.openlake_binary())
     for mode in args.modes.split(","):
+        ref = None
+        if args.reference:
+            os.environ["OPENLAKE_BIN"] = args.reference
+            ref = run_mode(mode.strip(), args, payload_sha)
+            os.environ["OPENLAKE_BIN"] = binary
+            print(f"{ref['mode']:>3}: reference: stalled PUT {ref['put_per_conn'] / MIB:7.2f} "
+                  f"MiB/conn; idle {ref['idle_per_conn'] / KIB:6.1f} KiB/conn", flush=True)
         r = run_mode(mode.strip(), args, payload_sha)
         rows.append(r)
         line = (f"{r['mode']:>3}: stalled PUT {r['put_per_conn'] / MIB:7.2f} MiB/conn "
@@ -202,6 +215,11 @@ def main():
             else:
                 line += f"; {r['cut_n']} of {args.puts} cut within {args.watch:.0f} s"
         print(line, flush=True)
+        if ref:
+            def ratio(k):
+                return r[k] / ref[k] if ref[k] > 0 else float("nan")
+            print(f"{r['mode']:>3}: ratio to reference: stalled PUT {ratio('put_per_conn'):.2f}, "
+                  f"idle connection {ratio('idle_per_conn'):.2f}", flush=True)
 
 
 if __name__ == "__main__":
