@@ -69,4 +69,14 @@ void conn_sim_free(struct conn_sim *s);
 char *conn_sim_transcript(struct conn_sim *s, const struct ol_http_conn_opts *opts,
                           uint64_t read_seed, size_t *len);
 
+/* The targets' seed for the split points and limits: FNV-1a of the input,
+ * so a corpus file replays the same splits every time. */
+static inline uint64_t conn_sim_seed(const uint8_t *d, size_t n)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ d[i]) * UINT64_C(0x100000001b3);
+    return h;
+}
+
 #endif

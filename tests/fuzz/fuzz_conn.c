@@ -44,14 +44,6 @@ static const struct ol_http_conn_opts fuzz_opts[] = {
      .buf_bytes = 160 + 48},
 };
 
-static uint64_t fnv1a(const uint8_t *d, size_t n)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 static void run_split(const uint8_t *data, size_t size, const struct ol_http_conn_opts *opts,
                       uint64_t seed, uint64_t split_seed, enum conn_sim_split split, const size_t *cuts,
                       size_t ncuts, size_t max_piece, const char *want, size_t want_len)
@@ -82,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 65536)
         return 0;
-    uint64_t seed = fnv1a(data, size);
+    uint64_t seed = conn_sim_seed(data, size);
     for (size_t o = 0; o < sizeof(fuzz_opts) / sizeof(fuzz_opts[0]); o++) {
         const struct ol_http_conn_opts *opts = &fuzz_opts[o];
         struct conn_sim sim;

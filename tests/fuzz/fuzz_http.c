@@ -159,14 +159,6 @@ static int same(const struct result *a, const struct result *b)
            memcmp(a->hdr, b->hdr, a->nheaders * sizeof(a->hdr[0])) == 0;
 }
 
-static uint64_t fnv1a(const uint8_t *d, size_t n)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ d[i]) * UINT64_C(0x100000001b3);
-    return h;
-}
-
 static void fuzz_head(const uint8_t *data, size_t size, const struct ol_http_limits *lim,
                       uint64_t seed)
 {
@@ -336,7 +328,7 @@ static void fuzz_conn_reads(const uint8_t *data, size_t size, size_t head_len, u
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    uint64_t seed = fnv1a(data, size);
+    uint64_t seed = conn_sim_seed(data, size);
     for (size_t i = 0; i < sizeof(fuzz_limits) / sizeof(fuzz_limits[0]); i++)
         fuzz_head(data, size, &fuzz_limits[i], seed + i);
 
