@@ -17,25 +17,43 @@
 /* Per thread and class, keep at most this many bytes cached. */
 #define CACHE_BYTES (64u << 20)
 /* Classes from this size up are mapped from the kernel (never malloc's heap,
- * which keeps what it frees), and a thread's pool keeps at most POOL_BYTES
- * of them: what a burst of requests allocated beyond that goes back to the
- * system when it is freed. */
+ * which keeps what it frees) and cached in one pool for the process, under
+ * a mutex (they are taken a few times per MiB moved, so the lock is cheap,
+ * and a buffer freed by another thread than the one that took it, as a
+ * store writer's background write does, comes back to the same pool).  The
+ * pool caches freed buffers while it holds no more than POOL_USE_FACTOR times
+ * what the process has in use (POOL_FLOOR_BYTES at least, POOL_MAX_BYTES at
+ * most): under a steady
+ * load every allocation comes from the cache (a freshly mapped buffer costs
+ * a page fault per 4 KiB on first touch: EC PUTs ran at half speed when it
+ * missed), and when a burst ends each free shrinks the cache with the use,
+ * so what the burst took beyond the floor goes back to the system. */
 #define MAP_SHIFT 17u
-#define POOL_BYTES (32u << 20)
+#define POOL_FLOOR_BYTES (32u << 20)
+#define POOL_MAX_BYTES (1024u << 20)
+#define POOL_USE_FACTOR 4u
 
 struct free_buf {
     struct free_buf *next;
 };
 
+/* The small classes: per thread, no lock. */
 struct pool {
     struct free_buf *head[NCLASS];
     unsigned count[NCLASS];
-    size_t mapped; /* bytes of mapped classes cached */
 };
 
 static __thread struct pool *tl_pool;
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+/* The mapped classes: one pool. */
+static struct {
+    pthread_mutex_t mu;
+    struct free_buf *head[NCLASS];
+    size_t cached; /* bytes in head[] */
+    size_t in_use; /* bytes taken and not yet freed */
+} g_mapped = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void pool_destroy(void *arg)
 {
@@ -44,10 +62,7 @@ static void pool_destroy(void *arg)
         while (p->head[c]) {
             struct free_buf *b = p->head[c];
             p->head[c] = b->next;
-            if (c + MIN_SHIFT >= MAP_SHIFT)
-                munmap(b, (size_t)1 << (c + MIN_SHIFT));
-            else
-                free(b);
+            free(b);
         }
     }
     free(p);
@@ -83,24 +98,84 @@ static bool mapped_class(int c)
     return c < 0 || (unsigned)c + MIN_SHIFT >= MAP_SHIFT;
 }
 
+static void *mapped_take(int c, size_t bytes)
+{
+    pthread_mutex_lock(&g_mapped.mu);
+    struct free_buf *b = g_mapped.head[c];
+    if (b) {
+        g_mapped.head[c] = b->next;
+        g_mapped.cached -= bytes;
+    }
+    g_mapped.in_use += bytes;
+    pthread_mutex_unlock(&g_mapped.mu);
+    if (b)
+        return b;
+    void *m = ol_bodymem_map(bytes);
+    if (!m) {
+        pthread_mutex_lock(&g_mapped.mu);
+        g_mapped.in_use -= bytes;
+        pthread_mutex_unlock(&g_mapped.mu);
+    }
+    return m;
+}
+
+static void mapped_give(int c, void *p, size_t bytes)
+{
+    pthread_mutex_lock(&g_mapped.mu);
+    g_mapped.in_use = g_mapped.in_use > bytes ? g_mapped.in_use - bytes : 0;
+    /* Room for the swings of a steady load (requests start and end out of
+     * step, so the use dips while the cache refills), not for a past burst. */
+    size_t want = g_mapped.in_use * POOL_USE_FACTOR;
+    size_t keep = want > POOL_FLOOR_BYTES ? want : POOL_FLOOR_BYTES;
+    keep = keep < POOL_MAX_BYTES ? keep : POOL_MAX_BYTES;
+    /* Shrink with the use: what is cached past keep is unmapped, this
+     * buffer first. */
+    struct free_buf *drop = NULL;
+    if (g_mapped.cached + bytes <= keep) {
+        struct free_buf *b = p;
+        b->next = g_mapped.head[c];
+        g_mapped.head[c] = b;
+        g_mapped.cached += bytes;
+        p = NULL;
+    }
+    for (int k = NCLASS - 1; k >= 0 && g_mapped.cached > keep; k--) {
+        while (g_mapped.head[k] && g_mapped.cached > keep) {
+            struct free_buf *b = g_mapped.head[k];
+            g_mapped.head[k] = b->next;
+            g_mapped.cached -= (size_t)1 << (k + (int)MIN_SHIFT);
+            /* The class travels in the list's order: unmapped below. */
+            b->next = drop;
+            drop = b;
+            /* Remember the size in the freed buffer itself. */
+            ((size_t *)(void *)b)[1] = (size_t)1 << (k + (int)MIN_SHIFT);
+        }
+    }
+    pthread_mutex_unlock(&g_mapped.mu);
+    if (p)
+        ol_bodymem_unmap(p, bytes);
+    while (drop) {
+        struct free_buf *b = drop;
+        drop = b->next;
+        ol_bodymem_unmap(b, ((size_t *)(void *)b)[1]);
+    }
+}
+
 void *ol_buf_alloc(size_t len)
 {
     int c = class_of(len ? len : 1);
     void *p = NULL;
     if (c < 0)
         return ol_bodymem_map(len);
+    size_t bytes = (size_t)1 << (c + (int)MIN_SHIFT);
+    if (mapped_class(c))
+        return mapped_take(c, bytes);
     struct pool *pl = pool_get();
     if (pl && pl->head[c]) {
         struct free_buf *b = pl->head[c];
         pl->head[c] = b->next;
         pl->count[c]--;
-        if (mapped_class(c))
-            pl->mapped -= (size_t)1 << (c + (int)MIN_SHIFT);
         return b;
     }
-    size_t bytes = (size_t)1 << (c + (int)MIN_SHIFT);
-    if (mapped_class(c))
-        return ol_bodymem_map(bytes);
     return posix_memalign(&p, 4096, bytes) == 0 ? p : NULL;
 }
 
@@ -114,22 +189,19 @@ void ol_buf_free(void *p, size_t len)
         return;
     }
     size_t bytes = (size_t)1 << (c + (int)MIN_SHIFT);
+    if (mapped_class(c)) {
+        mapped_give(c, p, bytes);
+        return;
+    }
     struct pool *pl = pool_get();
-    bool mapped = mapped_class(c);
-    if (!pl || ((size_t)pl->count[c] + 1) * bytes > CACHE_BYTES ||
-        (mapped && pl->mapped + bytes > POOL_BYTES)) {
-        if (mapped)
-            ol_bodymem_unmap(p, bytes);
-        else
-            free(p);
+    if (!pl || ((size_t)pl->count[c] + 1) * bytes > CACHE_BYTES) {
+        free(p);
         return;
     }
     struct free_buf *b = p;
     b->next = pl->head[c];
     pl->head[c] = b;
     pl->count[c]++;
-    if (mapped)
-        pl->mapped += bytes;
 }
 
 int ol_buf_prefill(size_t len, unsigned n)

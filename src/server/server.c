@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -603,6 +604,17 @@ int ol_server_run(struct ol_cfg *cfg)
     signal(SIGPIPE, SIG_IGN);
     /* Every buffer of a request body in flight comes out of one budget
      * (core/buf.h). */
+    /* glibc maps every malloc from M_MMAP_THRESHOLD up (128 KiB until a
+     * mapped chunk is freed, which raises it) and unmaps it on free: each
+     * such buffer then costs page faults on every use.  The EC read path's
+     * per-shard buffers (a unit or less, 1 MiB by default) are such mallocs;
+     * they used to ride on a threshold that the GET's own 1 MiB buffer had
+     * raised, and now that the body buffers come from ol_buf_alloc it has
+     * to be set here (4 MiB: every unit-sized buffer from the heap, as
+     * before; the body buffers above it are ol_buf's, bounded by the body
+     * memory budget and returned to the system). */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+    mallopt(M_TRIM_THRESHOLD, 8 << 20);
     ol_bodymem_configure((uint64_t)cfg->body_memory_bytes,
                          (uint64_t)cfg->body_memory_request_bytes);
 
