@@ -768,7 +768,7 @@ static int setup_request(struct ol_http_conn *c)
      * allows merging identical ones, but no client sends them and refusing
      * leaves nothing for an intermediary to read another way.  A list value
      * ("5, 5") is not a valid Content-Length either.  More than one Host
-     * line is a 400 too (RFC 9112 3.2 says MUST). */
+     * line is a 400 too (RFC 9112 3.2 says MUST), and so is none in HTTP/1.1. */
     const struct ol_slice *te = NULL, *cl = NULL;
     unsigned nte = 0, ncl = 0, nhost = 0;
     for (size_t i = 0; i < h->nheaders; i++) {
@@ -784,6 +784,10 @@ static int setup_request(struct ol_http_conn *c)
         }
     }
     if (nte > 1 || ncl > 1 || nhost > 1 || (te && cl))
+        return -400;
+    /* An HTTP/1.1 request without Host is a 400 too (RFC 9112 3.2, MUST):
+     * virtual-hosted addressing and every signature read it. */
+    if (h->minor_version == 1 && nhost == 0)
         return -400;
     r->chunked = false;
     r->content_length = 0;

@@ -65,7 +65,18 @@ def _timed_get(srv, target, want_body, timeout=5.0):
 
 
 def _metric(srv, name):
-    r = h.signed_request(srv, "GET", "/_openlake/metrics")
+    # Right after a test closed connections that filled its address's
+    # limit, the server may not have seen the closes yet and resets this
+    # one: try again for a moment.
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            r = h.signed_request(srv, "GET", "/_openlake/metrics")
+            break
+        except (ConnectionError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     assert r.status == 200, r
     for line in r.body.decode().splitlines():
         if line.startswith(name + " "):

@@ -294,3 +294,13 @@ def test_large_content_disposition_is_served(mode_server, mode_s3, mode_bucket, 
             r = c.read_response()
             assert r.status == 200 and r.body == b"payload"
             assert r.header("content-disposition") == cd
+
+
+def test_http11_request_without_host_is_refused(mode_server, mode_bucket):
+    # RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request without
+    # Host (and, as above, to one with two).  Base: served (403 unsigned).
+    r = h.raw_exchange(mode_server.port, f"GET /{mode_bucket}/k HTTP/1.1\r\n\r\n".encode())
+    assert r.status == 400, (r.status, r.body[:200])
+    # HTTP/1.0 has no such rule: the request reaches S3 (403: it is unsigned).
+    r = h.raw_exchange(mode_server.port, f"GET /{mode_bucket}/k HTTP/1.0\r\n\r\n".encode())
+    assert r.status == 403, (r.status, r.body[:200])
