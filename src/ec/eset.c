@@ -800,27 +800,31 @@ void ol_eset_put_hold(struct ol_eset_put *p, uint64_t reserved_bytes)
     p->reserved += reserved_bytes;
 }
 
+/* Replaces *buf (cap *cap) with a pool buffer of cap bytes (core/buf.h: big
+ * buffers are mapped, reused while the pool keeps them, and given back to
+ * the system beyond that), keeping its first `keep` bytes. */
+static int regrow(uint8_t **buf, size_t *cap, size_t new_cap, size_t keep)
+{
+    uint8_t *nb = ol_buf_alloc(new_cap);
+    if (!nb)
+        return -ENOMEM;
+    if (*buf && keep)
+        memcpy(nb, *buf, keep);
+    ol_buf_free(*buf, *cap);
+    *buf = nb;
+    *cap = new_cap;
+    return 0;
+}
+
 /* Makes the stripe buffer hold at least `need` bytes (a multiple of k units
- * of at most a full unit).  From the buffer pool (core/buf.h): big buffers
- * are mapped, reused while the pool keeps them, and given back to the
- * system beyond that. */
+ * of at most a full unit), keeping what it holds. */
 static int stripe_grow(struct ol_eset_put *p, size_t need)
 {
     struct ol_eset *es = p->es;
     if (p->stripe && p->stripe_cap >= need)
         return 0;
     size_t u = need >= (size_t)es->k * es->unit ? es->unit : (need + es->k - 1) / es->k;
-    size_t cap = (size_t)es->k * u;
-    uint8_t *nb = ol_buf_alloc(cap);
-    if (!nb)
-        return -ENOMEM;
-    if (p->stripe) {
-        memcpy(nb, p->stripe, p->fill);
-        ol_buf_free(p->stripe, p->stripe_cap);
-    }
-    p->stripe = nb;
-    p->stripe_cap = cap;
-    return 0;
+    return regrow(&p->stripe, &p->stripe_cap, (size_t)es->k * u, p->fill);
 }
 
 static int parity_grow(struct ol_eset_put *p, size_t u)
@@ -829,13 +833,7 @@ static int parity_grow(struct ol_eset_put *p, size_t u)
     size_t cap = (size_t)(es->m ? es->m : 1) * u;
     if (p->parity && p->parity_cap >= cap)
         return 0;
-    uint8_t *nb = ol_buf_alloc(cap);
-    if (!nb)
-        return -ENOMEM;
-    ol_buf_free(p->parity, p->parity_cap);
-    p->parity = nb;
-    p->parity_cap = cap;
-    return 0;
+    return regrow(&p->parity, &p->parity_cap, cap, 0);
 }
 
 /* Encodes the buffered stripe with units of u bytes and writes unit i to

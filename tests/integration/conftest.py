@@ -33,16 +33,26 @@ def pytest_runtest_makereport(item, call):
             rep.sections.append((f"openlake log {srv.workdir.name}", srv.log_tail(80)))
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, request):
-    """One server per test module, with a fresh data directory."""
-    config = getattr(request.module, "SERVER_CONFIG", None)
-    srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config)
+def _serve(srv):
+    """Starts srv and yields it to a fixture's tests, then closes it."""
     srv.start()
     try:
         yield srv
     finally:
         srv.close()
+
+
+def _fresh_bucket(s3):
+    name = helpers.unique_bucket()
+    s3.create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, request):
+    """One server per test module, with a fresh data directory."""
+    config = getattr(request.module, "SERVER_CONFIG", None)
+    yield from _serve(helpers.Server(tmp_path_factory.mktemp("srv"), config=config))
 
 
 @pytest.fixture
@@ -77,11 +87,7 @@ def mode_server(tmp_path_factory, request):
     srv = helpers.make_mode_server(request.param, tmp_path_factory.mktemp(request.param),
                                    config=config)
     srv.mode = request.param
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.close()
+    yield from _serve(srv)
 
 
 @pytest.fixture(scope="module")
@@ -92,9 +98,7 @@ def mode_s3(mode_server):
 @pytest.fixture
 def mode_bucket(mode_s3):
     """A fresh, empty bucket on the module's mode_server."""
-    name = helpers.unique_bucket()
-    mode_s3.create_bucket(Bucket=name)
-    return name
+    return _fresh_bucket(mode_s3)
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +109,4 @@ def s3(server):
 @pytest.fixture
 def bucket(s3):
     """A fresh, empty bucket on the module's server."""
-    name = helpers.unique_bucket()
-    s3.create_bucket(Bucket=name)
-    return name
+    return _fresh_bucket(s3)
