@@ -15,6 +15,7 @@
 #include "core/md5.h"
 #include "s3/checksum.h"
 #include "s3/object.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -214,8 +215,8 @@ static void body_release(void *ctx, const uint8_t *p, size_t len)
         ol_md5_async_wait(&b->md, last);
 }
 
-int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
-                          struct ol_s3_body_ck *ck)
+int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
+                          struct ol_obj_writer **out, char md5_hex[33], struct ol_s3_body_ck *ck)
 {
     int64_t len = ol_s3_body_length(r);
     const struct ol_cfg *cfg = r->ctx->cfg;
@@ -223,7 +224,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
         return -EINVAL;
     if (len > cfg->max_object_bytes)
         return -OL_ETOOLARGE;
-    struct ol_store_writer *w = NULL;
+    struct ol_obj_writer *w = NULL;
     struct ol_ck cks = {0};
     bool ck_on = ck && ck->algo != OL_CK_NONE;
     /* The bytes are received straight into the store writer's buffer
@@ -254,20 +255,20 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     }
     /* Then the writer's buffers, sized to the body, come out of the body
      * memory budget (core/buf.h): wait, or -EBUSY (503 SlowDown). */
-    uint64_t need = ol_store_write_buffer_bytes(r->ctx->store, len);
+    uint64_t need = ol_obj_write_buffer_bytes(r->ctx->obj, t, len);
     rc = ol_bodymem_reserve(need, (unsigned)cfg->body_memory_wait_ms);
     if (rc < 0)
         goto fail;
-    rc = ol_store_write_begin(r->ctx->store, len, &w);
+    rc = ol_obj_write_begin(r->ctx->obj, t, len, &w);
     if (rc < 0) {
         ol_bodymem_release(need);
         goto fail;
     }
-    ol_store_write_hold(w, need);
+    ol_obj_write_hold(w, need);
     ol_md5_async_begin(&bm.md);
     bm.nchunks = 0;
     md_on = true;
-    ol_store_write_set_release(w, body_release, &bm);
+    ol_obj_write_set_release(w, body_release, &bm);
     uint64_t total = 0;
     /* Bounded by the body: every round consumes bytes or ends. */
     for (;;) {
@@ -285,7 +286,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
         }
         uint8_t *p = NULL;
         size_t room = 0;
-        rc = ol_store_write_room(w, &p, &room);
+        rc = ol_obj_write_room(w, &p, &room);
         if (rc < 0)
             goto fail;
         /* Whole chunks (but the last): chunks of equal length keep the
@@ -325,7 +326,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
         bm.nchunks++;
         if (ck_on)
             ol_ck_update(&cks, p, n);
-        rc = ol_store_write_advance(w, n);
+        rc = ol_obj_write_advance(w, n);
         if (rc < 0)
             goto fail;
         if (eof)
@@ -334,7 +335,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, cha
     uint8_t digest[16];
     ol_md5_async_end(&bm.md, digest);
     md_on = false;
-    ol_store_write_set_release(w, NULL, NULL);
+    ol_obj_write_set_release(w, NULL, NULL);
     if (len >= 0 && total != (uint64_t)len) {
         rc = -OL_EINCOMPLETE;
         goto fail;
@@ -359,12 +360,7 @@ fail:
     if (md_on)
         ol_md5_async_end(&bm.md, NULL);
     if (w)
-        ol_store_write_abort(w);
+        ol_obj_write_abort(w);
     ol_ck_free(&cks);
     return rc;
-}
-
-int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33])
-{
-    return ol_s3_receive_body_ck(r, out, md5_hex, NULL);
 }

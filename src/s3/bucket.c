@@ -8,6 +8,7 @@
 #include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/settings.h"
 #include "store/store.h"
@@ -73,7 +74,7 @@ int ol_s3_list_buckets(struct ol_s3_req *r)
     ol_xml_str(&x, "DisplayName", ol_s3_owner(r));
     ol_xml_close(&x);
     ol_xml_open(&x, "Buckets");
-    ret = ol_store_bucket_list(r->ctx->store, ol_s3_list_one_bucket, &x);
+    ret = ol_obj_bucket_list(r->ctx->obj, ol_s3_list_one_bucket, &x);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
@@ -168,7 +169,7 @@ int ol_s3_create_bucket(struct ol_s3_req *r)
             goto out;
         }
     }
-    ret = ol_store_bucket_create(r->ctx->store, r->bucket, r->now_ns);
+    ret = ol_obj_bucket_create(r->ctx->obj, r->bucket, r->now_ns);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
@@ -189,7 +190,7 @@ out:
 int ol_s3_head_bucket(struct ol_s3_req *r)
 {
     struct ol_bucket_info bi;
-    int ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    int ret = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (ret < 0)
         return ol_s3_error_from(r, ret);
     const struct ol_http_hdr hdrs[] = {{"x-amz-bucket-region", ol_s3_region(r)}};
@@ -198,7 +199,7 @@ int ol_s3_head_bucket(struct ol_s3_req *r)
 
 int ol_s3_delete_bucket(struct ol_s3_req *r)
 {
-    int ret = ol_store_bucket_delete(r->ctx->store, r->bucket);
+    int ret = ol_obj_bucket_delete(r->ctx->obj, r->bucket);
     if (ret < 0)
         return ol_s3_error_from(r, ret);
     /* Its settings go with it: caches (cors.c) drop their copies. */
@@ -213,7 +214,7 @@ int ol_s3_get_bucket_location(struct ol_s3_req *r)
     int ret;
 
     ol_xml_init(&x);
-    ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    ret = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;

@@ -11,6 +11,7 @@
 #include "core/err.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 #include "store/store.h"
@@ -134,17 +135,17 @@ static int precondition_failed(struct ol_s3_req *r)
 /* Opens the source and checks its conditions; the reader gives the snapshot
  * (etag, size, meta) that the copy is then bound to.  0, or sends the error
  * and returns -1. */
-static int open_source(struct ol_s3_req *r, const struct copy_src *s, struct ol_store_reader **rd)
+static int open_source(struct ol_s3_req *r, const struct copy_src *s, struct ol_obj_reader **rd)
 {
     *rd = NULL;
-    int rc = ol_store_read_open_v(r->ctx->store, s->bucket, s->key, s->key_len,
+    int rc = ol_obj_read_open_v(r->ctx->obj, s->bucket, s->key, s->key_len,
                                   s->has_version ? s->version : NULL, rd);
     if (rc == -OL_ENOVERSION || rc == -OL_EMARKER)
         return ol_s3_error(r, OL_S3_InvalidArgument, "Invalid version id specified"), -1;
     if (rc < 0)
         return ol_s3_error_from(r, rc), -1;
-    if (!source_conditions_hold(r, ol_store_read_info(*rd))) {
-        ol_store_read_close(*rd);
+    if (!source_conditions_hold(r, ol_obj_read_info(*rd))) {
+        ol_obj_read_close(*rd);
         *rd = NULL;
         return precondition_failed(r), -1;
     }
@@ -245,13 +246,13 @@ int ol_s3_copy_object(struct ol_s3_req *r)
         }
         mlen = (size_t)ml;
     }
-    struct ol_store_reader *rd = NULL;
+    struct ol_obj_reader *rd = NULL;
     if (open_source(r, &s, &rd) < 0) {
         free(meta);
         ol_s3_tag_attr_free(&tags);
         return 0;
     }
-    const struct ol_obj_info *si = ol_store_read_info(rd);
+    const struct ol_obj_info *si = ol_obj_read_info(rd);
     char src_etag[64];
     memcpy(src_etag, si->etag, sizeof(src_etag));
     if (replace)
@@ -269,11 +270,11 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     struct ol_obj_info out;
     /* src_etag binds the copy to the snapshot that the conditions saw. */
     char vid[OL_STORE_VID_MAX], src_vid[OL_STORE_VID_MAX];
-    bool src_tagged = ol_store_read_vid(rd, src_vid) == 0 || s.has_version;
-    rc = ol_store_copy_object_v(r->ctx->store, s.bucket, s.key, s.key_len,
+    bool src_tagged = ol_obj_read_vid(rd, src_vid) == 0 || s.has_version;
+    rc = ol_obj_copy_object_v(r->ctx->obj, s.bucket, s.key, s.key_len,
                                 s.has_version ? s.version : NULL, r->bucket, r->key, r->key_len,
                                 &o, &out, vid);
-    ol_store_read_close(rd);
+    ol_obj_read_close(rd);
     free(meta);
     ol_s3_tag_attr_free(&tags);
     if (rc == -OL_EPRECONDITION && has_cond)
@@ -343,16 +344,16 @@ int ol_s3_upload_part_copy(struct ol_s3_req *r)
     if (!up || up->value_len == 0 || up->value_len >= 40)
         return ol_s3_error_from(r, -OL_ENOUPLOAD);
     struct upload_match m = {r, false};
-    int rc = ol_store_upload_get(r->ctx->store, up->value, match_upload, &m);
+    int rc = ol_obj_upload_get(r->ctx->obj, r->bucket, up->value, match_upload, &m);
     if (rc < 0 || !m.ok)
         return ol_s3_error_from(r, rc < 0 ? rc : -OL_ENOUPLOAD);
     struct copy_src s;
     if (parse_source(r, &s) < 0)
         return 0;
-    struct ol_store_reader *rd = NULL;
+    struct ol_obj_reader *rd = NULL;
     if (open_source(r, &s, &rd) < 0)
         return 0;
-    const struct ol_obj_info *si = ol_store_read_info(rd);
+    const struct ol_obj_info *si = ol_obj_read_info(rd);
     uint64_t off = 0, len = si->size;
     char src_etag[64];
     memcpy(src_etag, si->etag, sizeof(src_etag));
@@ -360,14 +361,14 @@ int ol_s3_upload_part_copy(struct ol_s3_req *r)
     if (rh) {
         rc = parse_copy_range(rh, si->size, &off, &len);
         if (rc == -EINVAL) {
-            ol_store_read_close(rd);
+            ol_obj_read_close(rd);
             return ol_s3_error(r, OL_S3_InvalidArgument,
                                "The x-amz-copy-source-range value must be of the form "
                                "bytes=first-last where first and last are the zero-based "
                                "offsets of the first and last bytes to copy");
         }
     }
-    ol_store_read_close(rd);
+    ol_obj_read_close(rd);
     if (rc == -ERANGE || (rc == 0 && len == 0 && rh))
         return ol_s3_error(r, OL_S3_InvalidRange, "The requested range is not satisfiable");
     if (len > (5ull << 30))
@@ -379,8 +380,8 @@ int ol_s3_upload_part_copy(struct ol_s3_req *r)
     if (len == 0)
         rc = -ERANGE;
     else
-        rc = ol_store_copy_part(r->ctx->store, s.bucket, s.key, s.key_len, off, len, src_etag,
-                                up->value, (uint32_t)part, etag);
+        rc = ol_obj_copy_part(r->ctx->obj, s.bucket, s.key, s.key_len, off, len, src_etag,
+                              r->bucket, up->value, (uint32_t)part, etag);
     if (rc == -ERANGE)
         return ol_s3_error(r, OL_S3_InvalidRange, "The requested range is not satisfiable");
     if (rc == -OL_EPRECONDITION)

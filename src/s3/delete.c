@@ -14,6 +14,7 @@
 
 #include "core/err.h"
 #include "s3/checksum.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -161,7 +162,7 @@ static void delete_one(struct ol_s3_req *r, struct ol_xml *x, const struct del_d
     } else {
         memcpy(vid, ver, o->ver_len);
         vid[o->ver_len] = 0;
-        int rc = ol_store_delete_v(r->ctx->store, r->bucket, key, o->key_len,
+        int rc = ol_obj_delete_v(r->ctx->obj, r->bucket, key, o->key_len,
                                    o->ver_len ? vid : NULL, &res);
         if (rc == -OL_ENOVERSION) {
             code = "NoSuchVersion";
@@ -196,7 +197,7 @@ static void delete_one(struct ol_s3_req *r, struct ol_xml *x, const struct del_d
 int ol_s3_delete_objects(struct ol_s3_req *r)
 {
     struct ol_bucket_info bi;
-    int rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    int rc = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     int64_t clen = ol_s3_body_length(r);

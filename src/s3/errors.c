@@ -111,6 +111,11 @@ enum ol_s3_code ol_s3_code_from_err(int err)
      * (ol_strerror) is the honest answer, and clients retry 500s. */
     case -ENOSPC: return OL_S3_InternalError;
     case -OL_ECORRUPT: return OL_S3_InternalError;
+    /* Too few drives of an erasure set answered, or the body memory budget
+     * stayed short: back off and retry. */
+    case -OL_EQUORUM: return OL_S3_SlowDown;
+    case -EBUSY: return OL_S3_SlowDown;
+    case -ENOTSUP: return OL_S3_NotImplemented;
     default: return OL_S3_InternalError;
     }
 }

@@ -66,6 +66,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/settings.h"
 #include "store/store.h"
@@ -768,7 +769,7 @@ static bool ol_lc_size_match(const struct ol_lc_rule *ru, uint64_t size)
 }
 
 /* Whether the version rd holds carries every tag the rule requires. */
-static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_reader *rd)
+static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_obj_reader *rd)
 {
     for (size_t i = 0; i < ru->ntags; i++)
         if (!ol_s3_tagging_has(rd, ru->tag_key[i], ru->tag_key_len[i], ru->tag_val[i],
@@ -779,15 +780,15 @@ static bool ol_lc_tags_match(const struct ol_lc_rule *ru, const struct ol_store_
 
 /* Whether candidate i's version (k->vids[i]) still exists and carries every
  * tag the rule requires (and, read anyway, is of a size the rule covers). */
-static bool ol_lc_version_tags_match(struct ol_store *st, const char *bucket,
+static bool ol_lc_version_tags_match(struct ol_obj *st, const char *bucket,
                                      const struct ol_lc_rule *ru, const struct ol_lc_keys *k,
                                      size_t i)
 {
-    struct ol_store_reader *rd = NULL;
-    if (ol_store_read_open_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], &rd) != 0)
+    struct ol_obj_reader *rd = NULL;
+    if (ol_obj_read_open_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], &rd) != 0)
         return false;
-    bool match = ol_lc_size_match(ru, ol_store_read_info(rd)->size) && ol_lc_tags_match(ru, rd);
-    ol_store_read_close(rd);
+    bool match = ol_lc_size_match(ru, ol_obj_read_info(rd)->size) && ol_lc_tags_match(ru, rd);
+    ol_obj_read_close(rd);
     return match;
 }
 
@@ -795,7 +796,7 @@ static bool ol_lc_version_tags_match(struct ol_store *st, const char *bucket,
  * rule's (a lone delete marker has none), keeping the others in order.  The
  * current object is read when k->vids is not used (vids false), else the
  * version named.  Called with no iterator open. */
-static int ol_lc_tag_filter(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+static int ol_lc_tag_filter(struct ol_obj *st, const char *bucket, const struct ol_lc_rule *ru,
                             struct ol_lc_keys *k, size_t from, bool vids)
 {
     size_t out = from;
@@ -803,12 +804,12 @@ static int ol_lc_tag_filter(struct ol_store *st, const char *bucket, const struc
     for (size_t i = from; i < k->n; i++) {
         bool keep = false;
         if (ret == 0 && !(vids && k->lone[i])) {
-            struct ol_store_reader *rd = NULL;
-            int rc = ol_store_read_open_v(st, bucket, k->keys[i], k->lens[i],
+            struct ol_obj_reader *rd = NULL;
+            int rc = ol_obj_read_open_v(st, bucket, k->keys[i], k->lens[i],
                                           vids ? k->vids[i] : NULL, &rd);
             if (rc == 0) {
                 keep = ol_lc_tags_match(ru, rd);
-                ol_store_read_close(rd);
+                ol_obj_read_close(rd);
             } else if (rc != -OL_ENOKEY && rc != -OL_ENOVERSION && rc != -OL_EMARKER) {
                 ret = rc;
             }
@@ -860,7 +861,7 @@ static int64_t ol_lc_cutoff(const struct ol_lc_rule *ru, int64_t now_ns, int64_t
 /* Expires the rule's objects: collects up to the remaining action budget of
  * keys, a batch at a time with the iterator closed in between, then deletes
  * them.  Returns the number of objects deleted, or an error. */
-static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+static int ol_lc_expire(struct ol_obj *st, const char *bucket, const struct ol_lc_rule *ru,
                         int64_t cutoff, struct ol_lc_keys *k, size_t budget)
 {
     char *from = NULL;
@@ -878,9 +879,9 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
     bool done = false;
     /* Each round examines one batch; the scan limit bounds the rounds. */
     while (!done && scanned < OL_LC_MAX_SCAN && k->n < budget && k->n < k->cap) {
-        struct ol_store_iter *it = NULL;
+        struct ol_obj_iter *it = NULL;
         size_t batch_from = k->n;
-        ret = ol_store_iter_open(st, bucket, from, from_len, inclusive, &it);
+        ret = ol_obj_iter_open(st, bucket, from, from_len, inclusive, &it);
         if (ret < 0)
             goto out;
         size_t in_batch = 0;
@@ -888,7 +889,7 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
             const char *key;
             size_t kl;
             struct ol_obj_info info;
-            int rc = ol_store_iter_next(it, &key, &kl, &info);
+            int rc = ol_obj_iter_next(it, &key, &kl, &info);
             if (rc == 1 || (rc == 0 && (kl < ru->prefix_len ||
                                         memcmp(key, ru->prefix, ru->prefix_len) != 0))) {
                 done = true; /* past the prefix: keys are in byte order */
@@ -914,7 +915,7 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
                 }
             }
         }
-        ol_store_iter_close(it);
+        ol_obj_iter_close(it);
         scanned += in_batch;
         if (ret == 0 && ru->ntags)
             ret = ol_lc_tag_filter(st, bucket, ru, k, batch_from, false);
@@ -929,17 +930,17 @@ static int ol_lc_expire(struct ol_store *st, const char *bucket, const struct ol
         /* The key may have been overwritten since it was examined: look at
          * it again just before deleting (a narrow race remains: the store
          * has no delete-if-unchanged). */
-        struct ol_store_reader *rd = NULL;
-        int rc = ol_store_read_open(st, bucket, k->keys[i], k->lens[i], &rd);
+        struct ol_obj_reader *rd = NULL;
+        int rc = ol_obj_read_open(st, bucket, k->keys[i], k->lens[i], &rd);
         if (rc == 0) {
             /* Its tags (and, overwritten, its size) may have changed too. */
-            const struct ol_obj_info *info = ol_store_read_info(rd);
+            const struct ol_obj_info *info = ol_obj_read_info(rd);
             bool expired = info->mtime_ns <= cutoff && ol_lc_size_match(ru, info->size) &&
                            ol_lc_tags_match(ru, rd);
-            ol_store_read_close(rd);
+            ol_obj_read_close(rd);
             if (!expired)
                 continue;
-            rc = ol_store_delete(st, bucket, k->keys[i], k->lens[i]);
+            rc = ol_obj_delete(st, bucket, k->keys[i], k->lens[i]);
         }
         if (rc == -OL_ENOKEY)
             continue;
@@ -997,19 +998,19 @@ static int ol_lc_key_done(struct ol_lc_scan *s, struct ol_lc_keys *k, int64_t ma
 
 /* True when vid is (still) the key's latest version: a version that became
  * the latest after the scan (its newer versions deleted) must stay. */
-static bool ol_lc_is_latest(struct ol_store *st, const char *bucket, const char *key, size_t kl,
+static bool ol_lc_is_latest(struct ol_obj *st, const char *bucket, const char *key, size_t kl,
                             const char *vid)
 {
     char cur[OL_STORE_VID_MAX] = "";
-    struct ol_store_reader *rd = NULL;
-    int rc = ol_store_read_open_v(st, bucket, key, kl, NULL, &rd);
+    struct ol_obj_reader *rd = NULL;
+    int rc = ol_obj_read_open_v(st, bucket, key, kl, NULL, &rd);
     if (rc == 0) {
-        ol_store_read_vid(rd, cur);
-        ol_store_read_close(rd);
+        ol_obj_read_vid(rd, cur);
+        ol_obj_read_close(rd);
         return strcmp(cur, vid) == 0;
     }
     int64_t mt = 0;
-    if (rc == -OL_ENOKEY && ol_store_latest_marker(st, bucket, key, kl, cur, &mt) == 1)
+    if (rc == -OL_ENOKEY && ol_obj_latest_marker(st, bucket, key, kl, cur, &mt) == 1)
         return strcmp(cur, vid) == 0;
     /* Unknown state: keep the version. */
     return rc != -OL_ENOKEY;
@@ -1018,7 +1019,7 @@ static bool ol_lc_is_latest(struct ol_store *st, const char *bucket, const char 
 /* Collects (up to budget) the rule's noncurrent versions and lone markers
  * that have expired, a batch of versions per snapshot, then removes them
  * permanently.  Returns the number removed, or an error. */
-static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+static int ol_lc_noncurrent(struct ol_obj *st, const char *bucket, const struct ol_lc_rule *ru,
                             int64_t nc_cutoff, int64_t marker_cutoff, struct ol_lc_keys *k,
                             size_t budget)
 {
@@ -1035,15 +1036,15 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
      * key seeks back to it and skips past the last version examined, so no
      * snapshot is held across the yield. */
     while (!done && scanned < OL_LC_MAX_SCAN && k->n < budget && k->n < k->cap) {
-        struct ol_store_viter *it = NULL;
+        struct ol_obj_viter *it = NULL;
         size_t batch_from = k->n;
-        ret = ol_store_viter_open(st, bucket, &it);
+        ret = ol_obj_viter_open(st, bucket, &it);
         if (ret < 0)
             goto out;
         if (have_key)
-            ret = ol_store_viter_seek(it, s->key, s->key_len);
+            ret = ol_obj_viter_seek(it, s->key, s->key_len);
         else
-            ret = ol_store_viter_seek(it, ru->prefix, ru->prefix_len);
+            ret = ol_obj_viter_seek(it, ru->prefix, ru->prefix_len);
         bool skipping = have_key;
         size_t in_batch = 0, skipped = 0;
         while (ret == 0 && in_batch < OL_LC_SCAN_BATCH && skipped < OL_LC_MAX_SCAN &&
@@ -1051,7 +1052,7 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
             const char *key;
             size_t kl;
             struct ol_version_info vi;
-            int rc = ol_store_viter_next(it, &key, &kl, &vi);
+            int rc = ol_obj_viter_next(it, &key, &kl, &vi);
             if (rc < 0) {
                 ret = rc;
                 break;
@@ -1100,7 +1101,7 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
             s->prev_mtime_ns = vi.info.mtime_ns;
             s->pos++;
         }
-        ol_store_viter_close(it);
+        ol_obj_viter_close(it);
         scanned += in_batch + skipped;
         if (ret == 0 && ru->ntags)
             ret = ol_lc_tag_filter(st, bucket, ru, k, batch_from, true);
@@ -1125,7 +1126,7 @@ static int ol_lc_noncurrent(struct ol_store *st, const char *bucket, const struc
          * remains: the store has no delete-if-unchanged). */
         if (!k->lone[i] && ru->ntags && !ol_lc_version_tags_match(st, bucket, ru, k, i))
             continue;
-        int rc = ol_store_delete_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], NULL);
+        int rc = ol_obj_delete_v(st, bucket, k->keys[i], k->lens[i], k->vids[i], NULL);
         if (rc == -OL_ENOVERSION || rc == -OL_ENOKEY)
             continue;
         if (rc < 0) {
@@ -1161,7 +1162,7 @@ static int ol_lc_upload_fn(void *ctx, const struct ol_upload_info *u)
 }
 
 /* Aborts the rule's old uploads (ids collected first, the listing closed). */
-static int ol_lc_abort_uploads(struct ol_store *st, const char *bucket, const struct ol_lc_rule *ru,
+static int ol_lc_abort_uploads(struct ol_obj *st, const char *bucket, const struct ol_lc_rule *ru,
                                int64_t now_ns, int64_t day_ns, size_t budget)
 {
     struct ol_lc_uploads a = {
@@ -1174,13 +1175,13 @@ static int ol_lc_abort_uploads(struct ol_store *st, const char *bucket, const st
         ret = -ENOMEM;
         goto out;
     }
-    ret = ol_store_upload_list(st, bucket, ol_lc_upload_fn, &a);
+    ret = ol_obj_upload_list(st, bucket, ol_lc_upload_fn, &a);
     if (ret < 0)
         goto out;
     ret = 0;
     for (size_t i = 0; i < a.n && !ol_lc_stopping(); i++) {
         a.ids[i][39] = 0;
-        int rc = ol_store_upload_abort(st, a.ids[i]);
+        int rc = ol_obj_upload_abort(st, bucket, a.ids[i]);
         if (rc == -OL_ENOUPLOAD)
             continue;
         if (rc < 0) {
@@ -1198,7 +1199,7 @@ out:
 static int ol_lc_bucket(const struct ol_s3_ctx *ctx, const char *bucket, int64_t now_ns,
                         int64_t day_ns, struct ol_lc_keys *k)
 {
-    struct ol_store *st = ctx->store;
+    struct ol_obj *st = ctx->obj;
     char *doc = NULL;
     size_t len = 0;
     struct ol_lc_cfg *c = NULL;
@@ -1209,7 +1210,7 @@ static int ol_lc_bucket(const struct ol_s3_ctx *ctx, const char *bucket, int64_t
     if (ret < 0)
         goto out;
     enum ol_versioning vstate = OL_VERSIONING_OFF;
-    ret = ol_store_versioning_get(st, bucket, &vstate);
+    ret = ol_obj_versioning_get(st, bucket, &vstate);
     if (ret < 0)
         goto out;
     size_t budget = OL_LC_MAX_ACTIONS;
@@ -1291,7 +1292,7 @@ static bool ol_lc_pass(struct ol_s3_ctx *ctx, struct ol_lc_keys *k)
 {
     struct ol_lc_buckets bl = {0};
     bool more = false;
-    int rc = ol_store_bucket_list(ctx->store, ol_lc_bucket_fn, &bl);
+    int rc = ol_obj_bucket_list(ctx->obj, ol_lc_bucket_fn, &bl);
     if (rc < 0) {
         ol_log_limited(OL_LOG_WARN, "lifecycle: listing buckets: %s", ol_strerror(rc));
         goto out;
@@ -1319,7 +1320,7 @@ void ol_s3_lifecycle_fiber(void *arg)
     /* Lifecycle rules live in the single-drive store's bucket settings;
      * erasure-coded drives have none (server.c does not start this fiber
      * for them, and it must never run without a store). */
-    if (!ctx->store)
+    if (!ctx->obj)
         return;
     struct ol_lc_keys k = {0};
     k.cap = OL_LC_MAX_ACTIONS;

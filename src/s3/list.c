@@ -15,8 +15,6 @@
  */
 #include "s3/checksum.h"
 #include "s3/list.h"
-#include "s3/ec_object.h"
-#include "s3/ec_multipart.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -26,6 +24,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -303,47 +302,11 @@ struct ol_list_query {
     char token[OL_S3_MAX_KEY];
 };
 
-/* The key source of a listing: the store, or the erasure-coded deployment
- * (s3/ec_object.h), which keeps ol_store_iter's contract. */
-struct ol_list_src {
-    struct ol_store_iter *st;
-    struct ol_s3_ec_iter *ec;
-};
-
-static int ol_list_src_open(struct ol_s3_req *r, const char *from, size_t from_len,
-                            bool inclusive, struct ol_list_src *s)
-{
-    if (r->ctx->ec)
-        return ol_s3_ec_iter_open(r->ctx->ec, r->bucket, from, from_len, inclusive, &s->ec);
-    return ol_store_iter_open(r->ctx->store, r->bucket, from, from_len, inclusive, &s->st);
-}
-
-static int ol_list_src_next(struct ol_list_src *s, const char **key, size_t *klen,
-                            struct ol_obj_info *info)
-{
-    return s->ec ? ol_s3_ec_iter_next(s->ec, key, klen, info)
-                 : ol_store_iter_next(s->st, key, klen, info);
-}
-
-static int ol_list_src_seek(struct ol_list_src *s, const char *from, size_t len, bool inclusive)
-{
-    return s->ec ? ol_s3_ec_iter_seek(s->ec, from, len, inclusive)
-                 : ol_store_iter_seek(s->st, from, len, inclusive);
-}
-
-static void ol_list_src_close(struct ol_list_src *s)
-{
-    if (s->ec)
-        ol_s3_ec_iter_close(s->ec);
-    if (s->st)
-        ol_store_iter_close(s->st);
-}
-
 /* Collects up to q->max_keys entries; sets *truncated when more follow. */
 static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
                            struct ol_list_buf *out, bool *truncated)
 {
-    struct ol_list_src src = {0};
+    struct ol_obj_iter *src = {0};
     char seek[OL_S3_MAX_KEY];
     const char *from = q->prefix;
     size_t from_len = q->plen;
@@ -372,7 +335,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
             inclusive = true;
         }
     }
-    ret = ol_list_src_open(r, from, from_len, inclusive, &src);
+    ret = ol_obj_iter_open(r->ctx->obj, r->bucket, from, from_len, inclusive, &src);
     if (ret < 0)
         goto out;
     /* Each round adds one entry or ends the loop. */
@@ -380,7 +343,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
         const char *key;
         size_t klen;
         struct ol_obj_info info;
-        ret = ol_list_src_next(&src, &key, &klen, &info);
+        ret = ol_obj_iter_next(src, &key, &klen, &info);
         if (ret < 0)
             goto out;
         if (ret == 1) {
@@ -410,7 +373,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
             size_t n = ol_s3_prefix_successor(key, cp, seek);
             if (n == 0)
                 break;
-            ret = ol_list_src_seek(&src, seek, n, true);
+            ret = ol_obj_iter_seek(src, seek, n, true);
             if (ret < 0)
                 goto out;
             continue;
@@ -424,7 +387,7 @@ static int ol_list_collect(struct ol_s3_req *r, const struct ol_list_query *q,
         e->id[sizeof(e->id) - 1] = '\0';
     }
 out:
-    ol_list_src_close(&src);
+    ol_obj_iter_close(src);
     return ret;
 }
 
@@ -673,14 +636,11 @@ int ol_s3_list_uploads(struct ol_s3_req *r)
     c.max = max;
     c.out = &b;
 
-    /* Erasure-coded drives keep uploads as objects (s3/ec_multipart.h). */
-    ret = r->ctx->ec ? ol_s3_ec_bucket_check(r->ctx->ec, r->bucket)
-                     : ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    ret = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (ret == 0)
         ret = ol_list_buf_init(&b, max);
     if (ret == 0 && max > 0) {
-        ret = r->ctx->ec ? ol_s3_ec_upload_list(r->ctx->ec, r->bucket, ol_uploads_one, &c)
-                         : ol_store_upload_list(r->ctx->store, r->bucket, ol_uploads_one, &c);
+        ret = ol_obj_upload_list(r->ctx->obj, r->bucket, ol_uploads_one, &c);
         if (ret >= 0)
             ret = c.err;
     }
@@ -800,17 +760,11 @@ int ol_s3_list_parts(struct ol_s3_req *r)
         ret = ol_s3_error_from(r, -ENOMEM);
         goto out;
     }
-    if (r->ctx->ec)
-        ret = ol_s3_ec_upload_get(r->ctx->ec, r->bucket, p_id->value, ol_parts_check_upload, &c);
-    else
-        ret = ol_store_upload_get(r->ctx->store, p_id->value, ol_parts_check_upload, &c);
+    ret = ol_obj_upload_get(r->ctx->obj, r->bucket, p_id->value, ol_parts_check_upload, &c);
     if (ret >= 0 && !c.match)
         ret = -OL_ENOUPLOAD;
     if (ret >= 0 && max > 0)
-        ret = r->ctx->ec ? ol_s3_ec_part_list(r->ctx->ec, r->bucket, p_id->value, marker,
-                                              ol_parts_one, &c)
-                         : ol_store_part_list(r->ctx->store, p_id->value, marker, ol_parts_one,
-                                              &c);
+        ret = ol_obj_part_list(r->ctx->obj, r->bucket, p_id->value, marker, ol_parts_one, &c);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;

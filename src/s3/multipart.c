@@ -15,6 +15,7 @@
 #include "s3/checksum.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -100,7 +101,7 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     if (tg && tg->n && ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_TAGS, tg->p, tg->n) < 0)
         return ol_s3_meta_error(r, -E2BIG);
     char id[40];
-    rc = ol_store_upload_create(r->ctx->store, r->bucket, r->key, r->key_len, meta,
+    rc = ol_obj_upload_create(r->ctx->obj, r->bucket, r->key, r->key_len, meta,
                                 (uint32_t)mlen, r->now_ns, id);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
@@ -154,7 +155,7 @@ static const char *upload_of_request(struct ol_s3_req *r, int *err, uint8_t *met
     if (!p || p->value_len == 0 || p->value_len >= 40)
         return NULL;
     struct upload_match m = {r, false, meta, 0};
-    int rc = ol_store_upload_get(r->ctx->store, p->value, match_upload, &m);
+    int rc = ol_obj_upload_get(r->ctx->obj, r->bucket, p->value, match_upload, &m);
     if (rc < 0) {
         *err = rc;
         return NULL;
@@ -189,14 +190,15 @@ int ol_s3_upload_part(struct ol_s3_req *r)
     int rc = ol_s3_body_ck_parse(r, algo, &ck);
     if (rc < 0)
         return ol_s3_receive_fail(r, rc, &ck);
-    struct ol_store_writer *w;
+    struct ol_obj_writer *w;
     char etag[33];
-    rc = ol_s3_receive_body_ck(r, &w, etag, &ck);
+    struct ol_obj_target tg = {.bucket = r->bucket, .upload_id = id, .part_no = (uint32_t)part};
+    rc = ol_s3_receive_body_ck(r, &tg, &w, etag, &ck);
     if (rc < 0)
         return ol_s3_receive_fail(r, rc, &ck);
     char stored[64];
     ol_ck_part_etag_encode(etag, ck.algo, ck.got, stored);
-    rc = ol_store_write_commit_part(w, id, (uint32_t)part, stored);
+    rc = ol_obj_write_commit_part(w, stored);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     char qetag[40];
@@ -474,7 +476,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         rc = ol_s3_error(r, OL_S3_InternalError, "out of memory");
         goto out;
     }
-    rc = ol_store_part_list(r->ctx->store, id, 0, collect_part, sp);
+    rc = ol_obj_part_list(r->ctx->obj, r->bucket, id, 0, collect_part, sp);
     if (rc < 0) {
         rc = ol_s3_error_from(r, rc);
         goto out;
@@ -550,7 +552,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     };
     snprintf(info.etag, sizeof(info.etag), "%s", mp_etag);
     char vid[OL_STORE_VID_MAX];
-    rc = ol_store_upload_complete_if(r->ctx->store, id, d.parts, d.n,
+    rc = ol_obj_upload_complete_if(r->ctx->obj, r->bucket, id, d.parts, d.n,
                                      (uint64_t)r->ctx->cfg->min_part_bytes, &info,
                                      has_cond ? &cond : NULL, vid);
     if (rc == -OL_EPRECONDITION) {
@@ -597,7 +599,7 @@ int ol_s3_abort_multipart(struct ol_s3_req *r)
     const char *id = upload_of_request(r, &err, NULL, NULL);
     if (!id)
         return ol_s3_error_from(r, err);
-    int rc = ol_store_upload_abort(r->ctx->store, id);
+    int rc = ol_obj_upload_abort(r->ctx->obj, r->bucket, id);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     return ol_s3_send_empty(r, 204, NULL, 0);
@@ -662,15 +664,15 @@ static bool reap_stopping(void)
 static void reap_pass(struct ol_s3_ctx *ctx, struct reap_ids *ri)
 {
     struct reap_buckets rb = {0};
-    if (ol_store_bucket_list(ctx->store, reap_bucket_one, &rb) < 0)
+    if (ol_obj_bucket_list(ctx->obj, reap_bucket_one, &rb) < 0)
         goto out;
     ri->n = 0;
     ri->cutoff_ns = ol_wall_ns() - ctx->cfg->multipart_expiry_sec * 1000000000LL;
     for (size_t b = 0; b < rb.n && ri->n < ri->cap && !reap_stopping(); b++) {
         size_t before = ri->n;
-        (void)ol_store_upload_list(ctx->store, rb.names[b], reap_upload_one, ri);
+        (void)ol_obj_upload_list(ctx->obj, rb.names[b], reap_upload_one, ri);
         for (size_t i = before; i < ri->n; i++) {
-            int rc = ol_store_upload_abort(ctx->store, ri->ids[i]);
+            int rc = ol_obj_upload_abort(ctx->obj, rb.names[b], ri->ids[i]);
             if (rc < 0 && rc != -OL_ENOUPLOAD)
                 ol_log_limited(OL_LOG_WARN, "multipart reaper: abort %s: %s", ri->ids[i],
                                ol_strerror(rc));

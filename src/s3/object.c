@@ -13,6 +13,7 @@
 #include "s3/checksum.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 #include "store/store.h"
@@ -75,12 +76,12 @@ int ol_s3_write_cond(struct ol_s3_req *r, struct ol_store_cond *cond, char etag_
 int ol_s3_write_cond_fail(struct ol_s3_req *r, const struct ol_store_cond *cond)
 {
     if (cond->if_match && !cond->if_none_match) {
-        struct ol_store_reader *rd = NULL;
-        int rc = ol_store_read_open(r->ctx->store, r->bucket, r->key, r->key_len, &rd);
+        struct ol_obj_reader *rd = NULL;
+        int rc = ol_obj_read_open(r->ctx->obj, r->bucket, r->key, r->key_len, &rd);
         if (rc == -OL_ENOKEY)
             return ol_s3_error(r, OL_S3_NoSuchKey, "The specified key does not exist.");
         if (rd)
-            ol_store_read_close(rd);
+            ol_obj_read_close(rd);
     }
     return ol_s3_error(r, OL_S3_PreconditionFailed,
                        "At least one of the pre-conditions you specified did not hold");
@@ -123,14 +124,15 @@ int ol_s3_put_object(struct ol_s3_req *r)
         return rc == -EINVAL ? ol_s3_error(r, OL_S3_InvalidTag, tag_msg) : ol_s3_error_from(r, rc);
     }
     struct ol_bucket_info bi;
-    rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    rc = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (rc < 0) {
         ol_s3_tag_attr_free(&tags);
         return ol_s3_error_from(r, rc);
     }
-    struct ol_store_writer *w;
+    struct ol_obj_writer *w;
     char etag[33];
-    rc = ol_s3_receive_body_ck(r, &w, etag, &ck);
+    struct ol_obj_target tg = {.bucket = r->bucket, .key = r->key, .key_len = r->key_len};
+    rc = ol_s3_receive_body_ck(r, &tg, &w, etag, &ck);
     if (rc < 0) {
         ol_s3_tag_attr_free(&tags);
         return ol_s3_receive_fail(r, rc, &ck);
@@ -138,7 +140,7 @@ int ol_s3_put_object(struct ol_s3_req *r)
     size_t mlen = (size_t)ml;
     if (ck.algo != OL_CK_NONE &&
         meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
-        ol_store_write_abort(w);
+        ol_obj_write_abort(w);
         ol_s3_tag_attr_free(&tags);
         return ol_s3_meta_error(r, -E2BIG);
     }
@@ -151,8 +153,7 @@ int ol_s3_put_object(struct ol_s3_req *r)
     };
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
     char vid[OL_STORE_VID_MAX];
-    rc = ol_store_write_commit_object_v(w, r->bucket, r->key, r->key_len, &info,
-                                        has_cond ? &cond : NULL, vid);
+    rc = ol_obj_write_commit_object_v(w, &info, has_cond ? &cond : NULL, vid);
     ol_s3_tag_attr_free(&tags);
     if (rc == -OL_EPRECONDITION)
         return ol_s3_write_cond_fail(r, &cond);
@@ -395,15 +396,15 @@ int ol_s3_get_object(struct ol_s3_req *r)
                                "parameter");
     }
 
-    struct ol_store_reader *rd = NULL;
+    struct ol_obj_reader *rd = NULL;
     struct ol_http_hdr *h = NULL;
     const char *want_vid = ol_s3_version_param(r);
-    int rc = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, want_vid, &rd);
+    int rc = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, want_vid, &rd);
     if (rc < 0)
         return ol_s3_version_open_error(r, rc, want_vid);
-    const struct ol_obj_info *info = ol_store_read_info(rd);
+    const struct ol_obj_info *info = ol_obj_read_info(rd);
     char vid[OL_STORE_VID_MAX];
-    bool has_vid = ol_store_read_vid(rd, vid) == 0 || want_vid;
+    bool has_vid = ol_obj_read_vid(rd, vid) == 0 || want_vid;
     char etag[72], lm[32];
     snprintf(etag, sizeof(etag), "\"%s\"", info->etag);
     ol_s3_http_date(info->mtime_ns, lm);
@@ -462,9 +463,9 @@ int ol_s3_get_object(struct ol_s3_req *r)
     bool zc = len >= OL_S3_SENDFILE_MIN;
     ssize_t n = 0;
     if (len > 0 && !r->http->is_head) {
-        n = zc ? ol_store_read_file(rd, start, len, &zfd, &zoff) : -EAGAIN;
+        n = zc ? ol_obj_read_file(rd, start, len, &zfd, &zoff) : -EAGAIN;
         if (n == -EAGAIN)
-            n = ol_store_read(rd, start, len, &data);
+            n = ol_obj_read(rd, start, len, &data);
         if (n <= 0) {
             if (n == 0)
                 n = -EIO;
@@ -557,9 +558,9 @@ int ol_s3_get_object(struct ol_s3_req *r)
     /* Each round sends at least one byte or fails. */
     while (left > 0) {
         if (!data && zfd < 0) {
-            n = zc ? ol_store_read_file(rd, off, left, &zfd, &zoff) : -EAGAIN;
+            n = zc ? ol_obj_read_file(rd, off, left, &zfd, &zoff) : -EAGAIN;
             if (n == -EAGAIN)
-                n = ol_store_read(rd, off, left, &data);
+                n = ol_obj_read(rd, off, left, &data);
             if (n <= 0) {
                 /* Headers are out: cutting the connection is the only way to
                  * tell the client the body is bad. */
@@ -594,7 +595,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
 out:
     free(h);
-    ol_store_read_close(rd);
+    ol_obj_read_close(rd);
     return rc;
 }
 
@@ -602,7 +603,7 @@ int ol_s3_delete_object(struct ol_s3_req *r)
 {
     const char *vid = ol_s3_version_param(r);
     struct ol_store_del_res res;
-    int rc = ol_store_delete_v(r->ctx->store, r->bucket, r->key, r->key_len, vid, &res);
+    int rc = ol_obj_delete_v(r->ctx->obj, r->bucket, r->key, r->key_len, vid, &res);
     if (rc < 0)
         return ol_s3_version_open_error(r, rc, vid);
     /* Versioned buckets: the marker made, or the version removed. */

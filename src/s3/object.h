@@ -32,9 +32,15 @@ struct ol_s3_body_ck {
  * names none.  0, or -OL_EBADREQUEST with ck->err_code/err_msg set. */
 int ol_s3_body_ck_parse(struct ol_s3_req *r, enum ol_ck_algo required, struct ol_s3_body_ck *ck);
 
-/* ol_s3_receive_body, also computing and checking ck's checksum (ck from
- * ol_s3_body_ck_parse; NULL for none). */
-int ol_s3_receive_body_ck(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33],
+/* Streams the request body into a new object-layer writer for target t,
+ * computing its MD5 (hex into md5_hex), checking Content-MD5, and computing
+ * and checking ck's checksum (ck from ol_s3_body_ck_parse; NULL for none).
+ * On success the caller owns *out and must commit or abort it.  -EINVAL: no
+ * length known; -OL_ETOOLARGE. */
+struct ol_obj_target;
+struct ol_obj_writer;
+int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
+                          struct ol_obj_writer **out, char md5_hex[33],
                           struct ol_s3_body_ck *ck);
 
 /* Sends the error for a failed ol_s3_body_ck_parse or ol_s3_receive_body_ck

@@ -23,7 +23,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "s3/auth.h"
-#include "s3/ec_object.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 
@@ -550,9 +550,6 @@ static int dispatch(struct ol_s3_req *r)
     int rc = refuse_unsupported(r, &refused);
     if (refused)
         return rc;
-    /* Erasure-coded drives: their own handlers (501 for what they lack). */
-    if (r->ctx->ec)
-        return ol_s3_ec_dispatch(r);
     if (!r->bucket[0]) {
         if (get || head)
             return ol_s3_list_buckets(r);
@@ -579,8 +576,8 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
     struct ol_slice p = r->http->head.path;
     bool health = p.n == 17 && memcmp(p.p, "/_openlake/health", 17) == 0;
     bool metrics = p.n == 18 && memcmp(p.p, "/_openlake/metrics", 18) == 0;
-    if (r->ctx->ec && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
-        return authed ? ol_s3_ec_admin(r) : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
+    if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
+        return authed ? ol_s3_admin(r) : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)
         return ol_s3_error(r, OL_S3_InvalidRequest, "Unknown administrative path.");
     bool pub = health ? r->ctx->cfg->health_public : r->ctx->cfg->metrics_public;

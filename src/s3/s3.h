@@ -28,12 +28,11 @@ struct ol_s3_param {
 
 #define OL_S3_MAX_PARAMS 32
 
-struct ol_s3_ec;
+struct ol_obj;
 
 struct ol_s3_ctx {
-    struct ol_store *store;
+    struct ol_obj *obj; /* the object layer (obj/obj.h): every mode, one path */
     const struct ol_cfg *cfg;
-    struct ol_s3_ec *ec; /* set in erasure-coded mode (s3/ec_object.h); store is then NULL */
 };
 
 struct ol_s3_req {
@@ -65,12 +64,6 @@ int64_t ol_s3_body_length(const struct ol_s3_req *r);
  * has been read to its end: the NUL-terminated value (borrowed, valid for the
  * request), or NULL. */
 const char *ol_s3_body_trailer(const struct ol_s3_req *r, const char *name);
-
-struct ol_store_writer;
-/* Streams the request body into a new store writer, computing its MD5 (hex
- * into md5_hex) and checking Content-MD5.  On success the caller owns *out
- * and must commit or abort it.  -EINVAL: no length known; -OL_ETOOLARGE. */
-int ol_s3_receive_body(struct ol_s3_req *r, struct ol_store_writer **out, char md5_hex[33]);
 
 /* Query parameters. */
 const struct ol_s3_param *ol_s3_param(const struct ol_s3_req *r, const char *name);
@@ -160,12 +153,12 @@ const char *ol_s3_tag_check(const char *s, size_t n, bool is_key, bool reserved_
 /* Number of tags on r's object (0 when none), or a negative store error;
  * GetObject/HeadObject send it as x-amz-tagging-count when positive. */
 int ol_s3_tagging_count(struct ol_s3_req *r);
-struct ol_store_reader;
+struct ol_obj_reader;
 /* The same from an open reader's snapshot (no index lookup): 0 when none. */
-int ol_s3_tagging_count_of(const struct ol_store_reader *rd);
+int ol_s3_tagging_count_of(const struct ol_obj_reader *rd);
 /* Whether the version rd holds has tag key (key_len bytes) with value val
  * (val_len bytes): the lifecycle worker's tag filter. */
-bool ol_s3_tagging_has(const struct ol_store_reader *rd, const char *key, size_t key_len,
+bool ol_s3_tagging_has(const struct ol_obj_reader *rd, const char *key, size_t key_len,
                        const char *val, size_t val_len);
 /* Reads a small request document (tagging, CORS, lifecycle) of at most max
  * bytes into *out (malloc'ed, NUL-terminated; the caller frees it) and checks
@@ -200,6 +193,9 @@ int ol_s3_cors_preflight(struct ol_s3_req *r); /* OPTIONS */
 #define OL_S3_CORS_STORE_BYTES 2048
 size_t ol_s3_cors_headers(struct ol_s3_req *r, struct ol_http_hdr *out, size_t max, char *store,
                           size_t cap);
+/* admin.c: /_openlake/admin/... of an erasure-coded deployment (the router
+ * authenticates). */
+int ol_s3_admin(struct ol_s3_req *r);
 /* lifecycle.c */
 int ol_s3_get_bucket_lifecycle(struct ol_s3_req *r);
 int ol_s3_put_bucket_lifecycle(struct ol_s3_req *r);

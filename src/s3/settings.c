@@ -1,3 +1,4 @@
+#include "obj/obj.h"
 #include "s3/settings.h"
 
 #include <errno.h>
@@ -5,7 +6,6 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "s3/ec_object.h"
 #include "store/store.h"
 
 static uint64_t ol_s3_settings_generation = 1;
@@ -28,23 +28,15 @@ int ol_s3_setting_read(const struct ol_s3_ctx *ctx, const char *bucket,
     int ret = 0;
     *out = NULL;
     *len = 0;
-    struct ol_store *st = ctx->store;
-    if (!st) {
-        if (!ctx->ec)
-            return -OL_ENOBUCKET;
-        int ex = ol_s3_ec_bucket_exists(ctx->ec, bucket);
-        if (ex < 0)
-            return ex;
-        return ex ? -OL_ENOCONFIG : -OL_ENOBUCKET;
-    }
-    ssize_t n = ol_store_bucket_config_get(st, bucket, d->name, small, sizeof(small));
+    struct ol_obj *st = ctx->obj;
+    ssize_t n = ol_obj_bucket_config_get(st, bucket, d->name, small, sizeof(small));
     if (n == -ENOBUFS) {
         heap = malloc(d->stored_max + 1);
         if (!heap) {
             ret = -ENOMEM;
             goto out;
         }
-        n = ol_store_bucket_config_get(st, bucket, d->name, heap, d->stored_max);
+        n = ol_obj_bucket_config_get(st, bucket, d->name, heap, d->stored_max);
     }
     if (n < 0) {
         ret = (int)n;
@@ -75,9 +67,9 @@ int ol_s3_setting_put(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
     char *doc = NULL;
     size_t len = 0;
     struct ol_bucket_info bi;
-    if (!r->ctx->store)
+    if (!r->ctx->obj)
         return ol_s3_error(r, OL_S3_NotImplemented, "Bucket settings need a single-drive store.");
-    int ret = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+    int ret = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
@@ -103,7 +95,7 @@ int ol_s3_setting_put(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
         ret = ol_s3_error_from(r, -ENOMEM);
         goto out;
     }
-    ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, d->name, x.buf, x.len);
+    ret = ol_obj_bucket_config_put(r->ctx->obj, r->bucket, d->name, x.buf, x.len);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
@@ -141,9 +133,9 @@ out:
 
 int ol_s3_setting_delete(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
 {
-    if (!r->ctx->store)
+    if (!r->ctx->obj)
         return ol_s3_error(r, OL_S3_NotImplemented, "Bucket settings need a single-drive store.");
-    int ret = ol_store_bucket_config_put(r->ctx->store, r->bucket, d->name, NULL, 0);
+    int ret = ol_obj_bucket_config_put(r->ctx->obj, r->bucket, d->name, NULL, 0);
     if (ret == -OL_ENOCONFIG)
         ret = 0;
     if (ret == 0)

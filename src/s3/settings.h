@@ -34,7 +34,7 @@ int ol_s3_setting_delete(struct ol_s3_req *r, const struct ol_s3_setting_doc *d)
 /* Reads the stored document of a bucket into a malloc'ed, NUL-terminated
  * buffer (a stack buffer is tried first: most are small).  0, -OL_ENOCONFIG,
  * -OL_ENOBUCKET, -OL_EQUORUM, -ENOMEM.  Every settings read goes through
- * here, whatever the mode: with erasure-coded drives (ctx->ec, no ctx->store)
+ * here, whatever the mode: with erasure-coded drives (ctx->ec, no ctx->obj)
  * no bucket has settings (that mode answers 501 to every settings operation),
  * so an existing bucket answers -OL_ENOCONFIG. */
 int ol_s3_setting_read(const struct ol_s3_ctx *ctx, const char *bucket,

@@ -34,6 +34,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 #include "store/store.h"
@@ -262,7 +263,7 @@ static int ol_tagset_store(struct ol_s3_req *r, const struct ol_tagset *t,
 {
     bool set = t && t->n;
     vid[0] = 0;
-    return ol_store_object_attr_put_v(r->ctx->store, r->bucket, r->key, r->key_len,
+    return ol_obj_attr_put_v(r->ctx->obj, r->bucket, r->key, r->key_len,
                                       ol_s3_version_param(r), OL_TAGS_ATTR,
                                       set ? t->blob : NULL, set ? t->len : 0, vid);
 }
@@ -340,7 +341,7 @@ static ssize_t ol_tags_read(struct ol_s3_req *r, struct ol_tagset *t)
         rc = -ENOMEM;
         goto out;
     }
-    rc = ol_store_object_attr_get(r->ctx->store, r->bucket, r->key, r->key_len, OL_TAGS_ATTR, blob,
+    rc = ol_obj_attr_get(r->ctx->obj, r->bucket, r->key, r->key_len, OL_TAGS_ATTR, blob,
                                   OL_TAGS_BLOB_MAX);
     if (ol_tags_unset(rc))
         rc = 0;
@@ -358,7 +359,7 @@ static int ol_tags_count_blob(const char *blob, size_t len);
 int ol_s3_tagging_count(struct ol_s3_req *r)
 {
     char blob[OL_TAGS_BLOB_MAX / 4];
-    ssize_t rc = ol_store_object_attr_get(r->ctx->store, r->bucket, r->key, r->key_len,
+    ssize_t rc = ol_obj_attr_get(r->ctx->obj, r->bucket, r->key, r->key_len,
                                           OL_TAGS_ATTR, blob, sizeof(blob));
     if (ol_tags_unset(rc))
         return 0;
@@ -384,12 +385,12 @@ static int ol_tags_count_blob(const char *blob, size_t len)
     return nul / 2;
 }
 
-bool ol_s3_tagging_has(const struct ol_store_reader *rd, const char *key, size_t key_len,
+bool ol_s3_tagging_has(const struct ol_obj_reader *rd, const char *key, size_t key_len,
                        const char *val, size_t val_len)
 {
     const uint8_t *blob = NULL;
     size_t len = 0;
-    if (ol_store_read_attr(rd, OL_TAGS_ATTR, &blob, &len) != 0)
+    if (ol_obj_read_attr(rd, OL_TAGS_ATTR, &blob, &len) != 0)
         return false;
     /* "key\0value\0" per tag; a damaged tail ends the walk. */
     size_t at = 0;
@@ -409,11 +410,11 @@ bool ol_s3_tagging_has(const struct ol_store_reader *rd, const char *key, size_t
     return false;
 }
 
-int ol_s3_tagging_count_of(const struct ol_store_reader *rd)
+int ol_s3_tagging_count_of(const struct ol_obj_reader *rd)
 {
     const uint8_t *val;
     size_t len;
-    if (ol_store_read_attr(rd, OL_TAGS_ATTR, &val, &len) != 0)
+    if (ol_obj_read_attr(rd, OL_TAGS_ATTR, &val, &len) != 0)
         return 0;
     return ol_tags_count_blob((const char *)val, len);
 }
@@ -490,11 +491,11 @@ static int ol_tag_on_text(void *ctx, const char *path, const char *text, size_t 
  * sending that answer. */
 static int ol_s3_version_check(struct ol_s3_req *r, int *answer)
 {
-    struct ol_store_reader *rd = NULL;
+    struct ol_obj_reader *rd = NULL;
     const char *vid = ol_s3_version_param(r);
-    int rc = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, vid, &rd);
+    int rc = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, vid, &rd);
     if (rc == 0) {
-        ol_store_read_close(rd);
+        ol_obj_read_close(rd);
         return 0;
     }
     *answer = ol_s3_version_open_error(r, rc, vid);
@@ -550,7 +551,7 @@ int ol_s3_get_object_tagging(struct ol_s3_req *r)
 {
     struct ol_xml x;
     ol_xml_init(&x);
-    struct ol_store_reader *rd = NULL;
+    struct ol_obj_reader *rd = NULL;
     struct ol_tagset *t = malloc(sizeof(*t));
     int ret;
     if (!t) {
@@ -560,19 +561,19 @@ int ol_s3_get_object_tagging(struct ol_s3_req *r)
     /* The tags come from the snapshot of the version asked for (versionId,
      * else the current one): an object's tags are part of its entry. */
     const char *want_vid = ol_s3_version_param(r);
-    ret = ol_store_read_open_v(r->ctx->store, r->bucket, r->key, r->key_len, want_vid, &rd);
+    ret = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, want_vid, &rd);
     if (ret < 0) {
         ret = ol_s3_version_open_error(r, ret, want_vid);
         goto out;
     }
     const uint8_t *val = NULL;
     size_t vlen = 0;
-    if (ol_store_read_attr(rd, OL_TAGS_ATTR, &val, &vlen) == 0)
+    if (ol_obj_read_attr(rd, OL_TAGS_ATTR, &val, &vlen) == 0)
         ol_tagset_load(t, (const char *)val, vlen);
     else
         t->n = 0;
     char vid[OL_STORE_VID_MAX];
-    bool has_vid = ol_store_read_vid(rd, vid) == 0 || want_vid;
+    bool has_vid = ol_obj_read_vid(rd, vid) == 0 || want_vid;
     ol_xml_begin_doc(&x, "Tagging");
     ol_xml_open(&x, "TagSet");
     for (size_t i = 0; i < t->n; i++) {
@@ -586,7 +587,7 @@ int ol_s3_get_object_tagging(struct ol_s3_req *r)
     ret = ol_s3_send_xml_hdrs(r, 200, &x, vh, has_vid ? 1 : 0);
 out:
     if (rd)
-        ol_store_read_close(rd);
+        ol_obj_read_close(rd);
     ol_xml_free(&x);
     free(t);
     return ret;

@@ -8,6 +8,7 @@
 
 #include "core/err.h"
 #include "s3/list.h"
+#include "obj/obj.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -17,7 +18,7 @@
 int ol_s3_get_bucket_versioning(struct ol_s3_req *r)
 {
     enum ol_versioning v;
-    int rc = ol_store_versioning_get(r->ctx->store, r->bucket, &v);
+    int rc = ol_obj_versioning_get(r->ctx->obj, r->bucket, &v);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     struct ol_xml x;
@@ -88,14 +89,14 @@ int ol_s3_put_bucket_versioning(struct ol_s3_req *r)
     } else if (d.status[0] == 0) {
         /* No Status leaves the state as it is (S3 does the same). */
         struct ol_bucket_info bi;
-        rc = ol_store_bucket_get(r->ctx->store, r->bucket, &bi);
+        rc = ol_obj_bucket_get(r->ctx->obj, r->bucket, &bi);
         return rc < 0 ? ol_s3_error_from(r, rc) : ol_s3_send_empty(r, 200, NULL, 0);
     } else {
         return ol_s3_error(r, OL_S3_MalformedXML,
                            "The XML you provided was not well-formed or did not validate "
                            "against our published schema.");
     }
-    rc = ol_store_versioning_put(r->ctx->store, r->bucket, v);
+    rc = ol_obj_versioning_put(r->ctx->obj, r->bucket, v);
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     return ol_s3_send_empty(r, 200, NULL, 0);
@@ -192,13 +193,13 @@ struct vlist {
 /* Skips the versions at or before the markers: every version of key-marker,
  * or those of its versions up to and including version-id-marker.  Returns 1
  * with a version not skipped (the caller's first), 0 at the end, or an error. */
-static int skip_markers(struct ol_store_viter *it, const struct ol_s3_param *km,
+static int skip_markers(struct ol_obj_viter *it, const struct ol_s3_param *km,
                         const struct ol_s3_param *vm, const char **key, size_t *kl,
                         struct ol_version_info *vi)
 {
     bool past_vid = !vm || !vm->value[0];
     for (uint32_t guard = 0; guard < OL_VERSIONS_SCAN_MAX; guard++) {
-        int rc = ol_store_viter_next(it, key, kl, vi);
+        int rc = ol_obj_viter_next(it, key, kl, vi);
         if (rc)
             return rc == 1 ? 0 : rc;
         if (!km || *kl != km->value_len || memcmp(*key, km->value, *kl) != 0)
@@ -244,8 +245,8 @@ int ol_s3_list_object_versions(struct ol_s3_req *r)
     ol_xml_init(&x);
     struct ol_xml body;
     ol_xml_init(&body);
-    struct ol_store_viter *it = NULL;
-    int rc = ol_store_viter_open(r->ctx->store, r->bucket, &it);
+    struct ol_obj_viter *it = NULL;
+    int rc = ol_obj_viter_open(r->ctx->obj, r->bucket, &it);
     if (rc < 0) {
         rc = ol_s3_error_from(r, rc);
         goto out;
@@ -256,7 +257,7 @@ int ol_s3_list_object_versions(struct ol_s3_req *r)
     if (km && (km->value_len > L.pl ? memcmp(km->value, L.prefix, L.pl) >= 0
                                     : memcmp(km->value, L.prefix, km->value_len) > 0))
         from = km->value, from_len = km->value_len;
-    rc = ol_store_viter_seek(it, from, from_len);
+    rc = ol_obj_viter_seek(it, from, from_len);
     const char *key = NULL;
     size_t kl = 0;
     struct ol_version_info vi;
@@ -289,7 +290,7 @@ int ol_s3_list_object_versions(struct ol_s3_req *r)
                     char succ[OL_S3_MAX_KEY + 1];
                     size_t sl = ol_s3_prefix_successor(L.last_cp, cpl, succ);
                     if (sl > 0) {
-                        rc = ol_store_viter_seek(it, succ, sl);
+                        rc = ol_obj_viter_seek(it, succ, sl);
                         if (rc < 0)
                             break;
                     }
@@ -306,7 +307,7 @@ int ol_s3_list_object_versions(struct ol_s3_req *r)
                 snprintf(L.next_vid, sizeof(L.next_vid), "%s", vi.vid);
             }
         }
-        have = ol_store_viter_next(it, &key, &kl, &vi);
+        have = ol_obj_viter_next(it, &key, &kl, &vi);
         have = have == 0 ? 1 : have == 1 ? 0 : have;
     }
     if (rc == 0 && have < 0)
@@ -338,7 +339,7 @@ int ol_s3_list_object_versions(struct ol_s3_req *r)
     ol_xml_end_doc(&x);
     rc = x.failed ? ol_s3_error_from(r, -ENOMEM) : ol_s3_send_xml(r, 200, &x);
 out:
-    ol_store_viter_close(it);
+    ol_obj_viter_close(it);
     ol_xml_free(&body);
     ol_xml_free(&x);
     return rc;
@@ -390,7 +391,7 @@ int ol_s3_version_open_error(struct ol_s3_req *r, int err, const char *vid)
     if (err == -OL_ENOKEY && !vid) {
         char mvid[OL_STORE_VID_MAX];
         int64_t mt = 0;
-        if (ol_store_latest_marker(r->ctx->store, r->bucket, r->key, r->key_len, mvid, &mt) == 1)
+        if (ol_obj_latest_marker(r->ctx->obj, r->bucket, r->key, r->key_len, mvid, &mt) == 1)
             return send_marker_error(r, 404, OL_S3_NoSuchKey, "The specified key does not exist.",
                                      mvid, mt);
     }

@@ -33,7 +33,8 @@
 #include "core/loop.h"
 #include "ec/placement.h"
 #include "http/conn.h"
-#include "s3/ec_object.h"
+#include "deploy/deploy.h"
+#include "obj/obj.h"
 #include "s3/router.h"
 #include "store/store.h"
 
@@ -89,7 +90,8 @@ struct worker {
 struct server {
     struct ol_cfg *cfg;
     struct ol_store *store; /* one directory */
-    struct ol_s3_ec *ec;    /* several: erasure-coded (s3/ec_object.h) */
+    struct ol_deploy *ec;   /* several: erasure-coded (deploy/deploy.h) */
+    struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
@@ -448,17 +450,15 @@ static void start_accepting(void *arg)
     int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
     OL_ASSERT(rc == 0);
     __atomic_store_n(&w->accepting, 1, __ATOMIC_RELEASE);
-    /* Loop 0 runs the erasure-coded deployment's scrubber; the store-based
-     * workers need the single store. */
+    /* Loop 0 runs the erasure-coded deployment's scrubber. */
     if (ol_loop_id(w->loop) == 0 && w->srv->ec) {
-        rc = ol_fiber_spawn(w->loop, ol_s3_ec_scrub_fiber, &w->srv->router.ctx);
+        rc = ol_fiber_spawn(w->loop, ol_deploy_scrub_fiber, w->srv->ec);
         OL_ASSERT(rc == 0);
         /* The drive monitor: drive states, probes, heal after a return. */
-        rc = ol_fiber_spawn(w->loop, ol_s3_ec_monitor_fiber, &w->srv->router.ctx);
+        rc = ol_fiber_spawn(w->loop, ol_deploy_monitor_fiber, w->srv->ec);
         OL_ASSERT(rc == 0);
-        return;
     }
-    /* Loop 0 also runs the bucket lifecycle worker (s3.h). */
+    /* Loop 0 also runs the bucket lifecycle worker (s3.h), in every mode. */
     if (ol_loop_id(w->loop) == 0) {
         rc = ol_fiber_spawn(w->loop, ol_s3_lifecycle_fiber, &w->srv->router.ctx);
         OL_ASSERT(rc == 0);
@@ -523,7 +523,7 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("# TYPE openlake_body_memory_refused_total counter\n");
     EMIT("openlake_body_memory_refused_total %" PRIu64 "\n", ol_bodymem_refused());
     if (srv->ec) {
-        ol_s3_ec_metrics(srv->ec, b, cap, &n);
+        ol_deploy_metrics(srv->ec, b, cap, &n);
         *text = b;
         *len = n;
         return;
@@ -633,7 +633,7 @@ int ol_server_run(struct ol_cfg *cfg)
     so.commit_batch = (unsigned)cfg->commit_batch;
     so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
     if (cfg->ndrive_dirs > 1) {
-        rc = ol_s3_ec_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, &so, &srv.ec, err, sizeof(err));
+        rc = ol_deploy_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, &so, &srv.ec, err, sizeof(err));
         if (rc < 0) {
             fprintf(stderr, "openlake: %s\n", err);
             return 1;
@@ -652,8 +652,12 @@ int ol_server_run(struct ol_cfg *cfg)
     }
 
 opened:
-    srv.router.ctx.store = srv.store;
-    srv.router.ctx.ec = srv.ec;
+    rc = srv.ec ? ol_obj_open_ec(srv.ec, &srv.obj) : ol_obj_open_store(srv.store, &srv.obj);
+    if (rc < 0) {
+        fprintf(stderr, "openlake: %s\n", ol_strerror(rc));
+        return 1;
+    }
+    srv.router.ctx.obj = srv.obj;
     srv.router.ctx.cfg = cfg;
     srv.router.hooks.metrics = metrics;
     srv.router.hooks.ctx = &srv;
@@ -676,7 +680,7 @@ opened:
         free(srv.workers);
         if (srv.store)
             ol_store_close(srv.store);
-        ol_s3_ec_close(srv.ec);
+        ol_deploy_close(srv.ec);
         return 1;
     }
     srv.nworkers = n;
@@ -717,7 +721,7 @@ opened:
     if (exit_code == 0) {
         char where[1100];
         if (srv.ec)
-            ol_s3_ec_describe(srv.ec, where, sizeof(where));
+            ol_deploy_describe(srv.ec, where, sizeof(where));
         else
             snprintf(where, sizeof(where), "%s", cfg->data_dir);
         fprintf(stderr,
@@ -760,9 +764,10 @@ opened:
         if (srv.workers[i].listen_fd >= 0)
             close(srv.workers[i].listen_fd);
     }
+    ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);
-    ol_s3_ec_close(srv.ec);
+    ol_deploy_close(srv.ec);
     free(srv.workers);
     ip_table_free(&srv.ips);
     ol_info("stopped");

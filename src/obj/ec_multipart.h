@@ -1,9 +1,10 @@
-/* Multipart uploads over erasure-coded drives (docs/EC.md, section 7).
+/* Multipart uploads over erasure sets (docs/EC.md, section 7): the object
+ * layer's upload calls (obj/ec.h) and the manifest objects they make.
  *
  * Every uploaded part is an erasure-coded object of its own, and so is the
  * upload itself; both live in the real bucket under keys that begin with NUL,
  * which no S3 key can hold (the router refuses it), so they can never collide
- * with an S3 key, and the listing iterator (ec_object.c) starts after them:
+ * with an S3 key, and the listing iterator (obj/ec.c) starts after them:
  *
  *   "\0mu\0<upload id>"                  the upload record: key, metadata, time
  *   "\0mp\0<upload id>\0<part, 5 digits>" a part's bytes, its MD5 as the etag
@@ -30,65 +31,50 @@
  * record).  A crash between the steps leaves orphans (garbage, never a torn
  * object).
  *
- * Threads: every call runs on the request's fiber, like ec_object.c.
+ * Threads: every call runs on the caller's fiber, like obj/ec.c.
  */
-#ifndef OL_S3_EC_MULTIPART_H
-#define OL_S3_EC_MULTIPART_H
+#ifndef OL_OBJ_EC_MULTIPART_H
+#define OL_OBJ_EC_MULTIPART_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "s3/s3.h"
-
-struct ol_s3_ec;
+struct ol_deploy;
 struct ol_eset_obj;
-struct ol_upload_info;
-struct ol_part_info;
 
 /* Listings start after this key: every internal key sorts below it. */
-#define OL_S3_EC_MP_LIST_FLOOR "\0\xff"
+#define OL_EC_MP_LIST_FLOOR "\0\xff"
 
-/* Handlers (routed by ol_s3_ec_dispatch). */
-int ol_s3_ec_create_multipart(struct ol_s3_req *r);
-int ol_s3_ec_upload_part(struct ol_s3_req *r);
-int ol_s3_ec_complete_multipart(struct ol_s3_req *r);
-int ol_s3_ec_abort_multipart(struct ol_s3_req *r);
-
-/* The sources of list.c's ListMultipartUploads and ListParts, with
- * ol_store_bucket_get's / ol_store_upload_*'s / ol_store_part_list's
- * contracts (borrowed pointers valid during fn; meta is not filled). */
-int ol_s3_ec_bucket_check(struct ol_s3_ec *ec, const char *bucket);
-int ol_s3_ec_upload_get(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
-                        int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
-int ol_s3_ec_upload_list(struct ol_s3_ec *ec, const char *bucket,
-                         int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
-int ol_s3_ec_part_list(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
-                       uint32_t after, int (*fn)(void *ctx, const struct ol_part_info *p),
-                       void *ctx);
+/* The key a part's writer writes (malloc'ed into *key): -OL_ENOUPLOAD for a
+ * malformed id or part number. */
+int ol_ec_part_target(struct ol_deploy *dp, const char *bucket, const char *upload_id,
+                      uint32_t part_no, char **key, size_t *klen);
 
 /* ---- manifest objects ---- */
 
-struct ol_s3_ec_manifest;
+struct ol_ec_manifest;
 /* Reads the manifest of bucket/key's version o (its metadata blob is
  * meta_len bytes).  -OL_ECORRUPT when the record does not check. */
-int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *key,
-                           size_t klen, const struct ol_eset_obj *o, uint64_t meta_len,
-                           struct ol_s3_ec_manifest **out);
+int ol_ec_manifest_load(struct ol_deploy *dp, const char *bucket, const char *key, size_t klen,
+                        const struct ol_eset_obj *o, uint64_t meta_len,
+                        struct ol_ec_manifest **out);
 /* Reads object bytes [off, off + len) from the parts (exactly, or an error). */
-int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len, void *buf);
-void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m);
+int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void *buf);
+uint32_t ol_ec_manifest_nparts(const struct ol_ec_manifest *m);
+void ol_ec_manifest_free(struct ol_ec_manifest *m);
 /* The manifest of bucket/key's current version, if it is one (*out NULL
  * otherwise, and on any error: the caller goes on, at worst leaving
  * orphaned parts).  Take it before replacing or deleting the key. */
-int ol_s3_ec_manifest_prev(struct ol_s3_ec *ec, const char *bucket, const char *key,
-                           size_t klen, struct ol_s3_ec_manifest **out);
+int ol_ec_manifest_prev(struct ol_deploy *dp, const char *bucket, const char *key, size_t klen,
+                        struct ol_ec_manifest **out);
 /* Hands the parts of m to the cleaner (a cleanup record, one quorum write;
  * the parts are removed in the background) and frees m; NULL is a no-op.
  * Call it only once the key no longer refers to m. */
-void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m);
-/* The cleaner (loop 0, started by the drive monitor): removes the parts of
- * aborted uploads and released manifests in bounded batches, resuming after
- * a restart from the cleanup records on the drives. */
-void ol_s3_ec_mp_cleaner_fiber(void *arg);
+void ol_ec_manifest_release(struct ol_deploy *dp, struct ol_ec_manifest *m);
+/* The cleaner (loop 0, started by the drive monitor; arg: the deployment):
+ * removes the parts of aborted uploads and released manifests in bounded
+ * batches, resuming after a restart from the cleanup records on the drives. */
+void ol_ec_mp_cleaner_fiber(void *arg);
 
 #endif

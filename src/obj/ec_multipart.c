@@ -1,5 +1,5 @@
-/* Multipart uploads over erasure-coded drives: see s3/ec_multipart.h. */
-#include "s3/ec_multipart.h"
+/* Multipart uploads over erasure sets: see obj/ec_multipart.h. */
+#include "obj/ec_multipart.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -20,11 +20,11 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "ec/eset.h"
-#include "s3/ec_object.h"
-#include "s3/meta.h"
-#include "s3/object.h"
+#include "deploy/deploy.h"
+#include "obj/ec.h"
 #include "store/store.h"
 
+#define MP_MAX_PARTS 10000u /* S3's limit */
 #define MP_ID_LEN 32u                            /* hex digits of an upload id */
 #define MP_UKEY_LEN (4u + MP_ID_LEN)             /* "\0mu\0" + id */
 #define MP_XKEY_LEN (4u + MP_ID_LEN)             /* "\0mx\0" + id: parts to remove */
@@ -38,7 +38,7 @@
 #define MP_MAX_UPLOADS 10000u                    /* uploads one listing looks at */
 #define MP_COMPLETE_DOC_MAX (4u << 20)
 #define OL_S3_MAX_KEY_BYTES 1024u                 /* the router's key limit */
-#define MP_REC_MAX (sizeof(struct up_head) + OL_S3_MAX_KEY_BYTES + OL_S3_META_MAX)
+#define MP_REC_MAX (sizeof(struct up_head) + OL_S3_MAX_KEY_BYTES + OL_EC_META_MAX)
 
 /* ---- on-drive records (little-endian hosts; docs/EC.md, section 7) ---- */
 
@@ -82,8 +82,8 @@ struct mf_part {
 };
 _Static_assert(sizeof(struct mf_part) == 48, "manifest entry size is on-disk format");
 
-struct ol_s3_ec_manifest {
-    struct ol_s3_ec *ec;
+struct ol_ec_manifest {
+    struct ol_deploy *ec;
     char bucket[64];
     char id[MP_ID_LEN + 1];
     uint32_t n;
@@ -115,7 +115,7 @@ static void part_key(const char *id, uint32_t part_no, char out[MP_PKEY_LEN + 1]
     memcpy(out, "\0mp\0", 4);
     memcpy(out + 4, id, MP_ID_LEN);
     out[MP_PPREFIX_LEN - 1] = 0;
-    OL_ASSERT(part_no <= OL_S3_MAX_PARTS);
+    OL_ASSERT(part_no <= MP_MAX_PARTS);
     for (unsigned i = 0; i < 5; i++) {
         out[MP_PKEY_LEN - 1 - i] = (char)('0' + part_no % 10);
         part_no /= 10;
@@ -137,11 +137,6 @@ static int new_upload_id(char out[MP_ID_LEN + 1])
     return 0;
 }
 
-static bool key_is(const struct ol_s3_req *r, const char *key, size_t klen)
-{
-    return r->key && klen == r->key_len && memcmp(key, r->key, klen) == 0;
-}
-
 /* ---- upload records ---- */
 
 struct upload {
@@ -150,17 +145,17 @@ struct upload {
     size_t klen;
     int64_t ctime_ns;
     uint32_t meta_len;
-    uint8_t meta[OL_S3_META_MAX];
+    uint8_t meta[OL_EC_META_MAX];
 };
 
 /* Loads the record of upload id in bucket: 0, -OL_ENOUPLOAD, -OL_EQUORUM,
  * -OL_ECORRUPT. */
-static int upload_load(struct ol_s3_ec *ec, const char *bucket, const char *id,
+static int upload_load(struct ol_deploy *ec, const char *bucket, const char *id,
                        struct upload *u)
 {
     char k[MP_UKEY_LEN];
     upload_key(id, k);
-    struct ol_eset *es = ol_s3_ec_set_of(ec, bucket, k, sizeof(k));
+    struct ol_eset *es = ol_deploy_set_of(ec, bucket, k, sizeof(k));
     struct ol_eset_obj o;
     uint8_t *rec = NULL;
     int rc = ol_eset_stat(es, bucket, k, sizeof(k), NULL, &o);
@@ -184,7 +179,7 @@ static int upload_load(struct ol_s3_ec *ec, const char *bucket, const char *id,
     memset(rec + offsetof(struct up_head, crc), 0, sizeof(h.crc));
     rc = -OL_ECORRUPT;
     if (h.magic != UP_MAGIC || h.version != MP_REC_VERSION || h.key_len == 0 ||
-        h.key_len > OL_S3_MAX_KEY_BYTES || h.meta_len > OL_S3_META_MAX ||
+        h.key_len > OL_S3_MAX_KEY_BYTES || h.meta_len > OL_EC_META_MAX ||
         sizeof(h) + h.key_len + h.meta_len != o.size || ol_crc32c(rec, o.size) != crc)
         goto out;
     memcpy(u->id, id, MP_ID_LEN);
@@ -198,27 +193,6 @@ static int upload_load(struct ol_s3_ec *ec, const char *bucket, const char *id,
 out:
     free(rec);
     return rc;
-}
-
-/* The upload the request names (uploadId), which must belong to its key. */
-static int upload_of_request(struct ol_s3_req *r, struct upload **out)
-{
-    const struct ol_s3_param *p = ol_s3_param(r, "uploadId");
-    *out = NULL;
-    if (!p || !id_valid(p->value, p->value_len))
-        return -OL_ENOUPLOAD;
-    struct upload *u = malloc(sizeof(*u));
-    if (!u)
-        return -ENOMEM;
-    int rc = upload_load(r->ctx->ec, r->bucket, p->value, u);
-    if (rc == 0 && !key_is(r, u->key, u->klen))
-        rc = -OL_ENOUPLOAD;
-    if (rc < 0) {
-        free(u);
-        return rc;
-    }
-    *out = u;
-    return 0;
 }
 
 /* ---- listing internal keys across the sets ---- */
@@ -252,22 +226,22 @@ static int walk_cb(void *arg, const char *key, size_t klen, const struct ol_eset
     return 0;
 }
 
-static int walk_prefix(struct ol_s3_ec *ec, const char *bucket, const char *prefix, size_t plen,
+static int walk_prefix(struct ol_deploy *ec, const char *bucket, const char *prefix, size_t plen,
                        const char *after, size_t alen,
                        int (*fn)(void *ctx, const char *key, size_t klen,
                                  const struct ol_eset_obj *o),
                        void *ctx)
 {
     OL_ASSERT(alen <= 64 && plen <= alen);
-    for (unsigned s = 0; s < ol_s3_ec_nsets(ec); s++) {
+    for (unsigned s = 0; s < ol_deploy_nsets(ec); s++) {
         struct prefix_walk w = {.prefix = prefix, .plen = plen, .fn = fn, .ctx = ctx};
         memcpy(w.last, after, alen);
         w.last_len = alen;
         /* Each round lists one page; a set holds at most the part or upload
          * keys the bounds allow, so the rounds are bounded too. */
-        for (unsigned round = 0; round < 4 * (OL_S3_MAX_PARTS + MP_MAX_UPLOADS) / MP_LIST_PAGE;
+        for (unsigned round = 0; round < 4 * (MP_MAX_PARTS + MP_MAX_UPLOADS) / MP_LIST_PAGE;
              round++) {
-            int rc = ol_eset_list(ol_s3_ec_set(ec, s), bucket, w.last, w.last_len, MP_LIST_PAGE,
+            int rc = ol_eset_list(ol_deploy_set(ec, s), bucket, w.last, w.last_len, MP_LIST_PAGE,
                                   walk_cb, &w);
             if (rc < 0)
                 return rc;
@@ -303,7 +277,7 @@ static int part_cb(void *arg, const char *key, size_t klen, const struct ol_eset
             return 0;
         pn = pn * 10 + (uint32_t)(key[i] - '0');
     }
-    if (pn < 1 || pn > OL_S3_MAX_PARTS || pn <= ps->after)
+    if (pn < 1 || pn > MP_MAX_PARTS || pn <= ps->after)
         return 0;
     if (ps->n == ps->cap) {
         unsigned cap = ps->cap ? ps->cap * 2 : 64;
@@ -320,7 +294,8 @@ static int part_cb(void *arg, const char *key, size_t klen, const struct ol_eset
     e->vid = o->vid;
     char etag[64];
     uint64_t ml, msize;
-    ol_s3_ec_etag_split(o->etag, etag, &ml, &msize);
+    bool after;
+    ol_ec_etag_split(o->etag, etag, &ml, &after, &msize);
     snprintf(e->md5, sizeof(e->md5), "%.32s", etag);
     return 0;
 }
@@ -332,7 +307,7 @@ static int part_cmp(const void *a, const void *b)
 }
 
 /* The stored parts of upload id with a number above after, ascending. */
-static int parts_collect(struct ol_s3_ec *ec, const char *bucket, const char *id, uint32_t after,
+static int parts_collect(struct ol_deploy *ec, const char *bucket, const char *id, uint32_t after,
                          struct part_set *ps)
 {
     char prefix[MP_PKEY_LEN + 1];
@@ -373,7 +348,7 @@ static const struct part_ent *part_find(const struct part_set *ps, uint32_t pn)
 
 /* ---- manifests ---- */
 
-void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m)
+void ol_ec_manifest_free(struct ol_ec_manifest *m)
 {
     if (!m)
         return;
@@ -382,7 +357,7 @@ void ol_s3_ec_manifest_free(struct ol_s3_ec_manifest *m)
     free(m);
 }
 
-static bool manifest_has(const struct ol_s3_ec_manifest *m, uint32_t pn)
+static bool manifest_has(const struct ol_ec_manifest *m, uint32_t pn)
 {
     size_t lo = 0, hi = m ? m->n : 0;
     while (lo < hi) {
@@ -398,14 +373,14 @@ static bool manifest_has(const struct ol_s3_ec_manifest *m, uint32_t pn)
 }
 
 /* Checks the entries and fills the offsets. */
-static int manifest_index(struct ol_s3_ec_manifest *m)
+static int manifest_index(struct ol_ec_manifest *m)
 {
     m->offs = malloc(sizeof(*m->offs) * (m->n ? m->n : 1));
     if (!m->offs)
         return -ENOMEM;
     uint64_t off = 0;
     for (uint32_t i = 0; i < m->n; i++) {
-        if (m->parts[i].part_no < 1 || m->parts[i].part_no > OL_S3_MAX_PARTS ||
+        if (m->parts[i].part_no < 1 || m->parts[i].part_no > MP_MAX_PARTS ||
             (i > 0 && m->parts[i].part_no <= m->parts[i - 1].part_no))
             return -OL_ECORRUPT;
         m->offs[i] = off;
@@ -414,21 +389,21 @@ static int manifest_index(struct ol_s3_ec_manifest *m)
     return off == m->size ? 0 : -OL_ECORRUPT;
 }
 
-int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *key,
+int ol_ec_manifest_load(struct ol_deploy *ec, const char *bucket, const char *key,
                            size_t klen, const struct ol_eset_obj *o, uint64_t meta_len,
-                           struct ol_s3_ec_manifest **out)
+                           struct ol_ec_manifest **out)
 {
     *out = NULL;
     if (o->size < meta_len + sizeof(struct mf_head) ||
-        o->size - meta_len > sizeof(struct mf_head) + OL_S3_MAX_PARTS * sizeof(struct mf_part))
+        o->size - meta_len > sizeof(struct mf_head) + MP_MAX_PARTS * sizeof(struct mf_part))
         return -OL_ECORRUPT;
     size_t len = (size_t)(o->size - meta_len);
     uint8_t *rec = malloc(len);
-    struct ol_s3_ec_manifest *m = calloc(1, sizeof(*m));
+    struct ol_ec_manifest *m = calloc(1, sizeof(*m));
     int rc = -ENOMEM;
     if (!rec || !m)
         goto out;
-    struct ol_eset *es = ol_s3_ec_set_of(ec, bucket, key, klen);
+    struct ol_eset *es = ol_deploy_set_of(ec, bucket, key, klen);
     rc = ol_eset_read(es, bucket, key, klen, &o->vid, meta_len, len, rec, NULL);
     if (rc < 0)
         goto out;
@@ -438,7 +413,7 @@ int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *
     memset(rec + offsetof(struct mf_head, crc), 0, sizeof(h.crc));
     rc = -OL_ECORRUPT;
     if (h.magic != MF_MAGIC || h.version != MP_REC_VERSION || h.nparts == 0 ||
-        h.nparts > OL_S3_MAX_PARTS ||
+        h.nparts > MP_MAX_PARTS ||
         sizeof(h) + (size_t)h.nparts * sizeof(struct mf_part) != len || ol_crc32c(rec, len) != crc || !id_valid(h.upload_id, MP_ID_LEN))
         goto out;
     m->ec = ec;
@@ -461,12 +436,17 @@ int ol_s3_ec_manifest_load(struct ol_s3_ec *ec, const char *bucket, const char *
 out:
     if (rc == -OL_ECORRUPT)
         ol_log_limited(OL_LOG_ERROR, "EC multipart: bad manifest in bucket %s", bucket);
-    ol_s3_ec_manifest_free(m);
+    ol_ec_manifest_free(m);
     free(rec);
     return rc;
 }
 
-int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len, void *buf)
+uint32_t ol_ec_manifest_nparts(const struct ol_ec_manifest *m)
+{
+    return (uint32_t)m->n;
+}
+
+int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void *buf)
 {
     if (off > m->size || len > m->size - off)
         return -EINVAL;
@@ -492,7 +472,7 @@ int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len
         part_key(m->id, m->parts[i].part_no, k);
         struct ol_version_id vid;
         memcpy(vid.b, m->parts[i].vid, sizeof(vid.b));
-        int rc = ol_eset_read(ol_s3_ec_set_of(m->ec, m->bucket, k, MP_PKEY_LEN), m->bucket, k,
+        int rc = ol_eset_read(ol_deploy_set_of(m->ec, m->bucket, k, MP_PKEY_LEN), m->bucket, k,
                               MP_PKEY_LEN, &vid, in, take, p, NULL);
         if (rc < 0) {
             /* A part that is gone must never read as a shorter object. */
@@ -507,29 +487,30 @@ int ol_s3_ec_manifest_read(struct ol_s3_ec_manifest *m, uint64_t off, size_t len
     return 0;
 }
 
-int ol_s3_ec_manifest_prev(struct ol_s3_ec *ec, const char *bucket, const char *key,
-                           size_t klen, struct ol_s3_ec_manifest **out)
+int ol_ec_manifest_prev(struct ol_deploy *ec, const char *bucket, const char *key,
+                           size_t klen, struct ol_ec_manifest **out)
 {
     *out = NULL;
     struct ol_eset_obj o;
-    int rc = ol_eset_stat(ol_s3_ec_set_of(ec, bucket, key, klen), bucket, key, klen, NULL, &o);
+    int rc = ol_eset_stat(ol_deploy_set_of(ec, bucket, key, klen), bucket, key, klen, NULL, &o);
     if (rc == -OL_ENOKEY)
         return 0;
     if (rc < 0)
         return rc;
     char etag[64];
     uint64_t ml, msize;
-    ol_s3_ec_etag_split(o.etag, etag, &ml, &msize);
+    bool after;
+    ol_ec_etag_split(o.etag, etag, &ml, &after, &msize);
     if (msize == UINT64_MAX)
         return 0;
-    return ol_s3_ec_manifest_load(ec, bucket, key, klen, &o, ml, out);
+    return ol_ec_manifest_load(ec, bucket, key, klen, &o, ml, out);
 }
 
-static void part_delete(struct ol_s3_ec *ec, const char *bucket, const char *id, uint32_t pn)
+static void part_delete(struct ol_deploy *ec, const char *bucket, const char *id, uint32_t pn)
 {
     char k[MP_PKEY_LEN + 1];
     part_key(id, pn, k);
-    int rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, MP_PKEY_LEN), bucket, k, MP_PKEY_LEN);
+    int rc = ol_eset_delete(ol_deploy_set_of(ec, bucket, k, MP_PKEY_LEN), bucket, k, MP_PKEY_LEN);
     if (rc < 0)
         ol_log_limited(OL_LOG_WARN, "EC multipart: cannot free part %u of upload %s in %s: %s",
                        pn, id, bucket, ol_strerror(rc));
@@ -561,11 +542,11 @@ static void xkey(const char *id, char out[MP_XKEY_LEN])
 
 /* Writes the cleanup record of upload id: from now on its parts are the
  * cleaner's. */
-static int clean_mark(struct ol_s3_ec *ec, const char *bucket, const char *id)
+static int clean_mark(struct ol_deploy *ec, const char *bucket, const char *id)
 {
     char k[MP_XKEY_LEN];
     xkey(id, k);
-    return ol_eset_put(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k), NULL, 0,
+    return ol_eset_put(ol_deploy_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k), NULL, 0,
                        "cleanup", NULL);
 }
 
@@ -576,7 +557,7 @@ static void clean_kick(void)
 
 /* Removes every part of upload id, then its cleanup record.  Stops early
  * (record kept: the next pass resumes) on an error or when the loop stops. */
-static int clean_upload(struct ol_s3_ec *ec, const char *bucket, const char *id,
+static int clean_upload(struct ol_deploy *ec, const char *bucket, const char *id,
                         const struct ol_loop *loop)
 {
     /* Each round lists the parts left and removes them in batches; a part
@@ -605,7 +586,7 @@ static int clean_upload(struct ol_s3_ec *ec, const char *bucket, const char *id,
     }
     char k[MP_XKEY_LEN];
     xkey(id, k);
-    int rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+    int rc = ol_eset_delete(ol_deploy_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
     if (rc == 0)
         ol_info("EC multipart: removed the parts of upload %s in %s", id, bucket);
     return rc;
@@ -630,7 +611,7 @@ static int xid_cb(void *arg, const char *key, size_t klen, const struct ol_eset_
 }
 
 struct clean_ctx {
-    struct ol_s3_ec *ec;
+    struct ol_deploy *ec;
     const struct ol_loop *loop;
     unsigned cleaned;
 };
@@ -657,10 +638,9 @@ static int clean_bucket(void *arg, const char *bucket)
     return rc;
 }
 
-void ol_s3_ec_mp_cleaner_fiber(void *arg)
+void ol_ec_mp_cleaner_fiber(void *arg)
 {
-    struct ol_s3_ctx *ctx = arg;
-    struct ol_s3_ec *ec = ctx->ec;
+    struct ol_deploy *ec = arg;
     struct ol_loop *loop = ol_loop_current();
     unsigned seen = atomic_load(&clean_kicks) + 1; /* a first pass at start */
     while (!ol_loop_stopping(loop)) {
@@ -674,13 +654,13 @@ void ol_s3_ec_mp_cleaner_fiber(void *arg)
             break;
         seen = atomic_load(&clean_kicks);
         struct clean_ctx c = {.ec = ec, .loop = loop};
-        (void)ol_s3_ec_each_bucket(ec, clean_bucket, &c);
+        (void)ol_deploy_each_bucket(ec, clean_bucket, &c);
         if (c.cleaned > 0)
             ol_debug("EC multipart: removed the parts of %u uploads", c.cleaned);
     }
 }
 
-void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m)
+void ol_ec_manifest_release(struct ol_deploy *ec, struct ol_ec_manifest *m)
 {
     if (!m)
         return;
@@ -692,13 +672,13 @@ void ol_s3_ec_manifest_release(struct ol_s3_ec *ec, struct ol_s3_ec_manifest *m)
         for (uint32_t i = 0; i < m->n; i++)
             part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
     }
-    ol_s3_ec_manifest_free(m);
+    ol_ec_manifest_free(m);
 }
 
 /* Deletes every stored part of upload id that keep (may be NULL) does not
  * list, then (with record) the upload record.  0 or the listing's error. */
-static int upload_free(struct ol_s3_ec *ec, const char *bucket, const char *id,
-                       const struct ol_s3_ec_manifest *keep, bool record)
+static int upload_free(struct ol_deploy *ec, const char *bucket, const char *id,
+                       const struct ol_ec_manifest *keep, bool record)
 {
     struct part_set ps;
     int rc = parts_collect(ec, bucket, id, 0, &ps);
@@ -711,158 +691,70 @@ static int upload_free(struct ol_s3_ec *ec, const char *bucket, const char *id,
     if (record) {
         char k[MP_UKEY_LEN];
         upload_key(id, k);
-        rc = ol_eset_delete(ol_s3_ec_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
+        rc = ol_eset_delete(ol_deploy_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k));
     }
     return rc;
 }
 
 /* ---- handlers ---- */
 
-static int not_implemented(struct ol_s3_req *r)
-{
-    return ol_s3_error(r, OL_S3_NotImplemented,
-                       "This operation is not implemented with erasure-coded drives yet.");
-}
+/* ---- the object layer's calls (obj/ec.h) ---- */
 
-static bool checksum_headers(struct ol_s3_req *r)
+int ol_ec_upload_create(struct ol_deploy *ec, const char *bucket, const char *key,
+                        size_t key_len, const uint8_t *meta, uint32_t meta_len, int64_t ctime_ns,
+                        char upload_id[40])
 {
-    for (unsigned i = 0; i < r->http->head.nheaders; i++) {
-        const struct ol_slice *n = &r->http->head.headers[i].name;
-        if (n->n >= 15 && strncasecmp(n->p, "x-amz-checksum-", 15) == 0)
-            return true;
-    }
-    return ol_s3_header(r, "x-amz-sdk-checksum-algorithm") || ol_s3_header(r, "x-amz-trailer");
-}
-
-int ol_s3_ec_create_multipart(struct ol_s3_req *r)
-{
-    struct ol_s3_ec *ec = r->ctx->ec;
-    if (checksum_headers(r) || ol_s3_header(r, "x-amz-tagging"))
-        return not_implemented(r);
-    int ex = ol_s3_ec_bucket_exists(ec, r->bucket);
+    int ex = ol_deploy_bucket_exists(ec, bucket);
     if (ex <= 0)
-        return ex < 0 ? ol_s3_ec_error(r, ex) : ol_s3_error_from(r, -OL_ENOBUCKET);
+        return ex < 0 ? ex : -OL_ENOBUCKET;
+    if (key_len > OL_S3_MAX_KEY_BYTES || meta_len > OL_EC_META_MAX)
+        return -EINVAL;
     uint8_t *rec = malloc(MP_REC_MAX);
-    int rc = -ENOMEM;
     if (!rec)
-        return ol_s3_ec_error(r, rc);
+        return -ENOMEM;
     struct up_head h = {.magic = UP_MAGIC, .version = MP_REC_VERSION,
-                        .key_len = (uint32_t)r->key_len, .ctime_ns = r->now_ns};
-    int ml = ol_s3_meta_encode(r, rec + sizeof(h) + r->key_len, OL_S3_META_MAX);
-    if (ml < 0) {
-        rc = ol_s3_meta_error(r, ml);
-        goto out;
-    }
-    h.meta_len = (uint32_t)ml;
+                        .key_len = (uint32_t)key_len, .meta_len = meta_len,
+                        .ctime_ns = ctime_ns};
     memcpy(rec, &h, sizeof(h));
-    memcpy(rec + sizeof(h), r->key, r->key_len);
-    size_t len = sizeof(h) + r->key_len + (size_t)ml;
+    memcpy(rec + sizeof(h), key, key_len);
+    memcpy(rec + sizeof(h) + key_len, meta, meta_len);
+    size_t len = sizeof(h) + key_len + meta_len;
     uint32_t crc = ol_crc32c(rec, len);
     memcpy(rec + offsetof(struct up_head, crc), &crc, sizeof(crc));
     char id[MP_ID_LEN + 1], k[MP_UKEY_LEN];
-    rc = new_upload_id(id);
+    int rc = new_upload_id(id);
     if (rc == 0) {
         upload_key(id, k);
-        rc = ol_eset_put(ol_s3_ec_set_of(ec, r->bucket, k, sizeof(k)), r->bucket, k, sizeof(k),
-                         rec, len, "upload", NULL);
+        rc = ol_eset_put(ol_deploy_set_of(ec, bucket, k, sizeof(k)), bucket, k, sizeof(k), rec,
+                         len, "upload", NULL);
     }
-    if (rc < 0) {
-        rc = ol_s3_ec_error(r, rc);
-        goto out;
-    }
-    struct ol_xml x;
-    ol_xml_init(&x);
-    ol_xml_begin_doc(&x, "InitiateMultipartUploadResult");
-    ol_xml_str(&x, "Bucket", r->bucket);
-    ol_xml_text(&x, "Key", r->key, r->key_len);
-    ol_xml_str(&x, "UploadId", id);
-    ol_xml_end_doc(&x);
-    rc = ol_s3_send_xml(r, 200, &x);
-    ol_xml_free(&x);
-out:
     free(rec);
+    if (rc == 0)
+        snprintf(upload_id, 40, "%s", id);
     return rc;
 }
 
-int ol_s3_ec_upload_part(struct ol_s3_req *r)
+int ol_ec_part_target(struct ol_deploy *ec, const char *bucket, const char *upload_id,
+                      uint32_t part_no, char **key, size_t *klen)
 {
-    struct ol_s3_ec *ec = r->ctx->ec;
-    const struct ol_s3_param *pn = ol_s3_param(r, "partNumber");
-    char *end = NULL;
-    long part = pn ? strtol(pn->value, &end, 10) : 0;
-    struct upload *u = NULL;
-    struct ol_eset_put *p = NULL;
-    int rc;
-    if (!pn || !end || *end || part < 1 || part > OL_S3_MAX_PARTS) {
-        rc = ol_s3_error(r, OL_S3_InvalidArgument,
-                         "Part number must be an integer between 1 and 10000, inclusive.");
-        goto refuse;
-    }
-    if (checksum_headers(r)) {
-        rc = not_implemented(r);
-        goto refuse;
-    }
-    int64_t len = ol_s3_body_length(r);
-    if (len < 0) {
-        rc = ol_s3_error(r, OL_S3_MissingContentLength,
-                         "You must provide the Content-Length HTTP header.");
-        goto refuse;
-    }
-    if (len > r->ctx->cfg->max_object_bytes) {
-        rc = ol_s3_error(r, OL_S3_EntityTooLarge,
-                         "Your proposed upload exceeds the maximum allowed size.");
-        goto refuse;
-    }
-    rc = upload_of_request(r, &u);
-    if (rc < 0) {
-        rc = rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
-        goto refuse;
-    }
-    char k[MP_PKEY_LEN + 1];
-    part_key(u->id, (uint32_t)part, k);
-    struct ol_eset *pes = ol_s3_ec_set_of(ec, r->bucket, k, MP_PKEY_LEN);
-    rc = ol_eset_put_begin(pes, r->bucket, k, MP_PKEY_LEN, &p);
-    uint8_t dig[16];
-    if (rc == 0)
-        rc = ol_s3_ec_receive(r, p, pes, (uint64_t)len, dig);
-    if (rc < 0) {
-        if (p)
-            ol_eset_put_abort(p);
-        p = NULL;
-        rc = ol_s3_ec_error(r, rc);
-        goto refuse;
-    }
-    static const char hx[] = "0123456789abcdef";
-    char etag[33], q[40];
-    for (int i = 0; i < 16; i++) {
-        etag[2 * i] = hx[dig[i] >> 4];
-        etag[2 * i + 1] = hx[dig[i] & 15];
-    }
-    etag[32] = 0;
-    rc = ol_eset_put_commit(p, etag, r->now_ns, NULL);
-    p = NULL;
-    if (rc < 0) {
-        rc = ol_s3_ec_error(r, rc);
-        goto out;
-    }
-    snprintf(q, sizeof(q), "\"%s\"", etag);
-    struct ol_http_hdr h[] = {{"ETag", q}};
-    rc = ol_s3_send_empty(r, 200, h, 1);
-    goto out;
-refuse:
-    /* The body was not (fully) read: the connection cannot be reused. */
-    if (!ol_http_body_done(r->conn))
-        ol_http_set_close(r->conn);
-out:
-    free(u);
-    return rc;
+    (void)ec;
+    (void)bucket;
+    if (!id_valid(upload_id, strlen(upload_id)) || part_no < 1 || part_no > MP_MAX_PARTS)
+        return -OL_ENOUPLOAD;
+    char *k = malloc(MP_PKEY_LEN + 1);
+    if (!k)
+        return -ENOMEM;
+    part_key(upload_id, part_no, k);
+    *key = k;
+    *klen = MP_PKEY_LEN;
+    return 0;
 }
 
 /* Builds the manifest of the listed parts (validated against the stored
  * ones) and its record.  -OL_EPARTORDER, -OL_EINVALIDPART, -OL_ETOOSMALL. */
 static int manifest_build(const struct upload *u, const struct ol_complete_part *cp, uint32_t n,
                           const struct part_set *ps, uint64_t min_part,
-                          struct ol_s3_ec_manifest *m)
+                          struct ol_ec_manifest *m)
 {
     for (uint32_t i = 1; i < n; i++)
         if (cp[i].part_no <= cp[i - 1].part_no)
@@ -893,166 +785,128 @@ static int manifest_build(const struct upload *u, const struct ol_complete_part 
     return manifest_index(m);
 }
 
-int ol_s3_ec_complete_multipart(struct ol_s3_req *r)
+int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *upload_id,
+                          const struct ol_complete_part *cp, uint32_t n, uint64_t min_part_bytes,
+                          struct ol_obj_info *info, const struct ol_store_cond *cond)
 {
-    struct ol_s3_ec *ec = r->ctx->ec;
     struct upload *u = NULL;
-    struct ol_complete_part *cp = NULL;
+    uint64_t ch = 0;
     struct part_set ps = {0};
-    struct ol_s3_ec_manifest m = {.ec = ec}, *prev = NULL;
-    char *body = NULL;
+    struct ol_ec_manifest m = {.ec = ec}, *prev = NULL;
     uint8_t *obj = NULL;
-    size_t got = 0;
-    uint32_t n = 0;
     int rc;
-    if (ol_s3_header(r, "if-match") || ol_s3_header(r, "if-none-match") || checksum_headers(r)) {
-        ol_http_set_close(r->conn);
-        return not_implemented(r);
-    }
-    rc = upload_of_request(r, &u);
-    if (rc < 0) {
-        ol_http_set_close(r->conn);
-        return rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
-    }
-    snprintf(m.bucket, sizeof(m.bucket), "%s", r->bucket);
-    cp = malloc(sizeof(*cp) * OL_S3_MAX_PARTS);
-    if (!cp) {
-        rc = ol_s3_ec_error(r, -ENOMEM);
+    if (!id_valid(upload_id, strlen(upload_id)))
+        return -OL_ENOUPLOAD;
+    u = calloc(1, sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    rc = upload_load(ec, bucket, upload_id, u);
+    if (rc < 0)
         goto out;
-    }
-    rc = ol_s3_read_doc(r, MP_COMPLETE_DOC_MAX, &body, &got);
-    if (rc < 0) {
-        ol_http_set_close(r->conn);
-        rc = ol_s3_error_from(r, rc);
-        goto out;
-    }
-    if (ol_s3_complete_parse(body, got, cp, &n) < 0) {
-        rc = ol_s3_error(r, OL_S3_MalformedXML,
-                         "The XML you provided was not well-formed or did not validate against "
-                         "our published schema.");
-        goto out;
-    }
-    rc = parts_collect(ec, r->bucket, u->id, 0, &ps);
+    snprintf(m.bucket, sizeof(m.bucket), "%s", bucket);
+    rc = parts_collect(ec, bucket, u->id, 0, &ps);
     if (rc == 0)
-        rc = manifest_build(u, cp, n, &ps, (uint64_t)r->ctx->cfg->min_part_bytes, &m);
-    char etag[64];
-    if (rc == 0) {
-        /* The ETag from the stored MD5s (lower case whatever the client sent). */
-        for (uint32_t i = 0; i < n; i++)
-            snprintf(cp[i].etag, sizeof(cp[i].etag), "%s", part_find(&ps, cp[i].part_no)->md5);
-        rc = ol_s3_multipart_etag(cp, n, etag);
-    }
-    if (rc < 0) {
-        rc = rc == -OL_EQUORUM || rc == -ENOMEM ? ol_s3_ec_error(r, rc)
-                                                : ol_s3_complete_error(r, rc);
+        rc = manifest_build(u, cp, n, &ps, min_part_bytes, &m);
+    if (rc < 0)
         goto out;
-    }
-    /* The object: the upload's metadata blob, then the manifest record. */
+    info->size = m.size;
+    /* The object: the metadata blob, then the manifest record. */
     size_t rec_len = sizeof(struct mf_head) + (size_t)n * sizeof(struct mf_part);
-    size_t len = u->meta_len + rec_len;
+    size_t len = info->meta_len + rec_len;
     obj = malloc(len);
     if (!obj) {
-        rc = ol_s3_ec_error(r, -ENOMEM);
+        rc = -ENOMEM;
         goto out;
     }
     struct mf_head h = {.magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = n,
                         .size = m.size};
     memcpy(h.upload_id, u->id, MP_ID_LEN);
-    uint8_t *rec = obj + u->meta_len;
-    memcpy(obj, u->meta, u->meta_len);
+    uint8_t *rec = obj + info->meta_len;
+    if (info->meta_len)
+        memcpy(obj, info->meta, info->meta_len);
     memcpy(rec, &h, sizeof(h));
     memcpy(rec + sizeof(h), m.parts, (size_t)n * sizeof(struct mf_part));
     uint32_t crc = ol_crc32c(rec, rec_len);
     memcpy(rec + offsetof(struct mf_head, crc), &crc, sizeof(crc));
-    char field[64];
-    int fl = snprintf(field, sizeof(field), "%s:%u:%" PRIu64, etag, u->meta_len, m.size);
+    char field[80];
+    int fl = snprintf(field, sizeof(field), "%s:%u:%" PRIu64, info->etag, info->meta_len, m.size);
     OL_ASSERT(fl > 0 && (size_t)fl < sizeof(field));
-    /* Replacing a multipart object: its parts go once the new one is in. */
-    (void)ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &prev);
-    rc = ol_eset_put(ol_s3_ec_set_of(ec, r->bucket, r->key, r->key_len), r->bucket, r->key,
-                     r->key_len, obj, len, field, NULL);
-    if (rc < 0) {
-        rc = ol_s3_ec_error(r, rc);
-        goto out;
+    const char *key = u->key;
+    size_t klen = u->klen;
+    struct ol_eset *es = ol_deploy_set_of(ec, bucket, key, klen);
+    if (cond && (cond->if_none_match || cond->if_match)) {
+        ch = ol_ec_cond_lock(bucket, key, klen);
+        rc = ol_ec_cond_check(ec, es, bucket, key, klen, cond);
+        if (rc < 0)
+            goto out;
     }
-    /* The order keeps every step crash-safe (s3/ec_multipart.h): the record,
+    /* Replacing a multipart object: its parts go once the new one is in. */
+    (void)ol_ec_manifest_prev(ec, bucket, key, klen, &prev);
+    rc = ol_eset_put(es, bucket, key, klen, obj, len, field, NULL);
+    if (rc < 0)
+        goto out;
+    /* The order keeps every step crash-safe (obj/ec_multipart.h): the record,
      * then the parts the object does not use, then the replaced object's. */
-    int e = upload_free(ec, r->bucket, u->id, &m, true);
+    int e = upload_free(ec, bucket, u->id, &m, true);
     if (e < 0)
         ol_log_limited(OL_LOG_WARN, "EC multipart: completed upload %s not cleaned up: %s",
                        u->id, ol_strerror(e));
     if (prev && strcmp(prev->id, u->id) != 0)
-        ol_s3_ec_manifest_release(ec, prev);
+        ol_ec_manifest_release(ec, prev);
     else
-        ol_s3_ec_manifest_free(prev);
+        ol_ec_manifest_free(prev);
     prev = NULL;
-    struct ol_xml x;
-    ol_xml_init(&x);
-    ol_xml_begin_doc(&x, "CompleteMultipartUploadResult");
-    char loc[160], qetag[72];
-    snprintf(loc, sizeof(loc), "/%s/", r->bucket);
-    ol_xml_str(&x, "Location", loc);
-    ol_xml_str(&x, "Bucket", r->bucket);
-    ol_xml_text(&x, "Key", r->key, r->key_len);
-    snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    ol_xml_str(&x, "ETag", qetag);
-    ol_xml_end_doc(&x);
-    rc = ol_s3_send_xml(r, 200, &x);
-    ol_xml_free(&x);
 out:
-    ol_s3_ec_manifest_free(prev);
+    if (ch)
+        ol_ec_cond_unlock(ch);
+    ol_ec_manifest_free(prev);
     free(m.parts);
     free(m.offs);
     free(ps.v);
     free(obj);
-    free(body);
-    free(cp);
     free(u);
     return rc;
 }
 
-int ol_s3_ec_abort_multipart(struct ol_s3_req *r)
+int ol_ec_upload_abort(struct ol_deploy *ec, const char *bucket, const char *upload_id)
 {
-    struct ol_s3_ec *ec = r->ctx->ec;
-    struct upload *u = NULL;
-    int rc = upload_of_request(r, &u);
-    if (rc < 0)
-        return rc == -OL_ENOUPLOAD ? ol_s3_error_from(r, rc) : ol_s3_ec_error(r, rc);
+    if (!id_valid(upload_id, strlen(upload_id)))
+        return -OL_ENOUPLOAD;
+    struct upload *u = calloc(1, sizeof(*u));
+    if (!u)
+        return -ENOMEM;
+    int rc = upload_load(ec, bucket, upload_id, u);
+    if (rc < 0) {
+        free(u);
+        return rc;
+    }
     /* A Complete that stopped before removing the record: the key's object
      * uses some of the parts, which stay. */
-    struct ol_s3_ec_manifest *cur = NULL;
-    rc = ol_s3_ec_manifest_prev(ec, r->bucket, r->key, r->key_len, &cur);
+    struct ol_ec_manifest *cur = NULL;
+    rc = ol_ec_manifest_prev(ec, bucket, u->key, u->klen, &cur);
     if (rc == 0) {
         bool keep = cur && strcmp(cur->id, u->id) == 0;
         if (keep) {
-            rc = upload_free(ec, r->bucket, u->id, cur, true);
+            rc = upload_free(ec, bucket, u->id, cur, true);
         } else {
             /* The cleanup record first, then the upload record: the upload
              * is gone for every later request (NoSuchUpload, not listed)
              * and its parts go in the background (the cleaner). */
             char k[MP_UKEY_LEN];
             upload_key(u->id, k);
-            rc = clean_mark(ec, r->bucket, u->id);
+            rc = clean_mark(ec, bucket, u->id);
             if (rc == 0)
-                rc = ol_eset_delete(ol_s3_ec_set_of(ec, r->bucket, k, sizeof(k)), r->bucket, k,
+                rc = ol_eset_delete(ol_deploy_set_of(ec, bucket, k, sizeof(k)), bucket, k,
                                     sizeof(k));
             clean_kick();
         }
     }
-    ol_s3_ec_manifest_free(cur);
+    ol_ec_manifest_free(cur);
     free(u);
-    if (rc < 0)
-        return ol_s3_ec_error(r, rc);
-    return ol_s3_send_empty(r, 204, NULL, 0);
+    return rc;
 }
 
 /* ---- sources of list.c ---- */
-
-int ol_s3_ec_bucket_check(struct ol_s3_ec *ec, const char *bucket)
-{
-    int ex = ol_s3_ec_bucket_exists(ec, bucket);
-    return ex < 0 ? ex : ex == 0 ? -OL_ENOBUCKET : 0;
-}
 
 static void upload_info(const char *bucket, const struct upload *u, struct ol_upload_info *ui)
 {
@@ -1064,7 +918,7 @@ static void upload_info(const char *bucket, const struct upload *u, struct ol_up
     ui->ctime_ns = u->ctime_ns;
 }
 
-int ol_s3_ec_upload_get(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+int ol_ec_upload_get(struct ol_deploy *ec, const char *bucket, const char *upload_id,
                         int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx)
 {
     if (!id_valid(upload_id, strlen(upload_id)))
@@ -1121,7 +975,7 @@ static int up_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->id, y->id);
 }
 
-int ol_s3_ec_upload_list(struct ol_s3_ec *ec, const char *bucket,
+int ol_ec_upload_list(struct ol_deploy *ec, const char *bucket,
                          int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx)
 {
     struct id_set is = {0};
@@ -1163,7 +1017,7 @@ out:
     return rc;
 }
 
-int ol_s3_ec_part_list(struct ol_s3_ec *ec, const char *bucket, const char *upload_id,
+int ol_ec_part_list(struct ol_deploy *ec, const char *bucket, const char *upload_id,
                        uint32_t after, int (*fn)(void *ctx, const struct ol_part_info *p),
                        void *ctx)
 {

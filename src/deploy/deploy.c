@@ -1,0 +1,790 @@
+/* The erasure-coded deployment: see deploy/deploy.h. */
+#include "deploy/deploy.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/buf.h"
+#include "core/cfg.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/hlc.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/md5.h"
+#include "ec/eset.h"
+#include "ec/placement.h"
+#include "ec/storedrive.h"
+#include "obj/ec.h"
+#include "obj/ec_multipart.h"
+#include "store/store.h"
+
+#define EC_CHUNK_BYTES (1u << 20)  /* body bytes per read or receive step */
+#define EC_ITER_PAGE 128u          /* keys per set per listing step */
+#define EC_MAX_BUCKETS 100000u
+
+
+/* ---- the deployment ---- */
+
+void ol_deploy_close(struct ol_deploy *ec)
+{
+    if (!ec)
+        return;
+    for (unsigned s = 0; s < ec->nsets && ec->sets; s++)
+        if (ec->sets[s])
+            ol_eset_destroy(ec->sets[s]);
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (ec->drives && ec->drives[i])
+            ol_storedrive_destroy(ec->drives[i]);
+        if (ec->stores && ec->stores[i])
+            ol_store_close(ec->stores[i]);
+        if (ec->paths)
+            free(ec->paths[i]);
+    }
+    free(ec->sets);
+    free(ec->drives);
+    free(ec->stores);
+    free(ec->paths);
+    free(ec);
+}
+
+/* The deployment's id for a start where no drive has joined: the legacy id
+ * when a drive holds EC data without an identity (a deployment created by an
+ * older build: its objects stay where they are), else a fresh random one. */
+static int pick_new_id(struct ol_deploy *ec, const struct ol_store_identity *ids)
+{
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->stores[i] || !ids[i].has_data)
+            continue;
+        int r = ol_storedrive_holds_shards(ec->stores[i]);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            memcpy(ec->deploy_id, ol_storedrive_legacy_id, 16);
+            fprintf(stderr, "openlake: the drives hold erasure-coded data written before drive "
+                            "identities: they join with the legacy placement id (docs/EC.md)\n");
+            return 0;
+        }
+    }
+    size_t got = 0;
+    for (unsigned tries = 0; got < sizeof(ec->deploy_id) && tries < 100; tries++) {
+        ssize_t r = getrandom(ec->deploy_id + got, sizeof(ec->deploy_id) - got, 0);
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        got += r > 0 ? (size_t)r : 0;
+    }
+    return got == sizeof(ec->deploy_id) ? 0 : -EIO;
+}
+
+/* Reads the identity of every drive that opened, settles the deployment's
+ * id, checks that each drive belongs at its position (refusing the start
+ * with a message naming the directory when one does not) and only then
+ * writes the identity to the drives that join (new, replaced, or from an
+ * older build).  Nothing is written when the start is refused.  Drives
+ * offline now get the same check from the monitor when they come back. */
+static int ec_identify(struct ol_deploy *ec, char *err, size_t errlen)
+{
+    unsigned n = ec->ndrives;
+    struct ol_store_identity *ids = calloc(n, sizeof(*ids));
+    bool *join = calloc(n, sizeof(*join));
+    int rc = -ENOMEM;
+    if (!ids || !join)
+        goto out;
+    unsigned opened = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i])
+            continue;
+        opened++;
+        rc = ol_store_identity(ec->stores[i], &ids[i]);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot read the identity of drive %s: %s", ec->paths[i],
+                     ol_strerror(rc));
+            goto out;
+        }
+    }
+    if (opened == 0) {
+        rc = -EIO;
+        snprintf(err, errlen, "none of the %u drives can be opened", n);
+        goto out;
+    }
+    /* One directory listed twice (or reached through a bind mount) would
+     * take two positions on a first start: its drive id gives it away. */
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned j = i + 1; j < n && ec->stores[i]; j++) {
+            if (ec->stores[j] && memcmp(ids[i].drive_id, ids[j].drive_id, 16) == 0) {
+                rc = -EINVAL;
+                snprintf(err, errlen,
+                         "drives %s and %s are the same drive (one FORMAT): "
+                         "list each directory once",
+                         ec->paths[i], ec->paths[j]);
+                goto out;
+            }
+        }
+    }
+    /* The deployment is the one most joined drives name; a drive naming
+     * another is refused below. */
+    unsigned best = n, best_votes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i] || !ids[i].ec_joined)
+            continue;
+        unsigned votes = 0;
+        for (unsigned j = 0; j < n; j++)
+            votes += ec->stores[j] && ids[j].ec_joined &&
+                     memcmp(ids[j].deployment_id, ids[i].deployment_id, 16) == 0;
+        if (votes > best_votes) {
+            best = i;
+            best_votes = votes;
+        }
+    }
+    bool fresh = false;
+    if (best < n) {
+        memcpy(ec->deploy_id, ids[best].deployment_id, 16);
+    } else {
+        fresh = true;
+        rc = pick_new_id(ec, ids);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot choose a deployment id: %s", ol_strerror(rc));
+            goto out;
+        }
+    }
+    struct ol_storedrive_member m = {.ndrives = n, .k = (uint8_t)ec->k, .m = (uint8_t)ec->m};
+    memcpy(m.deployment_id, ec->deploy_id, 16);
+    for (unsigned i = 0; i < n; i++) {
+        if (!ec->stores[i])
+            continue;
+        m.index = i;
+        rc = ol_storedrive_admit(ec->stores[i], ec->paths[i], &m, err, errlen);
+        if (rc < 0)
+            goto out;
+        join[i] = rc == 1;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        m.index = i;
+        if (join[i]) {
+            rc = ol_storedrive_join(ec->stores[i], &m);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot write the identity of drive %s: %s", ec->paths[i],
+                         ol_strerror(rc));
+                goto out;
+            }
+            /* A drive joining a deployment that exists is new or replaced:
+             * say so, since its shards come back only with a heal. */
+            if (!fresh)
+                fprintf(stderr,
+                        "openlake: drive %s joins the deployment as drive %u of %u "
+                        "(`openlake admin heal` rebuilds its shards)\n",
+                        ec->paths[i], i + 1, n);
+        }
+        ol_storedrive_set_member(ec->drives[i], &m);
+    }
+    rc = 0;
+out:
+    free(join);
+    free(ids);
+    return rc;
+}
+
+int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
+                  const struct ol_store_opts *so, struct ol_deploy **out, char *err,
+                  size_t errlen)
+{
+    struct ol_deploy *ec = calloc(1, sizeof(*ec));
+    int rc = -ENOMEM;
+    if (!ec)
+        return rc;
+    ec->ndrives = n;
+    /* The geometry first (the key does not change it); the placement is set
+     * up again with the deployment's id once the drives have told it. */
+    rc = ol_ec_placement_init(&ec->place, n, (unsigned)cfg->ec_data, (unsigned)cfg->ec_parity,
+                              ol_storedrive_legacy_id);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot group %u drives into erasure sets with ec_data %" PRId64
+                 " and ec_parity %" PRId64 " (k+m must divide the drive count)", n,
+                 cfg->ec_data, cfg->ec_parity);
+        goto fail;
+    }
+    ec->k = ec->place.k;
+    ec->m = ec->place.m;
+    ec->nsets = ec->place.nsets;
+    ec->scrub_interval_ms = cfg->scrub_interval_ms;
+    ec->scrub_per_sec = cfg->scrub_objects_per_sec;
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    ec->paths = calloc(n, sizeof(*ec->paths));
+    ec->stores = calloc(n, sizeof(*ec->stores));
+    ec->drives = calloc(n, sizeof(*ec->drives));
+    ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
+    rc = -ENOMEM;
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->sets)
+        goto fail;
+    struct ol_storedrive_policy pol;
+    ol_storedrive_policy_default(&pol);
+    pol.fail_after = (unsigned)cfg->ec_drive_fail_after;
+    pol.backoff_max_ms = (unsigned)cfg->ec_drive_backoff_max_ms;
+    ec->drive_check_ms = cfg->ec_drive_check_ms;
+    ec->body_wait_ms = (unsigned)cfg->body_memory_wait_ms;
+    for (unsigned i = 0; i < n; i++) {
+        ec->paths[i] = strdup(dirs[i]);
+        if (!ec->paths[i]) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        if (mkdir(dirs[i], 0755) != 0 && errno != EEXIST) {
+            rc = -errno;
+            snprintf(err, errlen, "cannot create %s: %s", dirs[i], strerror(-rc));
+            goto fail;
+        }
+        /* A drive that cannot be opened (failed, read-only, not a
+         * directory) starts OFFLINE: the sets serve without it while they
+         * have enough drives, and the drive monitor opens it once it works. */
+        int orc = ol_store_open(&ec->stores[i], dirs[i], so);
+        if (orc == -EBUSY) {
+            /* Locked: by this start (the directory is listed twice) or by
+             * another process.  Starting it offline would look like a dead
+             * drive and heal onto a directory someone else writes. */
+            ec->stores[i] = NULL;
+            rc = orc;
+            snprintf(err, errlen,
+                     "drive %s is in use: it is listed twice, or another OpenLake process "
+                     "has it open",
+                     dirs[i]);
+            goto fail;
+        }
+        if (orc < 0) {
+            ec->stores[i] = NULL;
+            fprintf(stderr, "openlake: drive %s cannot be opened (%s): starting it offline\n",
+                    dirs[i], ol_strerror(orc));
+        }
+        rc = ol_storedrive_create(ec->stores[i], &ec->drives[i]);
+        if (rc == 0)
+            ol_storedrive_set_policy(ec->drives[i], &pol);
+        if (rc == 0)
+            rc = ol_storedrive_set_path(ec->drives[i], dirs[i], so);
+        if (rc == 0 && orc < 0)
+            ol_storedrive_set_failed(ec->drives[i], orc);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot open the drive %s: %s", dirs[i], ol_strerror(rc));
+            goto fail;
+        }
+    }
+    rc = ec_identify(ec, err, errlen);
+    if (rc < 0)
+        goto fail;
+    rc = ol_ec_placement_init(&ec->place, n, ec->k, ec->m, ec->deploy_id);
+    OL_ASSERT(rc == 0 && ec->place.nsets == ec->nsets);
+    for (unsigned s = 0; s < ec->nsets; s++) {
+        struct ol_drive drv[OL_EC_MAX_UNITS];
+        unsigned size = ec->k + ec->m;
+        for (unsigned j = 0; j < size; j++)
+            drv[j] = ol_storedrive_drive(ec->drives[s * size + j]);
+        struct ol_eset_cfg c;
+        ol_eset_cfg_default(&c);
+        c.k = ec->k;
+        c.m = ec->m;
+        c.drives = drv;
+        c.hlc = &ec->hlc;
+        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
+        memcpy(c.deployment_id, ec->deploy_id, 16);
+        rc = ol_eset_create(&c, &ec->sets[s]);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
+            goto fail;
+        }
+    }
+    *out = ec;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "%s", ol_strerror(rc));
+    ol_deploy_close(ec);
+    return rc;
+}
+
+void ol_deploy_describe(const struct ol_deploy *ec, char *buf, size_t cap)
+{
+    char id[17];
+    for (unsigned i = 0; i < 8; i++)
+        snprintf(id + 2 * i, 3, "%02x", ec->deploy_id[i]);
+    snprintf(buf, cap, "%u drives, %u erasure set%s of %u+%u, deployment %s", ec->ndrives,
+             ec->nsets, ec->nsets == 1 ? "" : "s", ec->k, ec->m, id);
+}
+
+static struct ol_eset *set_of(struct ol_deploy *ec, const char *bucket, const char *key,
+                              size_t klen)
+{
+    if (ec->nsets == 1)
+        return ec->sets[0];
+    struct ol_ec_target t;
+    ol_ec_place(&ec->place, bucket, key, klen, &t);
+    return ec->sets[t.set];
+}
+
+struct ol_eset *ol_deploy_set_of(struct ol_deploy *ec, const char *bucket, const char *key,
+                                size_t klen)
+{
+    return set_of(ec, bucket, key, klen);
+}
+
+unsigned ol_deploy_nsets(const struct ol_deploy *ec)
+{
+    return ec->nsets;
+}
+
+struct ol_eset *ol_deploy_set(struct ol_deploy *ec, unsigned i)
+{
+    OL_ASSERT(i < ec->nsets);
+    return ec->sets[i];
+}
+
+/* ---- buckets ---- */
+
+/* A bucket exists when at least half of the drives that answer hold it (a
+ * replaced, empty drive lacks it until a heal).  1, 0, or -OL_EQUORUM. */
+static int bucket_exists(struct ol_deploy *ec, const char *bucket)
+{
+    unsigned answered = 0, have = 0;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
+        if (ol_storedrive_offline(ec->drives[i]) || !st)
+            continue;
+        struct ol_bucket_info bi;
+        int rc = ol_store_bucket_get(st, bucket, &bi);
+        if (rc == 0 || rc == -OL_ENOBUCKET) {
+            answered++;
+            have += rc == 0;
+        }
+    }
+    if (answered < (ec->ndrives + 1) / 2)
+        return -OL_EQUORUM;
+    return have > 0 && 2 * have >= answered;
+}
+
+int ol_deploy_bucket_exists(struct ol_deploy *ec, const char *bucket)
+{
+    return bucket_exists(ec, bucket);
+}
+
+/* Creates the bucket on every drive that lacks it; returns how many hold it. */
+unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64_t now)
+{
+    unsigned ok = 0;
+    for (unsigned i = 0; i < ec->ndrives; i++)
+        ok += ol_storedrive_bucket_create(ec->drives[i], bucket, now) == 0;
+    return ok;
+}
+
+struct bucket_acc {
+    char (*names)[64];
+    unsigned *votes;
+    int64_t *ctime;
+    unsigned n, cap;
+};
+
+static int acc_bucket(struct bucket_acc *a, const char *name, int64_t ctime)
+{
+    for (unsigned i = 0; i < a->n; i++)
+        if (strcmp(a->names[i], name) == 0) {
+            a->votes[i]++;
+            return 0;
+        }
+    if (a->n == a->cap) {
+        unsigned cap = a->cap ? a->cap * 2 : 64;
+        if (cap > EC_MAX_BUCKETS)
+            return 1;
+        void *nn = realloc(a->names, cap * sizeof(*a->names));
+        if (nn)
+            a->names = nn;
+        void *nv = realloc(a->votes, cap * sizeof(*a->votes));
+        if (nv)
+            a->votes = nv;
+        void *nc = realloc(a->ctime, cap * sizeof(*a->ctime));
+        if (nc)
+            a->ctime = nc;
+        if (!nn || !nv || !nc)
+            return 1;
+        a->cap = cap;
+    }
+    snprintf(a->names[a->n], 64, "%s", name);
+    a->votes[a->n] = 1;
+    a->ctime[a->n] = ctime;
+    a->n++;
+    return 0;
+}
+
+static int acc_cb(void *ctx, const struct ol_bucket_info *b)
+{
+    return acc_bucket(ctx, b->name, b->ctime_ns);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/* The buckets held by at least half of the answering drives, sorted. */
+static int bucket_union(struct ol_deploy *ec, struct bucket_acc *a, unsigned *answered)
+{
+    memset(a, 0, sizeof(*a));
+    *answered = 0;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
+        if (ol_storedrive_offline(ec->drives[i]) || !st)
+            continue;
+        if (ol_store_bucket_list(st, acc_cb, a) >= 0)
+            (*answered)++;
+    }
+    if (*answered < (ec->ndrives + 1) / 2)
+        return -OL_EQUORUM;
+    unsigned w = 0;
+    for (unsigned i = 0; i < a->n; i++) {
+        if (2 * a->votes[i] < *answered)
+            continue;
+        memmove(a->names[w], a->names[i], 64);
+        a->ctime[w] = a->ctime[i];
+        w++;
+    }
+    a->n = w;
+    /* The creation times travel with their names only roughly after this
+     * sort: they are informational (CreationDate). */
+    if (a->n > 1) /* names is NULL when no drive knows a bucket */
+        qsort(a->names, a->n, sizeof(*a->names), name_cmp);
+    return 0;
+}
+
+static void acc_free(struct bucket_acc *a)
+{
+    free(a->names);
+    free(a->votes);
+    free(a->ctime);
+}
+
+int ol_deploy_bucket_list(struct ol_deploy *dp,
+                          int (*fn)(void *ctx, const struct ol_bucket_info *b), void *ctx)
+{
+    struct bucket_acc a;
+    unsigned answered;
+    int rc = bucket_union(dp, &a, &answered);
+    for (unsigned i = 0; rc == 0 && i < a.n; i++) {
+        struct ol_bucket_info bi;
+        memset(&bi, 0, sizeof(bi));
+        snprintf(bi.name, sizeof(bi.name), "%s", a.names[i]);
+        bi.ctime_ns = a.ctime[i];
+        rc = fn(ctx, &bi);
+    }
+    acc_free(&a);
+    return rc < 0 ? rc : 0;
+}
+/* ---- healing, the scrubber, administration ---- */
+
+static void stats_add(struct ol_eset_heal_stats *a, const struct ol_eset_heal_stats *b)
+{
+    a->objects += b->objects;
+    a->shards_rebuilt += b->shards_rebuilt;
+    a->corrupt += b->corrupt;
+    a->marked_complete += b->marked_complete;
+    a->versions_removed += b->versions_removed;
+    a->unrecoverable += b->unrecoverable;
+}
+
+struct key_page {
+    unsigned n;
+    char after[OL_DRIVE_MAX_KEY];
+    size_t alen;
+    char (*keys)[OL_DRIVE_MAX_KEY];
+    uint32_t *lens;
+};
+
+static int page_cb(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)o;
+    struct key_page *p = ctx;
+    if (klen > OL_DRIVE_MAX_KEY)
+        return 0;
+    memcpy(p->keys[p->n], key, klen);
+    p->lens[p->n++] = (uint32_t)klen;
+    return 0;
+}
+
+/* Heals every listed key of a bucket in one set, pausing pause_ms between
+ * keys (0: none).  Stops early when stop says so. */
+static int heal_bucket_set(struct ol_deploy *ec, struct ol_eset *es, const char *bucket,
+                           unsigned pause_ms, const struct ol_loop *stop,
+                           struct ol_eset_heal_stats *hs)
+{
+    struct key_page p = {0};
+    p.keys = malloc(sizeof(*p.keys) * 32);
+    p.lens = malloc(sizeof(*p.lens) * 32);
+    int rc = 0;
+    if (!p.keys || !p.lens) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    /* Each round heals one page of up to 32 keys. */
+    for (unsigned round = 0; round < (1u << 26); round++) {
+        p.n = 0;
+        rc = ol_eset_list(es, bucket, p.after, p.alen, 32, page_cb, &p);
+        if (rc < 0)
+            goto out;
+        for (unsigned i = 0; i < p.n; i++) {
+            struct ol_eset_heal_stats one = {0};
+            int e = ol_eset_heal_object(es, bucket, p.keys[i], p.lens[i], &one);
+            if (e < 0 && e != -OL_ENOKEY)
+                atomic_fetch_add(&ec->st.scrub_errors, 1);
+            stats_add(hs, &one);
+            if (pause_ms)
+                ol_io_sleep_ms(pause_ms);
+            if (stop && ol_loop_stopping(stop))
+                goto out;
+        }
+        if (p.n < 32)
+            break;
+        memcpy(p.after, p.keys[p.n - 1], p.lens[p.n - 1]);
+        p.alen = p.lens[p.n - 1];
+    }
+    rc = 0;
+out:
+    free(p.keys);
+    free(p.lens);
+    return rc;
+}
+
+int ol_deploy_each_bucket(struct ol_deploy *ec, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct bucket_acc a;
+    unsigned answered;
+    int rc = bucket_union(ec, &a, &answered);
+    for (unsigned i = 0; rc == 0 && i < a.n; i++)
+        rc = fn(ctx, a.names[i]);
+    acc_free(&a);
+    return rc;
+}
+
+/* Recreates every bucket of the deployment on drives that lack it. */
+static void spread_buckets(struct ol_deploy *ec, int64_t now)
+{
+    struct bucket_acc a;
+    unsigned answered;
+    if (bucket_union(ec, &a, &answered) == 0)
+        for (unsigned i = 0; i < a.n; i++)
+            (void)ol_deploy_bucket_spread(ec, a.names[i], now);
+    acc_free(&a);
+}
+
+static void count_heal(struct ol_deploy *ec, const struct ol_eset_heal_stats *hs)
+{
+    atomic_fetch_add(&ec->st.healed_objects, hs->objects);
+    atomic_fetch_add(&ec->st.healed_shards, hs->shards_rebuilt);
+    atomic_fetch_add(&ec->st.corrupt_shards, hs->corrupt);
+}
+
+void ol_deploy_scrub_fiber(void *arg)
+{
+    struct ol_deploy *ec = arg;
+    struct ol_loop *loop = ol_loop_current();
+    if (!ec || ec->scrub_interval_ms <= 0)
+        return;
+    unsigned pause = ec->scrub_per_sec >= 1000 ? 0 : (unsigned)(1000 / ec->scrub_per_sec);
+    /* One pass per round: buckets, then every key of each, at the set rate. */
+    while (!ol_loop_stopping(loop)) {
+        /* Sleep in short slices so that a stop is noticed. */
+        for (int64_t slept = 0; slept < ec->scrub_interval_ms && !ol_loop_stopping(loop);
+             slept += 250)
+            ol_io_sleep_ms(250);
+        if (ol_loop_stopping(loop))
+            break;
+        spread_buckets(ec, ol_wall_ns());
+        struct bucket_acc a;
+        unsigned answered;
+        if (bucket_union(ec, &a, &answered) == 0) {
+            for (unsigned b = 0; b < a.n && !ol_loop_stopping(loop); b++) {
+                for (unsigned s = 0; s < ec->nsets; s++) {
+                    struct ol_eset_heal_stats hs = {0};
+                    (void)heal_bucket_set(ec, ec->sets[s], a.names[b], pause, loop, &hs);
+                    count_heal(ec, &hs);
+                    atomic_fetch_add(&ec->st.scrub_objects, hs.objects);
+                    atomic_fetch_add(&ec->st.scrub_shards, hs.shards_rebuilt);
+                }
+            }
+        }
+        acc_free(&a);
+        atomic_fetch_add(&ec->st.scrub_passes, 1);
+    }
+}
+
+/* The drive monitor: checks and probes every drive (ec/storedrive.h) each
+ * ec_drive_check_ms; when a drive came back (the same directory, or an empty
+ * or other one in its place, or the admin's switch), heals everything so
+ * that the set returns to full redundancy without waiting for the scrubber.
+ * The heal runs here, in this fiber: the checks pause meanwhile, which only
+ * delays noticing other drives. */
+void ol_deploy_monitor_fiber(void *arg)
+{
+    struct ol_deploy *ec = arg;
+    struct ol_loop *loop = ol_loop_current();
+    if (!ec)
+        return;
+    /* The multipart cleaner (obj/ec_multipart.h) runs beside the monitor.
+     * Without a fiber the cleanup records wait for the next start. */
+    if (ol_fiber_spawn(loop, ol_ec_mp_cleaner_fiber, ec) < 0)
+        ol_warn("EC multipart: cannot start the part cleaner");
+    unsigned period = ec->drive_check_ms > 0 ? (unsigned)ec->drive_check_ms : 1000;
+    while (!ol_loop_stopping(loop)) {
+        /* Short slices so that a stop is noticed. */
+        for (unsigned slept = 0; slept < period && !ol_loop_stopping(loop); slept += 100)
+            ol_io_sleep_ms(period - slept < 100 ? period - slept : 100);
+        if (ol_loop_stopping(loop))
+            break;
+        bool back = false;
+        for (unsigned i = 0; i < ec->ndrives; i++) {
+            (void)ol_storedrive_check(ec->drives[i]);
+            back |= ol_storedrive_take_came_back(ec->drives[i]);
+        }
+        if (!back)
+            continue;
+        spread_buckets(ec, ol_wall_ns());
+        struct ol_eset_heal_stats hs = {0};
+        for (unsigned s = 0; s < ec->nsets && !ol_loop_stopping(loop); s++)
+            if (ol_eset_heal_all(ec->sets[s], &hs) < 0)
+                atomic_fetch_add(&ec->st.scrub_errors, 1);
+        count_heal(ec, &hs);
+        atomic_fetch_add(&ec->st.monitor_heals, 1);
+        atomic_fetch_add(&ec->st.scrub_shards, hs.shards_rebuilt);
+    }
+}
+
+static void heal_progress(void *ctx, const struct ol_eset_heal_stats *st)
+{
+    struct ol_deploy *ec = ctx;
+    atomic_store(&ec->hp.objects, st->objects);
+    atomic_store(&ec->hp.shards_rebuilt, st->shards_rebuilt);
+    atomic_store(&ec->hp.corrupt, st->corrupt);
+    atomic_store(&ec->hp.versions_removed, st->versions_removed);
+    atomic_store(&ec->hp.unrecoverable, st->unrecoverable);
+}
+
+int ol_deploy_heal(struct ol_deploy *ec, const char *bucket, const char *key, size_t klen,
+                   int64_t now_ns, struct ol_eset_heal_stats *out)
+{
+    struct ol_eset_heal_stats hs = {0};
+    int rc = 0;
+    atomic_fetch_add(&ec->st.heal_requests, 1);
+    if (bucket) {
+        int ex = bucket_exists(ec, bucket);
+        if (ex <= 0)
+            return ex < 0 ? ex : -OL_ENOBUCKET;
+        (void)ol_deploy_bucket_spread(ec, bucket, now_ns);
+        if (key) {
+            rc = ol_eset_heal_object(set_of(ec, bucket, key, klen), bucket, key, klen, &hs);
+            if (rc == -OL_ENOKEY)
+                rc = 0;
+        } else {
+            for (unsigned s = 0; s < ec->nsets && rc == 0; s++)
+                rc = heal_bucket_set(ec, ec->sets[s], bucket, 0, NULL, &hs);
+        }
+    } else {
+        spread_buckets(ec, now_ns);
+        /* Two deployment heals at once would mix their totals; the second
+         * one still heals, its progress just is not reported. */
+        bool expected = false;
+        bool report = atomic_compare_exchange_strong(&ec->hp.running, &expected, true);
+        if (report) {
+            struct ol_eset_heal_stats zero = {0};
+            heal_progress(ec, &zero);
+            atomic_store(&ec->hp.started_ms, ol_now_ms());
+            atomic_fetch_add(&ec->hp.runs, 1);
+        }
+        for (unsigned s = 0; s < ec->nsets && rc == 0; s++)
+            rc = ol_eset_heal_all_cb(ec->sets[s], &hs, report ? heal_progress : NULL, ec);
+        if (report) {
+            heal_progress(ec, &hs);
+            atomic_store(&ec->hp.finished_ms, ol_now_ms());
+            atomic_store(&ec->hp.running, false);
+        }
+    }
+    count_heal(ec, &hs);
+    *out = hs;
+    return rc;
+}
+
+#define JS(...)                                                                                    \
+    do {                                                                                           \
+        int w_ = snprintf(b + n, cap - n, __VA_ARGS__);                                            \
+        if (w_ > 0 && (size_t)w_ < cap - n)                                                        \
+            n += (size_t)w_;                                                                       \
+    } while (0)
+
+void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
+{
+    size_t n = *np;
+    struct ol_eset_stats t = {0};
+    for (unsigned s = 0; s < ec->nsets; s++) {
+        struct ol_eset_stats x;
+        ol_eset_stats(ec->sets[s], &x);
+        t.reads += x.reads;
+        t.degraded_reads += x.degraded_reads;
+        t.heals_on_read += x.heals_on_read;
+        t.shards_healed_on_read += x.shards_healed_on_read;
+        t.puts += x.puts;
+        t.puts_failed += x.puts_failed;
+        t.read_timeouts += x.read_timeouts;
+        t.puts_full += x.puts_full;
+    }
+    unsigned offline = 0, full = 0;
+    uint64_t corrupt = 0, failures = 0;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_storedrive_info di;
+        ol_storedrive_info(ec->drives[i], &di);
+        offline += di.state == OL_SD_OFFLINE || di.state == OL_SD_ADMIN_OFFLINE;
+        full += di.state == OL_SD_FULL;
+        failures += di.failures;
+        struct ol_store_stats ss = {0};
+        if (ol_storedrive_store(ec->drives[i]))
+            ol_store_stats(ol_storedrive_store(ec->drives[i]), &ss);
+        corrupt += ss.corrupt_blocks;
+    }
+    JS("# TYPE openlake_ec_reads_total counter\n");
+    JS("openlake_ec_drives %u\nopenlake_ec_drives_offline %u\n", ec->ndrives, offline);
+    JS("openlake_ec_drives_full %u\n", full);
+    JS("openlake_ec_drive_failures_total %" PRIu64 "\n", failures);
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_storedrive_info di;
+        ol_storedrive_info(ec->drives[i], &di);
+        JS("openlake_ec_drive_state{drive=\"%u\",state=\"%s\"} 1\n", i,
+           ol_storedrive_state_name(di.state));
+    }
+    JS("openlake_ec_reads_total %" PRIu64 "\n", t.reads);
+    JS("openlake_ec_degraded_reads_total %" PRIu64 "\n", t.degraded_reads);
+    JS("openlake_ec_heals_on_read_total %" PRIu64 "\n", t.heals_on_read);
+    JS("openlake_ec_shards_healed_on_read_total %" PRIu64 "\n", t.shards_healed_on_read);
+    JS("openlake_ec_puts_total %" PRIu64 "\n", t.puts);
+    JS("openlake_ec_puts_failed_total %" PRIu64 "\n", t.puts_failed);
+    JS("openlake_ec_puts_full_total %" PRIu64 "\n", t.puts_full);
+    JS("openlake_ec_read_timeouts_total %" PRIu64 "\n", t.read_timeouts);
+    JS("openlake_ec_quorum_errors_total %" PRIu64 "\n", atomic_load(&ec->st.quorum_errors));
+    JS("openlake_ec_heal_requests_total %" PRIu64 "\n", atomic_load(&ec->st.heal_requests));
+    JS("openlake_ec_healed_objects_total %" PRIu64 "\n", atomic_load(&ec->st.healed_objects));
+    JS("openlake_ec_healed_shards_total %" PRIu64 "\n", atomic_load(&ec->st.healed_shards));
+    JS("openlake_ec_corrupt_shards_total %" PRIu64 "\n", atomic_load(&ec->st.corrupt_shards));
+    JS("openlake_ec_scrub_passes_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_passes));
+    JS("openlake_ec_scrub_objects_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_objects));
+    JS("openlake_ec_scrub_shards_rebuilt_total %" PRIu64 "\n",
+       atomic_load(&ec->st.scrub_shards));
+    JS("openlake_ec_scrub_errors_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_errors));
+    JS("openlake_ec_monitor_heals_total %" PRIu64 "\n", atomic_load(&ec->st.monitor_heals));
+    JS("openlake_store_corrupt_blocks_total %" PRIu64 "\n", corrupt);
+    *np = n;
+}
+#undef JS
+

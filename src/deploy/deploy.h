@@ -1,0 +1,109 @@
+/* The erasure-coded deployment: several data directories, grouped into
+ * erasure sets (ec/placement.h), each set a group of drives (ec/storedrive.h)
+ * behind ec/eset.h.  The object layer (obj/ec.c) serves S3 from it; this
+ * module owns what is not one request's: opening the drives and checking
+ * their identity (docs/EC.md 6.5), the buckets every drive holds, the
+ * scrubber, the drive monitor, healing on the admin's request and the
+ * metrics.  The admin's HTTP routes are s3/admin.c.
+ */
+#ifndef OL_DEPLOY_DEPLOY_H
+#define OL_DEPLOY_DEPLOY_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/hlc.h"
+#include "ec/placement.h"
+
+struct ol_cfg;
+struct ol_eset;
+struct ol_store;
+struct ol_store_opts;
+struct ol_storedrive;
+struct ol_bucket_info;
+
+/* Read by s3/admin.c and obj/ec.c; written here and by the object layer
+ * (the counters are atomics). */
+struct ol_deploy {
+    unsigned ndrives, nsets, k, m;
+    /* The placement key: the deployment id recorded on the drives (docs/EC.md,
+     * "Deployment identity"). */
+    uint8_t deploy_id[16];
+    struct ol_ec_placement place;
+    char **paths;
+    struct ol_store **stores;
+    struct ol_storedrive **drives;
+    struct ol_eset **sets;
+    struct ol_hlc hlc;
+    int64_t scrub_interval_ms, scrub_per_sec;
+    int64_t drive_check_ms; /* the drive monitor's period */
+    unsigned body_wait_ms;  /* cfg body_memory_wait_ms (a GET's buffer reservation) */
+    struct {
+        _Atomic uint64_t heal_requests, healed_objects, healed_shards, corrupt_shards;
+        _Atomic uint64_t scrub_passes, scrub_objects, scrub_shards, scrub_errors;
+        _Atomic uint64_t quorum_errors;
+        _Atomic uint64_t monitor_heals; /* heals after a drive came back */
+    } st;
+    /* The admin's deployment heal in progress (GET /_openlake/admin/heal/status):
+     * written by the healing fiber after each key, read by any loop. */
+    struct {
+        _Atomic bool running;
+        _Atomic uint64_t runs, started_ms, finished_ms;
+        _Atomic uint64_t objects, shards_rebuilt, corrupt, versions_removed, unrecoverable;
+    } hp;
+};
+
+/* Opens every directory (formatting empty ones) with the store options `so`,
+ * and groups them into sets (cfg->ec_data / ec_parity, 0 = automatic).
+ * Checks each drive's deployment identity against its position, writing it
+ * to drives that join (docs/EC.md 6.5).  On error (a drive that does not
+ * belong included) writes a message naming the directory. */
+int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
+                   const struct ol_store_opts *so, struct ol_deploy **out, char *err,
+                   size_t errlen);
+void ol_deploy_close(struct ol_deploy *dp);
+/* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
+void ol_deploy_describe(const struct ol_deploy *dp, char *buf, size_t cap);
+/* The erasure set that holds bucket/key; the sets by index. */
+struct ol_eset *ol_deploy_set_of(struct ol_deploy *dp, const char *bucket, const char *key,
+                                 size_t klen);
+unsigned ol_deploy_nsets(const struct ol_deploy *dp);
+struct ol_eset *ol_deploy_set(struct ol_deploy *dp, unsigned i);
+
+/* ---- buckets (every drive holds every bucket) ---- */
+
+/* 1 when at least half of the drives that answer hold the bucket, 0 when
+ * not, or -OL_EQUORUM. */
+int ol_deploy_bucket_exists(struct ol_deploy *dp, const char *bucket);
+/* Creates the bucket on every drive that lacks it; returns how many hold it. */
+unsigned ol_deploy_bucket_spread(struct ol_deploy *dp, const char *bucket, int64_t now_ns);
+/* Calls fn for every bucket held by at least half of the answering drives,
+ * in name order; -OL_EQUORUM when fewer than half answer. */
+int ol_deploy_bucket_list(struct ol_deploy *dp,
+                          int (*fn)(void *ctx, const struct ol_bucket_info *b), void *ctx);
+/* Calls fn for every bucket any drive knows; stops at fn's first non-zero
+ * answer and returns it (or the listing's error). */
+int ol_deploy_each_bucket(struct ol_deploy *dp, int (*fn)(void *ctx, const char *bucket),
+                          void *ctx);
+
+/* ---- background work (fibers on loop 0; arg: the struct ol_deploy) ---- */
+
+/* The scrubber: heals every key of every bucket each scrub_interval_ms. */
+void ol_deploy_scrub_fiber(void *arg);
+/* The drive monitor: checks, probes and reopens drives, heals after one
+ * came back; starts the multipart part cleaner (obj/ec_multipart.c). */
+void ol_deploy_monitor_fiber(void *arg);
+
+/* Heals a key (bucket and key), a bucket (key NULL) or everything (bucket
+ * NULL) now, on the calling fiber; *out gets the totals.  A deployment heal
+ * reports its progress in dp->hp.  0, -OL_ENOBUCKET, -OL_EQUORUM... */
+struct ol_eset_heal_stats;
+int ol_deploy_heal(struct ol_deploy *dp, const char *bucket, const char *key, size_t klen,
+                   int64_t now_ns, struct ol_eset_heal_stats *out);
+
+/* Appends Prometheus lines to b[*n..cap). */
+void ol_deploy_metrics(struct ol_deploy *dp, char *b, size_t cap, size_t *n);
+
+#endif

@@ -1,0 +1,734 @@
+/* The object layer over erasure sets: see obj/ec.h. */
+#include "obj/ec.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/buf.h"
+#include "core/clock.h"
+#include "core/crc.h"
+#include "core/err.h"
+#include "core/hlc.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "deploy/deploy.h"
+#include "ec/eset.h"
+#include "ec/storedrive.h"
+#include "obj/ec_multipart.h"
+
+#define EC_CHUNK_BYTES (1u << 20) /* bytes per read step */
+#define EC_ITER_PAGE 128u         /* keys per set per listing step */
+/* What a store writer under each drive holds: one buffer of
+ * EC_WRITER_BUF_BYTES, up to two more in flight to the disk: what the body
+ * memory budget reserves per drive for a large shard. */
+#define EC_WRITER_BUF_BYTES (1u << 20)
+#define EC_WRITER_BUFS 3u
+
+static unsigned dp_wait_ms(const struct ol_deploy *dp)
+{
+    return dp->body_wait_ms;
+}
+
+static uint64_t page_up(uint64_t n)
+{
+    return (n + 4095) / 4096 * 4096;
+}
+
+/* Counts the answers that say too few drives were there (metrics). */
+static int quorum_err(struct ol_deploy *dp, int rc)
+{
+    if (rc == -OL_EQUORUM || rc == -EIO || rc == -ENOSPC)
+        atomic_fetch_add(&dp->st.quorum_errors, 1);
+    if (rc == -EIO || rc == -EAGAIN)
+        rc = -OL_EQUORUM;
+    return rc;
+}
+
+void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len, bool *meta_after,
+                      uint64_t *manifest_size)
+{
+    *meta_len = 0;
+    *meta_after = false;
+    *manifest_size = UINT64_MAX;
+    const char *semi = strchr(field, ';');
+    const char *colon = strchr(field, ':');
+    const char *sep = semi ? semi : colon;
+    size_t n = sep ? (size_t)(sep - field) : strlen(field);
+    if (n > 63)
+        n = 63;
+    memcpy(etag, field, n);
+    etag[n] = 0;
+    if (!sep)
+        return;
+    char *end = NULL;
+    *meta_len = strtoull(sep + 1, &end, 10);
+    *meta_after = semi != NULL;
+    if (!semi && end && *end == ':')
+        *manifest_size = strtoull(end + 1, NULL, 10);
+}
+
+/* ---- buckets ---- */
+
+int ol_ec_bucket_create(struct ol_deploy *dp, const char *name, int64_t ctime_ns)
+{
+    int ex = ol_deploy_bucket_exists(dp, name);
+    if (ex < 0)
+        return quorum_err(dp, ex);
+    /* An existing bucket is spread to drives that lack it (a replaced one)
+     * all the same. */
+    unsigned ok = ol_deploy_bucket_spread(dp, name, ctime_ns);
+    if (ex > 0)
+        return -OL_EBUCKETEXISTS;
+    if (ok < dp->ndrives / 2 + 1)
+        return quorum_err(dp, -OL_EQUORUM);
+    return 0;
+}
+
+int ol_ec_bucket_get(struct ol_deploy *dp, const char *name, struct ol_bucket_info *out)
+{
+    int ex = ol_deploy_bucket_exists(dp, name);
+    if (ex < 0)
+        return quorum_err(dp, ex);
+    if (ex == 0)
+        return -OL_ENOBUCKET;
+    if (out) {
+        memset(out, 0, sizeof(*out));
+        snprintf(out->name, sizeof(out->name), "%s", name);
+    }
+    return 0;
+}
+
+int ol_ec_bucket_list(struct ol_deploy *dp, int (*fn)(void *ctx, const struct ol_bucket_info *b),
+                      void *ctx)
+{
+    return quorum_err(dp, ol_deploy_bucket_list(dp, fn, ctx));
+}
+
+static int first_key(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)key;
+    (void)klen;
+    (void)o;
+    *(bool *)ctx = true;
+    return 1;
+}
+
+int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name)
+{
+    int ex = ol_deploy_bucket_exists(dp, name);
+    if (ex < 0)
+        return quorum_err(dp, ex);
+    if (ex == 0)
+        return -OL_ENOBUCKET;
+    /* Any key (objects, uploads, parts not yet cleaned) on any set keeps it. */
+    for (unsigned s = 0; s < dp->nsets; s++) {
+        bool any = false;
+        int rc = ol_eset_list(dp->sets[s], name, NULL, 0, 1, first_key, &any);
+        if (rc < 0)
+            return quorum_err(dp, rc);
+        if (any)
+            return -OL_EBUCKETNOTEMPTY;
+    }
+    unsigned gone = 0;
+    for (unsigned i = 0; i < dp->ndrives; i++)
+        gone += ol_storedrive_bucket_delete(dp->drives[i], name) == 0;
+    return gone >= dp->ndrives / 2 + 1 ? 0 : quorum_err(dp, -OL_EQUORUM);
+}
+
+/* ---- conditional commits ----
+ *
+ * A conditional commit (If-None-Match, If-Match) checks the key's current
+ * version and commits its own with no other conditional commit of the same
+ * key in between: the keys being committed so are held in a small table,
+ * and a second one waits (yielding its fiber) until the first is done.  So
+ * of N racing create-only PUTs exactly one wins on this node.  (The cluster
+ * will hold the same lock through its coordinator.) */
+
+#define COND_SLOTS 64u
+
+static struct {
+    pthread_mutex_t mu;
+    uint64_t held[COND_SLOTS]; /* hashes of keys being committed; 0 = free */
+} cond_tab = {PTHREAD_MUTEX_INITIALIZER, {0}};
+
+static uint64_t key_hash(const char *bucket, const char *key, size_t klen)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = bucket; *p; p++)
+        h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ (uint8_t)key[i]) * 1099511628211ull;
+    return h | 1;
+}
+
+uint64_t ol_ec_cond_lock(const char *bucket, const char *key, size_t klen)
+{
+    uint64_t h = key_hash(bucket, key, klen);
+    for (;;) {
+        pthread_mutex_lock(&cond_tab.mu);
+        bool busy = false;
+        unsigned free_slot = COND_SLOTS;
+        for (unsigned i = 0; i < COND_SLOTS; i++) {
+            busy |= cond_tab.held[i] == h;
+            if (!cond_tab.held[i] && free_slot == COND_SLOTS)
+                free_slot = i;
+        }
+        if (!busy && free_slot < COND_SLOTS) {
+            cond_tab.held[free_slot] = h;
+            pthread_mutex_unlock(&cond_tab.mu);
+            return h;
+        }
+        pthread_mutex_unlock(&cond_tab.mu);
+        ol_io_sleep_ms(1);
+    }
+}
+
+void ol_ec_cond_unlock(uint64_t h)
+{
+    pthread_mutex_lock(&cond_tab.mu);
+    for (unsigned i = 0; i < COND_SLOTS; i++)
+        if (cond_tab.held[i] == h) {
+            cond_tab.held[i] = 0;
+            break;
+        }
+    pthread_mutex_unlock(&cond_tab.mu);
+}
+
+/* Checks cond against the key's current version: 0, -OL_EPRECONDITION or
+ * -OL_ENOKEY (If-Match on a missing key), or a read error. */
+int ol_ec_cond_check(struct ol_deploy *dp, struct ol_eset *es, const char *bucket,
+                      const char *key, size_t klen, const struct ol_store_cond *cond)
+{
+    struct ol_eset_obj o;
+    int rc = ol_eset_stat(es, bucket, key, klen, NULL, &o);
+    if (rc < 0 && rc != -OL_ENOKEY)
+        return quorum_err(dp, rc);
+    bool exists = rc == 0;
+    if (cond->if_none_match && exists)
+        return -OL_EPRECONDITION;
+    if (cond->if_match) {
+        if (!exists)
+            return -OL_ENOKEY;
+        char etag[64];
+        uint64_t ml, ms;
+        bool after;
+        ol_ec_etag_split(o.etag, etag, &ml, &after, &ms);
+        if (strcmp(cond->if_match, "*") != 0 && strcmp(cond->if_match, etag) != 0)
+            return -OL_EPRECONDITION;
+    }
+    return 0;
+}
+
+/* ---- writing ---- */
+
+struct ol_ec_writer {
+    struct ol_deploy *dp;
+    struct ol_eset *es;
+    struct ol_eset_put *p;
+    char bucket[64];
+    char *key; /* the object's key, or the part's key (obj/ec_multipart.h) */
+    size_t klen;
+    bool part;
+    /* The caller's release hook (ol_store_write_set_release) and the span
+     * of stripe buffer handed out since the last stripe was written. */
+    ol_store_release_fn release;
+    void *release_ctx;
+    uint8_t *lo, *hi;
+    size_t room;
+};
+
+uint64_t ol_ec_write_buffer_bytes(struct ol_deploy *dp, const struct ol_obj_target *t,
+                                  int64_t size_hint)
+{
+    /* Every set has one geometry: any set answers for the target's. */
+    (void)t;
+    return ol_eset_put_buffer_bytes(dp->sets[0], size_hint, EC_WRITER_BUF_BYTES, EC_WRITER_BUFS);
+}
+
+int ol_ec_write_begin(struct ol_deploy *dp, const struct ol_obj_target *t, int64_t size_hint,
+                      struct ol_ec_writer **out)
+{
+    struct ol_ec_writer *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->dp = dp;
+    snprintf(w->bucket, sizeof(w->bucket), "%s", t->bucket);
+    int rc;
+    if (t->upload_id) {
+        w->part = true;
+        rc = ol_ec_part_target(dp, t->bucket, t->upload_id, t->part_no, &w->key, &w->klen);
+    } else {
+        w->key = malloc(t->key_len ? t->key_len : 1);
+        rc = w->key ? 0 : -ENOMEM;
+        if (w->key) {
+            memcpy(w->key, t->key, t->key_len);
+            w->klen = t->key_len;
+        }
+    }
+    if (rc == 0) {
+        int ex = ol_deploy_bucket_exists(dp, w->bucket);
+        rc = ex < 0 ? ex : ex == 0 ? -OL_ENOBUCKET : 0;
+    }
+    if (rc == 0) {
+        w->es = ol_deploy_set_of(dp, w->bucket, w->key, w->klen);
+        rc = ol_eset_put_begin(w->es, w->bucket, w->key, w->klen, &w->p);
+    }
+    if (rc < 0) {
+        free(w->key);
+        free(w);
+        return quorum_err(dp, rc);
+    }
+    if (size_hint >= 0)
+        ol_eset_put_expect(w->p, (uint64_t)size_hint);
+    *out = w;
+    return 0;
+}
+
+static void writer_free(struct ol_ec_writer *w)
+{
+    free(w->key);
+    free(w);
+}
+
+/* The caller may still be reading the bytes handed out (a deferred hash):
+ * they are given back before the set may reuse or move its stripe buffer,
+ * which it does once a stripe is full. */
+static void give_back(struct ol_ec_writer *w)
+{
+    if (w->release && w->lo && w->hi > w->lo)
+        w->release(w->release_ctx, w->lo, (size_t)(w->hi - w->lo));
+    w->lo = w->hi = NULL;
+}
+
+int ol_ec_write(struct ol_ec_writer *w, const void *buf, size_t len)
+{
+    give_back(w);
+    return quorum_err(w->dp, ol_eset_put_write(w->p, buf, len));
+}
+
+void ol_ec_write_hold(struct ol_ec_writer *w, uint64_t reserved_bytes)
+{
+    ol_eset_put_hold(w->p, reserved_bytes);
+}
+
+void ol_ec_write_set_release(struct ol_ec_writer *w, ol_store_release_fn fn, void *ctx)
+{
+    w->release = fn;
+    w->release_ctx = ctx;
+    if (!fn)
+        w->lo = w->hi = NULL;
+}
+
+int ol_ec_write_room(struct ol_ec_writer *w, uint8_t **p, size_t *len)
+{
+    int rc = ol_eset_put_room(w->p, p, len);
+    if (rc < 0)
+        return quorum_err(w->dp, rc);
+    w->room = *len;
+    if (!w->lo)
+        w->lo = *p;
+    return 0;
+}
+
+int ol_ec_write_advance(struct ol_ec_writer *w, size_t n)
+{
+    uint8_t *p;
+    size_t len;
+    /* The room's start, to record what was handed out. */
+    if (ol_eset_put_room(w->p, &p, &len) == 0 && (!w->hi || p + n > w->hi))
+        w->hi = p + n;
+    if (n == w->room)
+        give_back(w); /* this fills the stripe: it is written and reused */
+    return quorum_err(w->dp, ol_eset_put_advance(w->p, n));
+}
+
+int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *info,
+                              const struct ol_store_cond *cond)
+{
+    struct ol_deploy *dp = w->dp;
+    int rc = 0;
+    give_back(w);
+    if (info->meta_len > OL_EC_META_MAX)
+        rc = -OL_ETOOLARGE;
+    /* The metadata goes after the body: it may hold what only the body's end
+     * told (a trailer's checksum). */
+    if (rc == 0 && info->meta_len > 0)
+        rc = ol_eset_put_write(w->p, info->meta, info->meta_len);
+    char field[80];
+    snprintf(field, sizeof(field), "%s;%" PRIu32, info->etag, info->meta_len);
+    uint64_t h = 0;
+    if (rc == 0 && cond && (cond->if_none_match || cond->if_match)) {
+        h = ol_ec_cond_lock(w->bucket, w->key, w->klen);
+        rc = ol_ec_cond_check(dp, w->es, w->bucket, w->key, w->klen, cond);
+    }
+    /* A multipart object being replaced: its parts are freed once the new
+     * version is in. */
+    struct ol_ec_manifest *prev = NULL;
+    if (rc == 0)
+        (void)ol_ec_manifest_prev(dp, w->bucket, w->key, w->klen, &prev);
+    if (rc == 0) {
+        rc = ol_eset_put_commit(w->p, field, info->mtime_ns, NULL);
+        w->p = NULL;
+    }
+    if (h)
+        ol_ec_cond_unlock(h);
+    if (rc == 0)
+        ol_ec_manifest_release(dp, prev);
+    else
+        ol_ec_manifest_free(prev);
+    if (w->p)
+        ol_eset_put_abort(w->p);
+    writer_free(w);
+    return quorum_err(dp, rc);
+}
+
+int ol_ec_write_commit_part(struct ol_ec_writer *w, const char *etag)
+{
+    struct ol_deploy *dp = w->dp;
+    give_back(w);
+    int rc = ol_eset_put_commit(w->p, etag, ol_wall_ns(), NULL);
+    writer_free(w);
+    return quorum_err(dp, rc);
+}
+
+void ol_ec_write_abort(struct ol_ec_writer *w)
+{
+    ol_eset_put_abort(w->p);
+    writer_free(w);
+}
+
+/* ---- reading ---- */
+
+struct ol_ec_reader {
+    struct ol_deploy *dp;
+    struct ol_eset *es;
+    char bucket[64];
+    char *key;
+    size_t klen;
+    struct ol_eset_obj o;
+    struct ol_obj_info info;
+    uint8_t *meta;
+    uint64_t data_off; /* where the body starts in the stored object */
+    struct ol_ec_manifest *mf;
+    uint8_t *buf; /* one read step, reserved from the body memory budget */
+    size_t cap;
+    uint64_t reserved;
+};
+
+int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                    const char *vid, struct ol_ec_reader **out)
+{
+    /* Erasure sets keep one version per key; "null" names it. */
+    if (vid && strcmp(vid, "null") != 0)
+        return -ENOTSUP;
+    struct ol_ec_reader *r = calloc(1, sizeof(*r));
+    if (!r || !(r->key = malloc(key_len ? key_len : 1))) {
+        free(r);
+        return -ENOMEM;
+    }
+    r->dp = dp;
+    snprintf(r->bucket, sizeof(r->bucket), "%s", bucket);
+    memcpy(r->key, key, key_len);
+    r->klen = key_len;
+    r->es = ol_deploy_set_of(dp, bucket, key, key_len);
+    int rc = ol_eset_stat(r->es, bucket, key, key_len, NULL, &r->o);
+    if (rc == -OL_ENOKEY && ol_deploy_bucket_exists(dp, bucket) == 0)
+        rc = -OL_ENOBUCKET;
+    char etag[64];
+    uint64_t ml = 0, msize = UINT64_MAX;
+    bool after = false;
+    if (rc == 0) {
+        ol_ec_etag_split(r->o.etag, etag, &ml, &after, &msize);
+        if (ml > r->o.size || ml > OL_EC_META_MAX)
+            rc = -OL_ECORRUPT;
+    }
+    if (rc == 0 && !(r->meta = malloc(ml + 1)))
+        rc = -ENOMEM;
+    /* Every read names the version stat resolved: never a mix of versions. */
+    uint64_t meta_at = after ? r->o.size - ml : 0;
+    if (rc == 0 && ml > 0)
+        rc = ol_eset_read(r->es, bucket, key, key_len, &r->o.vid, meta_at, ml, r->meta, NULL);
+    if (rc == 0 && msize != UINT64_MAX)
+        rc = ol_ec_manifest_load(dp, bucket, key, key_len, &r->o, ml, &r->mf);
+    if (rc < 0) {
+        ol_ec_read_close(r);
+        return quorum_err(dp, rc);
+    }
+    r->data_off = after ? 0 : ml;
+    r->info.size = msize != UINT64_MAX ? msize : r->o.size - ml;
+    r->info.mtime_ns = r->o.mtime_ns;
+    memcpy(r->info.etag, etag, sizeof(r->info.etag));
+    r->info.meta = r->meta;
+    r->info.meta_len = (uint32_t)ml;
+    r->info.nparts = r->mf ? ol_ec_manifest_nparts(r->mf) : 0;
+    *out = r;
+    return 0;
+}
+
+const struct ol_obj_info *ol_ec_read_info(const struct ol_ec_reader *r)
+{
+    return &r->info;
+}
+
+ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data)
+{
+    if (off >= r->info.size || max == 0)
+        return 0;
+    uint64_t left = r->info.size - off;
+    size_t n = max < left ? max : (size_t)left;
+    if (n > EC_CHUNK_BYTES)
+        n = EC_CHUNK_BYTES;
+    if (!r->buf) {
+        /* Sized to what is read (a range or a small object needs less than
+         * a step) and reserved from the body memory budget with what the
+         * set's read of a step holds (the drives' spans, twice for a
+         * degraded read): a crowd of stalled GETs holds at most the budget. */
+        r->cap = n;
+        r->reserved = 3 * page_up(n);
+        int rc = ol_bodymem_reserve(r->reserved, dp_wait_ms(r->dp));
+        if (rc < 0) {
+            r->reserved = 0;
+            return rc;
+        }
+        r->buf = ol_buf_alloc(r->cap);
+        if (!r->buf)
+            return -ENOMEM;
+    }
+    if (n > r->cap)
+        n = r->cap;
+    int rc = r->mf ? ol_ec_manifest_read(r->mf, off, n, r->buf)
+                   : ol_eset_read(r->es, r->bucket, r->key, r->klen, &r->o.vid, r->data_off + off,
+                                  n, r->buf, NULL);
+    if (rc < 0) {
+        ol_log_limited(OL_LOG_ERROR, "EC read %s at %" PRIu64 ": %s", r->bucket, off,
+                       ol_strerror(rc));
+        return quorum_err(r->dp, rc);
+    }
+    *data = r->buf;
+    return (ssize_t)n;
+}
+
+void ol_ec_read_close(struct ol_ec_reader *r)
+{
+    if (!r)
+        return;
+    ol_ec_manifest_free(r->mf);
+    if (r->buf)
+        ol_buf_free(r->buf, r->cap);
+    ol_bodymem_release(r->reserved);
+    free(r->meta);
+    free(r->key);
+    free(r);
+}
+
+/* ---- deleting ---- */
+
+int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len)
+{
+    int ex = ol_deploy_bucket_exists(dp, bucket);
+    if (ex <= 0)
+        return ex < 0 ? quorum_err(dp, ex) : -OL_ENOBUCKET;
+    struct ol_ec_manifest *prev = NULL;
+    (void)ol_ec_manifest_prev(dp, bucket, key, key_len, &prev);
+    int rc = ol_eset_delete(ol_deploy_set_of(dp, bucket, key, key_len), bucket, key, key_len);
+    if (rc < 0) {
+        ol_ec_manifest_free(prev);
+        return quorum_err(dp, rc);
+    }
+    /* After the delete, never before: a part must not go while an object
+     * still refers to it. */
+    ol_ec_manifest_release(dp, prev);
+    return 0;
+}
+
+/* ---- listing ----
+ *
+ * Keys of every set merged in byte order, a page of EC_ITER_PAGE keys per
+ * set at a time, with ol_store_iter's contract (info->meta is NULL). */
+
+struct ec_ent {
+    uint32_t klen;
+    uint64_t size;
+    int64_t mtime_ns;
+    char etag[64];
+    char key[OL_DRIVE_MAX_KEY];
+};
+
+struct ol_ec_iter {
+    struct ol_deploy *ec;
+    char bucket[64];
+    struct ec_ent *ents; /* EC_ITER_PAGE per set */
+    unsigned n, pos;
+    bool done;
+    /* Keys strictly after cur are next; with floor set, keys below floor
+     * are skipped (an inclusive start). */
+    char cur[OL_DRIVE_MAX_KEY];
+    size_t cur_len;
+    char floor[OL_DRIVE_MAX_KEY];
+    size_t floor_len;
+    struct ec_ent *tmp;
+    unsigned ntmp;
+};
+
+static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an < bn ? -1 : an > bn);
+}
+
+static int ent_cmp(const void *a, const void *b)
+{
+    const struct ec_ent *x = a, *y = b;
+    return bytes_cmp(x->key, x->klen, y->key, y->klen);
+}
+
+static int iter_cb(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    struct ol_ec_iter *it = ctx;
+    if (klen > OL_DRIVE_MAX_KEY)
+        return 0;
+    struct ec_ent *e = &it->tmp[it->ntmp++];
+    e->klen = (uint32_t)klen;
+    memcpy(e->key, key, klen);
+    uint64_t ml, msize;
+    bool after;
+    ol_ec_etag_split(o->etag, e->etag, &ml, &after, &msize);
+    e->size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
+    e->mtime_ns = o->mtime_ns;
+    return it->ntmp >= EC_ITER_PAGE * it->ec->nsets ? 1 : 0;
+}
+
+/* Fills the page with the next keys of every set, merged. */
+static int iter_fill(struct ol_ec_iter *it)
+{
+    it->n = it->pos = 0;
+    it->ntmp = 0;
+    const struct ec_ent *bound = NULL; /* the smallest last key of a full set page */
+    for (unsigned s = 0; s < it->ec->nsets; s++) {
+        unsigned before = it->ntmp;
+        int rc = ol_eset_list(it->ec->sets[s], it->bucket, it->cur, it->cur_len, EC_ITER_PAGE,
+                              iter_cb, it);
+        if (rc < 0)
+            return rc;
+        if (it->ntmp - before == EC_ITER_PAGE) {
+            const struct ec_ent *last = &it->tmp[it->ntmp - 1];
+            if (!bound || ent_cmp(last, bound) < 0)
+                bound = last;
+        }
+    }
+    struct ec_ent b;
+    if (bound)
+        b = *bound;
+    qsort(it->tmp, it->ntmp, sizeof(*it->tmp), ent_cmp);
+    for (unsigned i = 0; i < it->ntmp; i++) {
+        if (bound && ent_cmp(&it->tmp[i], &b) > 0)
+            break;
+        it->ents[it->n++] = it->tmp[i];
+    }
+    it->done = !bound;
+    if (it->n > 0) {
+        const struct ec_ent *l = &it->ents[it->n - 1];
+        memcpy(it->cur, l->key, l->klen);
+        it->cur_len = l->klen;
+    }
+    return 0;
+}
+
+static void iter_position(struct ol_ec_iter *it, const char *from, size_t from_len,
+                          bool inclusive)
+{
+    it->n = it->pos = 0;
+    it->done = false;
+    it->floor_len = 0;
+    if (from_len > OL_DRIVE_MAX_KEY)
+        from_len = OL_DRIVE_MAX_KEY;
+    /* Keys that begin with NUL are the multipart namespace (uploads and
+     * parts, s3/ec_multipart.h); S3 keys cannot hold NUL, so every listing
+     * starts after all of them. */
+    if (from_len == 0 || from[0] == 0) {
+        memcpy(it->cur, OL_EC_MP_LIST_FLOOR, 2);
+        it->cur_len = 2;
+        return;
+    }
+    if (!inclusive) {
+        memcpy(it->cur, from, from_len);
+        it->cur_len = from_len;
+        return;
+    }
+    /* Keys >= from: list after from without its last byte and skip what
+     * sorts below from. */
+    memcpy(it->cur, from, from_len - 1);
+    it->cur_len = from_len - 1;
+    memcpy(it->floor, from, from_len);
+    it->floor_len = from_len;
+}
+
+int ol_ec_iter_open(struct ol_deploy *ec, const char *bucket, const char *from,
+                       size_t from_len, bool inclusive, struct ol_ec_iter **out)
+{
+    struct ol_ec_iter *it = calloc(1, sizeof(*it));
+    if (!it)
+        return -ENOMEM;
+    it->ec = ec;
+    snprintf(it->bucket, sizeof(it->bucket), "%s", bucket);
+    it->ents = malloc(sizeof(*it->ents) * EC_ITER_PAGE * ec->nsets);
+    it->tmp = malloc(sizeof(*it->tmp) * EC_ITER_PAGE * ec->nsets);
+    if (!it->ents || !it->tmp) {
+        ol_ec_iter_close(it);
+        return -ENOMEM;
+    }
+    iter_position(it, from ? from : "", from ? from_len : 0, inclusive);
+    *out = it;
+    return 0;
+}
+
+int ol_ec_iter_next(struct ol_ec_iter *it, const char **key, size_t *key_len,
+                       struct ol_obj_info *info)
+{
+    /* Each round returns an entry, fills a page, or ends. */
+    for (unsigned guard = 0; guard < (1u << 24); guard++) {
+        if (it->pos == it->n) {
+            if (it->done)
+                return 1;
+            int rc = iter_fill(it);
+            if (rc < 0)
+                return rc;
+            if (it->n == 0)
+                return 1;
+        }
+        const struct ec_ent *e = &it->ents[it->pos++];
+        if (it->floor_len && bytes_cmp(e->key, e->klen, it->floor, it->floor_len) < 0)
+            continue;
+        memset(info, 0, sizeof(*info));
+        info->size = e->size;
+        info->mtime_ns = e->mtime_ns;
+        memcpy(info->etag, e->etag, sizeof(info->etag));
+        *key = e->key;
+        *key_len = e->klen;
+        return 0;
+    }
+    return -ELOOP;
+}
+
+int ol_ec_iter_seek(struct ol_ec_iter *it, const char *from, size_t from_len,
+                       bool inclusive)
+{
+    iter_position(it, from, from_len, inclusive);
+    return 0;
+}
+
+void ol_ec_iter_close(struct ol_ec_iter *it)
+{
+    if (!it)
+        return;
+    free(it->ents);
+    free(it->tmp);
+    free(it);
+}
+

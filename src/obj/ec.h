@@ -1,0 +1,91 @@
+/* The erasure-set backend of the object layer (obj/ec.c, obj/ec_multipart.c):
+ * internal to src/obj.  Each function has the contract of its ol_obj_*
+ * namesake in obj/obj.h, served by the erasure sets of a deployment
+ * (deploy/deploy.h).
+ *
+ * Object layout.  An erasure set stores, as one object version, the body
+ * followed by the S3 metadata blob (s3/meta.h); the etag field of the shard
+ * metadata holds "<etag>;<blob length>" so a reader finds the blob at the
+ * end without a read.  Objects written before this layout hold the blob
+ * first ("<etag>:<blob length>").  A completed multipart upload is the blob
+ * followed by a manifest of its parts ("<etag>:<blob length>:<size>"),
+ * obj/ec_multipart.c.  docs/EC.md, section 6, has the bytes.
+ */
+#ifndef OL_OBJ_EC_H
+#define OL_OBJ_EC_H
+
+#include "obj/obj.h"
+
+struct ol_eset;
+struct ol_ec_reader;
+struct ol_ec_writer;
+struct ol_ec_iter;
+
+/* The S3 metadata blob's bound in a stored object. */
+#define OL_EC_META_MAX (64u << 10)
+
+/* Splits a stored etag field: the etag, the blob's length, whether the blob
+ * follows the body (";"), and a manifest's object size (UINT64_MAX when the
+ * object is not a manifest). */
+void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len, bool *meta_after,
+                      uint64_t *manifest_size);
+/* Conditional commits of one key on this node, one at a time (obj/ec.c):
+ * lock, check cond against the key's current version (0,
+ * -OL_EPRECONDITION, -OL_ENOKEY), commit, unlock. */
+uint64_t ol_ec_cond_lock(const char *bucket, const char *key, size_t klen);
+void ol_ec_cond_unlock(uint64_t h);
+int ol_ec_cond_check(struct ol_deploy *dp, struct ol_eset *es, const char *bucket,
+                     const char *key, size_t klen, const struct ol_store_cond *cond);
+
+int ol_ec_bucket_create(struct ol_deploy *dp, const char *name, int64_t ctime_ns);
+int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name);
+int ol_ec_bucket_get(struct ol_deploy *dp, const char *name, struct ol_bucket_info *out);
+int ol_ec_bucket_list(struct ol_deploy *dp, int (*fn)(void *ctx, const struct ol_bucket_info *b),
+                      void *ctx);
+
+uint64_t ol_ec_write_buffer_bytes(struct ol_deploy *dp, const struct ol_obj_target *t,
+                                  int64_t size_hint);
+int ol_ec_write_begin(struct ol_deploy *dp, const struct ol_obj_target *t, int64_t size_hint,
+                      struct ol_ec_writer **out);
+int ol_ec_write(struct ol_ec_writer *w, const void *buf, size_t len);
+void ol_ec_write_hold(struct ol_ec_writer *w, uint64_t reserved_bytes);
+void ol_ec_write_set_release(struct ol_ec_writer *w, ol_store_release_fn fn, void *ctx);
+int ol_ec_write_room(struct ol_ec_writer *w, uint8_t **p, size_t *len);
+int ol_ec_write_advance(struct ol_ec_writer *w, size_t n);
+int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *info,
+                              const struct ol_store_cond *cond);
+int ol_ec_write_commit_part(struct ol_ec_writer *w, const char *etag);
+void ol_ec_write_abort(struct ol_ec_writer *w);
+
+int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                    const char *vid, struct ol_ec_reader **out);
+const struct ol_obj_info *ol_ec_read_info(const struct ol_ec_reader *r);
+ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
+void ol_ec_read_close(struct ol_ec_reader *r);
+
+int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len);
+
+int ol_ec_iter_open(struct ol_deploy *dp, const char *bucket, const char *from, size_t from_len,
+                    bool inclusive, struct ol_ec_iter **out);
+int ol_ec_iter_next(struct ol_ec_iter *it, const char **key, size_t *key_len,
+                    struct ol_obj_info *info);
+int ol_ec_iter_seek(struct ol_ec_iter *it, const char *from, size_t from_len, bool inclusive);
+void ol_ec_iter_close(struct ol_ec_iter *it);
+
+/* obj/ec_multipart.c */
+int ol_ec_upload_create(struct ol_deploy *dp, const char *bucket, const char *key,
+                        size_t key_len, const uint8_t *meta, uint32_t meta_len, int64_t ctime_ns,
+                        char upload_id[40]);
+int ol_ec_upload_get(struct ol_deploy *dp, const char *bucket, const char *upload_id,
+                     int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+int ol_ec_part_list(struct ol_deploy *dp, const char *bucket, const char *upload_id,
+                    uint32_t after, int (*fn)(void *ctx, const struct ol_part_info *p), void *ctx);
+int ol_ec_upload_list(struct ol_deploy *dp, const char *bucket,
+                      int (*fn)(void *ctx, const struct ol_upload_info *u), void *ctx);
+int ol_ec_upload_complete(struct ol_deploy *dp, const char *bucket, const char *upload_id,
+                          const struct ol_complete_part *parts, uint32_t nparts,
+                          uint64_t min_part_bytes, struct ol_obj_info *info,
+                          const struct ol_store_cond *cond);
+int ol_ec_upload_abort(struct ol_deploy *dp, const char *bucket, const char *upload_id);
+
+#endif
