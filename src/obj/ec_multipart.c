@@ -916,6 +916,8 @@ static void upload_info(const char *bucket, const struct upload *u, struct ol_up
     ui->key = u->key;
     ui->key_len = u->klen;
     ui->ctime_ns = u->ctime_ns;
+    ui->meta = u->meta;
+    ui->meta_len = u->meta_len;
 }
 
 int ol_ec_upload_get(struct ol_deploy *ec, const char *bucket, const char *upload_id,

@@ -469,9 +469,14 @@ int ol_s3_get_object(struct ol_s3_req *r)
         if (n <= 0) {
             if (n == 0)
                 n = -EIO;
-            rc = ol_s3_error(r, OL_S3_InternalError,
-                             n == -OL_ECORRUPT ? "The object's data failed its checksum."
-                                               : "The object could not be read.");
+            /* Too few drives, or no memory budget for the read: 503, retry;
+             * anything else is the server's fault. */
+            if (n == -OL_EQUORUM || n == -EBUSY)
+                rc = ol_s3_error_from(r, (int)n);
+            else
+                rc = ol_s3_error(r, OL_S3_InternalError,
+                                 n == -OL_ECORRUPT ? "The object's data failed its checksum."
+                                                   : "The object could not be read.");
             goto out;
         }
     }
