@@ -221,8 +221,8 @@ static int phase1(unsigned slot, const char *key, const struct ol_version_id *vi
     sm.mtime_ns = 1;
     strcpy(sm.etag, "cut");
     void *w = NULL;
-    int rc = ol_storedrive_ops.shard_begin(sd[slot], "bkt", key, strlen(key), vid, &w);
-    return rc < 0 ? rc : ol_storedrive_ops.shard_commit(w, &sm);
+    int rc = ol_storedrive_ops.shard_begin(sd[slot], "bkt", key, strlen(key), &w);
+    return rc < 0 ? rc : ol_storedrive_ops.shard_commit(w, &sm, NULL, 0);
 }
 
 /* A shard entry in the format from before the stored COMPLETE mark (flags
@@ -291,7 +291,7 @@ int main(void)
         CHECK_RC(put_obj(i, 1000 + i), 0);
     CHECK(check_all(1000) == 0);
     struct ol_shard_meta vm[16];
-    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16), 1);
+    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16, NULL), 1);
     CHECK(vm[0].flags & OL_SHARD_COMPLETE);
     /* The mark (a copy by reference) replaced the unmarked copy, and freed
      * the older version: one store version left. */
@@ -306,7 +306,7 @@ int main(void)
         ol_hlc_version_id(&hlc, &lv);
         for (unsigned i = 0; i < 3; i++)
             CHECK_RC(phase1(i, "cut/1", &lv), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16, NULL), 1);
         CHECK(!(vm[0].flags & OL_SHARD_COMPLETE));
         struct ol_eset_obj o;
         CHECK_RC(ol_eset_stat(es, "bkt", "cut/1", 5, NULL, &o), -OL_ENOKEY);
@@ -314,14 +314,14 @@ int main(void)
         memset(&ls, 0, sizeof(ls));
         CHECK_RC(ol_eset_heal_object(es, "bkt", "cut/1", 5, &ls), -OL_ENOKEY);
         CHECK(ls.versions_removed == 3 && ls.unrecoverable == 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16, NULL), 0);
         /* Marked on one drive, the version counts as once completed: an
          * acknowledged object that lost drives, not absent. */
         ol_hlc_version_id(&hlc, &lv);
         for (unsigned i = 0; i < 3; i++)
             CHECK_RC(phase1(i, "cut/2", &lv), 0);
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[1], "bkt", "cut/2", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[1], "bkt", "cut/2", 5, vm, 16, NULL), 1);
         CHECK(vm[0].flags & OL_SHARD_COMPLETE);
         CHECK(store_versions(1, "cut/2") == 1);
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
@@ -338,13 +338,13 @@ int main(void)
         ol_hlc_version_id(&hlc, &a);
         ol_hlc_version_id(&hlc, &b);
         CHECK_RC(legacy_put(0, "old/1", &a), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 1);
         CHECK(vm[0].flags & OL_SHARD_COMPLETE);
         CHECK_RC(legacy_put(0, "old/1", &b), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 2);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 2);
         CHECK(!(vm[0].flags & OL_SHARD_COMPLETE) && (vm[1].flags & OL_SHARD_COMPLETE));
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[0], "bkt", "old/1", 5, &b), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 1);
         CHECK(ol_version_id_cmp(&vm[0].vid, &b) == 0 && (vm[0].flags & OL_SHARD_COMPLETE));
         CHECK(store_versions(0, "old/1") == 1);
         CHECK_RC(ol_storedrive_ops.delete_version(sd[0], "bkt", "old/1", 5, &b), 0);
@@ -408,7 +408,7 @@ int main(void)
     CHECK_RC(ol_eset_heal_object(es, "bkt", "obj/0007", 8, &hs), 0);
     CHECK(hs.shards_rebuilt == 1);
     for (unsigned i = 0; i < N; i++)
-        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "obj/0007", 8, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "obj/0007", 8, vm, 16, NULL), 1);
 
     /* Delete: gone for reads and listings; heal removes the markers. */
     for (unsigned i = 10; i < 15; i++) {
@@ -422,7 +422,7 @@ int main(void)
     CHECK(ol_eset_list(es, "bkt", "", 0, 1000, count_cb, &n) == NOBJ - 5);
     memset(&hs, 0, sizeof(hs));
     CHECK_RC(ol_eset_heal_all(es, &hs), 0);
-    CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16) == 0);
+    CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16, NULL) == 0);
 
     /* Drive states: a directory renamed away is noticed by the check and
      * the drive goes offline (calls fail at once); PUTs go on with five; put
@@ -446,7 +446,7 @@ int main(void)
         CHECK(rename(dirs[2], away) == 0);
         CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE);
         CHECK(ol_storedrive_offline(sd[2]));
-        CHECK_RC(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0020", 8, vm, 16), -EIO);
+        CHECK_RC(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0020", 8, vm, 16, NULL), -EIO);
         CHECK_RC(put_obj(20, 7777), 0);
         CHECK(check_obj(20, 7777) == 0);
         CHECK(rename(away, dirs[2]) == 0);
