@@ -2216,10 +2216,11 @@ static int merge_next(struct merge *mg, uint32_t *slots, const struct ol_drive_e
     return 1;
 }
 
-int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
-                 unsigned max,
-                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
-                 void *ctx)
+static int list_impl(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                     unsigned max, bool markers,
+                     int (*fn)(void *ctx, const char *key, size_t klen,
+                               const struct ol_eset_obj *obj),
+                     void *ctx)
 {
     if (!valid_name(bucket, 1) || alen > OL_DRIVE_MAX_KEY)
         return -EINVAL;
@@ -2252,11 +2253,20 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
         struct ol_eset_obj obj;
         bool listed;
         if (same && agree >= es->k && mg.nfailed < es->k && ref->k == es->k && ref->m == es->m) {
-            listed = !(ref->flags & OL_SHARD_DELETE_MARKER);
+            listed = markers || !(ref->flags & OL_SHARD_DELETE_MARKER);
             obj_from_meta(ref, agree, &obj);
         } else {
             atomic_fetch_add(&es->st.list_slow_keys, 1);
-            int e = ol_eset_stat(es, bucket, mg.key, mg.klen, NULL, &obj);
+            int e = -ENOMEM;
+            struct eset_res *r = res_alloc(es);
+            if (r) {
+                e = resolve(es, bucket, mg.key, mg.klen, NULL, r);
+                if (r->found)
+                    obj_from_meta(&r->win, popcount(r->have), &obj);
+                if (e == -OL_ENOKEY && r->found && markers)
+                    e = 0;
+                res_free(r);
+            }
             listed = e == 0;
             if (e == -OL_EQUORUM)
                 atomic_fetch_add(&es->st.list_skipped, 1);
@@ -2273,6 +2283,23 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
     }
     merge_close(&mg);
     return rc < 0 ? rc : (int)count;
+}
+
+int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                 unsigned max,
+                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
+                 void *ctx)
+{
+    return list_impl(es, bucket, after, alen, max, false, fn, ctx);
+}
+
+int ol_eset_list_markers(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                         unsigned max,
+                         int (*fn)(void *ctx, const char *key, size_t klen,
+                                   const struct ol_eset_obj *obj),
+                         void *ctx)
+{
+    return list_impl(es, bucket, after, alen, max, true, fn, ctx);
 }
 
 struct bucket_names {

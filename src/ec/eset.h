@@ -60,12 +60,11 @@
  * versions of a key (delete markers flagged), ol_eset_delete_marker writes a
  * marker with those flags and returns its vid, ol_eset_delete_version
  * removes one version for good.  ListObjectVersions of a bucket is built by
- * the caller: ol_eset_list gives the keys whose newest version is not a
- * delete marker, so it walks the keys with ol_eset_list_all (every key any
- * drive holds... see below) or, simpler, ol_eset_list plus ol_eset_versions
- * per key; a key whose newest version is a marker is not in ol_eset_list,
- * so a complete ListObjectVersions walks the drives' keys (heal_all's walk)
- * — not offered yet.
+ * the caller: ol_eset_list_markers gives every key with a readable newest
+ * version (delete markers included, flagged), and ol_eset_versions each
+ * key's versions; ol_eset_list (ListObjects) skips keys whose newest
+ * version is a marker.  (A key all of whose readable versions are older
+ * than a newer unreadable leftover still lists: the rule is the read's.)
  *
  * DELETE writes a delete marker version (no bytes) with the PUT quorum; a
  * marker that wins hides the key.  Healing removes a marker once all k+m
@@ -299,6 +298,15 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
                  unsigned max,
                  int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
                  void *ctx);
+
+/* As ol_eset_list, but a key whose newest readable version is a delete
+ * marker is listed too (obj->flags has OL_SHARD_DELETE_MARKER): the key
+ * walk of ListObjectVersions (with ol_eset_versions per key). */
+int ol_eset_list_markers(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                         unsigned max,
+                         int (*fn)(void *ctx, const char *key, size_t klen,
+                                   const struct ol_eset_obj *obj),
+                         void *ctx);
 
 /* ---- healing ---- */
 
