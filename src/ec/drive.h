@@ -7,11 +7,28 @@
  * What a drive stores.  For each (bucket, key) a drive holds zero or more
  * *shard versions*, each named by a version id (core/hlc.h) and carrying
  * one shard of the object (the bytes of unit `shard` of every stripe,
- * ec/stripe.h) and its `struct ol_shard_meta`.  A shard version is first
- * written and committed (durable, not COMPLETE: phase 1), later marked
- * COMPLETE (phase 2), which also frees every older version of that key on
- * that drive.  A drive never frees an older version on phase 1, so a newer
- * version that failed to reach a quorum never destroys an older good one.
+ * ec/stripe.h), its `struct ol_shard_meta` and an opaque metadata blob of
+ * the version (the S3 layer's: content-type, x-amz-meta-*, tags...; up to
+ * OL_DRIVE_META_MAX bytes, the same on every drive of the version:
+ * replicated, not striped).  A shard version is first written and committed
+ * (durable, not COMPLETE: phase 1), later marked COMPLETE (phase 2), which
+ * also frees the older versions of that key on that drive that the marked
+ * version's flags say it replaces (ol_shard_frees).  A drive never frees an
+ * older version on phase 1, so a newer version that failed to reach a
+ * quorum never destroys an older good one.
+ *
+ * Version ids.  The erasure set takes a version's id when it commits (so
+ * that of two concurrent writes of a key the one that completes last wins):
+ * a writer is begun without one, and shard_commit's sm->vid names the
+ * version.  Nothing a drive keeps refers to a writer's begin.
+ *
+ * The blob.  The drive stores it with the shard version, with its length,
+ * its CRC32C (computed by the drive) and an HLC stamp (given by the set), in
+ * ol_shard_meta.  set_meta replaces it without touching the shard, atomically
+ * per drive; of two blobs of one version the one with the larger (stamp,
+ * crc) wins, on the drive and in the set's reads.  The drive returns the
+ * blob as stored: the erasure set checks the CRC and never uses a copy that
+ * fails it.
  *
  * Integrity.  The drive checksums what it stores (the store: a CRC32C per
  * 64 KiB block) and verifies every read; a read touching a bad block fails
@@ -35,6 +52,7 @@
 #ifndef OL_EC_DRIVE_H
 #define OL_EC_DRIVE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +65,15 @@ enum {
     /* ol_shard_meta.flags */
     OL_SHARD_COMPLETE = 1u << 0,      /* phase 2 done on this drive */
     OL_SHARD_DELETE_MARKER = 1u << 1, /* a DELETE: no bytes, hides older versions */
+    /* Versioned buckets: marking this version COMPLETE frees no older
+     * version (S3 versioning enabled). */
+    OL_SHARD_KEEP_OLDER = 1u << 2,
+    /* S3's "null" version (versioning suspended): marking it COMPLETE frees
+     * the older NULL versions only, and keeps the others. */
+    OL_SHARD_NULL = 1u << 3,
+
+    /* Largest metadata blob of a version. */
+    OL_DRIVE_META_MAX = 64 * 1024,
 
     /* shard_commit's positive answer: a newer version of the key is already
      * COMPLETE on this drive, so this one was dropped.  The outcome equals
@@ -67,6 +94,49 @@ struct ol_shard_meta {
     uint64_t size;       /* object bytes; shard length follows from ol_ec_layout */
     int64_t mtime_ns;
     char etag[64]; /* NUL-terminated */
+    /* The metadata blob as this drive holds it (0/0/0: none, as in versions
+     * written before blobs existed).  meta_len and meta_crc are the drive's
+     * (set on commit and set_meta from the bytes given; ignored on commit);
+     * meta_stamp is the set's (an HLC stamp: the newer blob wins). */
+    uint32_t meta_len;
+    uint32_t meta_crc; /* CRC32C of the blob */
+    uint64_t meta_stamp;
+};
+
+/* Whether marking `newer` COMPLETE frees `older` (an older version of the
+ * same key), by newer's flags: a plain version frees every older one; a
+ * KEEP_OLDER one frees none; a NULL one frees the older NULL versions only. */
+static inline bool ol_shard_frees(const struct ol_shard_meta *newer,
+                                  const struct ol_shard_meta *older)
+{
+    if (newer->flags & OL_SHARD_NULL)
+        return (older->flags & OL_SHARD_NULL) != 0;
+    return !(newer->flags & OL_SHARD_KEEP_OLDER);
+}
+
+/* Whether blob (stamp a, crc ca) wins over (stamp b, crc cb): the larger
+ * stamp, the larger CRC on a tie (so that drives agree without talking). */
+static inline bool ol_shard_meta_newer(uint64_t a, uint32_t ca, uint64_t b, uint32_t cb)
+{
+    return a > b || (a == b && ca > cb);
+}
+
+/* versions()'s optional second answer: the blob of one version, in the
+ * same call (a GET resolves the version and gets its blob in one drive
+ * round trip). */
+struct ol_drive_blob {
+    /* In: whose blob; NULL: the drive's newest version's. */
+    const struct ol_version_id *want;
+    void *buf;
+    size_t cap;
+    /* Out: got says buf holds the blob (len bytes) of the copy described by
+     * sm (sm.vid the version; sm.meta_len, meta_crc, meta_stamp the blob's).
+     * A blob larger than cap is not copied: got false, len its length.  No
+     * such version, or a version without a blob (meta_len 0): got false,
+     * len 0. */
+    bool got;
+    size_t len;
+    struct ol_shard_meta sm;
 };
 
 /* One key of a drive's listing, with the drive's newest version of it
@@ -78,31 +148,43 @@ struct ol_drive_entry {
 };
 
 struct ol_drive_ops {
-    /* Begins writing a shard of version `vid` of bucket/key; *w is the
-     * writer.  -EAGAIN when the drive already holds too many incomplete
-     * versions of the key (retry later). */
-    int (*shard_begin)(void *d, const char *bucket, const char *key, size_t klen,
-                       const struct ol_version_id *vid, void **w);
+    /* Begins writing a shard of bucket/key (the version id comes with the
+     * commit); *w is the writer.  -EAGAIN when the drive already holds too
+     * many incomplete versions of the key (retry later). */
+    int (*shard_begin)(void *d, const char *bucket, const char *key, size_t klen, void **w);
     /* Appends shard bytes. */
     int (*shard_write)(void *w, const void *buf, size_t len);
-    /* Makes the shard durable with its metadata (sm->vid must equal the vid
-     * of shard_begin; the byte count must equal the layout's shard length).
-     * Replaces an existing shard of the same vid (heal rewrites shards so).
-     * 0, OL_DRIVE_SUPERSEDED, or an error.  Consumes w, whatever the result. */
-    int (*shard_commit)(void *w, const struct ol_shard_meta *sm);
+    /* Makes the shard durable as version sm->vid, with its metadata and the
+     * version's blob (meta, meta_len <= OL_DRIVE_META_MAX; NULL/0 for none;
+     * borrowed for the call) stamped sm->meta_stamp (the byte count must
+     * equal the layout's shard length).  Replaces an existing shard of the
+     * same vid (heal rewrites shards so).  0, OL_DRIVE_SUPERSEDED (a newer
+     * COMPLETE version that frees this one is there), or an error.  Consumes
+     * w, whatever the result. */
+    int (*shard_commit)(void *w, const struct ol_shard_meta *sm, const void *meta,
+                        size_t meta_len);
     /* Drops a writer.  Consumes w. */
     void (*shard_abort)(void *w);
 
-    /* Marks version vid COMPLETE and frees every older version of the key, in
-     * one step.  0 also when vid is gone because a newer version is already
-     * complete; -OL_ENOKEY when neither vid nor a newer complete version is
-     * there. */
+    /* Marks version vid COMPLETE and frees the older versions of the key
+     * that it replaces (ol_shard_frees), in one step.  0 also when vid is
+     * gone because a newer version that frees it is already complete;
+     * -OL_ENOKEY when neither vid nor such a newer version is there. */
     int (*mark_complete)(void *d, const char *bucket, const char *key, size_t klen,
                          const struct ol_version_id *vid);
     /* Up to `cap` versions of the key, newest first; returns the count (0 when
-     * the key is unknown). */
+     * the key is unknown).  blob (may be NULL) asks for one version's blob
+     * too (see struct ol_drive_blob); the count does not depend on it. */
     int (*versions)(void *d, const char *bucket, const char *key, size_t klen,
-                    struct ol_shard_meta *out, unsigned cap);
+                    struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob);
+    /* Replaces the blob of version vid (meta, len <= OL_DRIVE_META_MAX,
+     * borrowed) stamped `stamp`, keeping its shard and flags, atomically:
+     * a reader sees the old blob or the new one.  Nothing changes when the
+     * drive's blob of vid wins over (stamp, CRC32C of meta) (then 0 too).
+     * -OL_ENOKEY when vid is not there. */
+    int (*set_meta)(void *d, const char *bucket, const char *key, size_t klen,
+                    const struct ol_version_id *vid, const void *meta, size_t len,
+                    uint64_t stamp);
     /* Reads exactly `len` verified bytes at `off` of the shard of vid.
      * -OL_ENOKEY, -OL_ECORRUPT, -EINVAL past the shard's end. */
     int (*read_shard)(void *d, const char *bucket, const char *key, size_t klen,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/buf.h"
+#include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -21,6 +22,9 @@ enum {
      * incomplete versions beside the complete one (memdrive: 6), so 16 sees
      * them all. */
     ESET_MAX_VERSIONS = 16,
+    /* ... for ol_eset_versions and a read of a version not among those:
+     * versioned keys keep every version. */
+    ESET_ALL_VERSIONS = 1024,
     ESET_LIST_PAGE = 32,          /* keys per list_keys call */
     ESET_HEAL_CHUNK = 256 * 1024, /* shard bytes per heal step */
     ESET_READ_RETRIES = 3,        /* re-resolutions when a version vanishes mid-read */
@@ -50,14 +54,22 @@ struct ol_eset {
 
 /* What the drives say about one key: every drive's versions, and the winner. */
 struct eset_res {
-    struct ol_shard_meta vers[OL_EC_MAX_UNITS][ESET_MAX_VERSIONS];
-    int nv[OL_EC_MAX_UNITS]; /* count, or the drive's error */
+    unsigned cap;              /* versions asked of each drive */
+    struct ol_shard_meta *vers; /* cap per slot: VERS(r, s)[i] */
+    int nv[OL_EC_MAX_UNITS];   /* count, or the drive's error */
+    /* With want_blob (set before resolve): each drive's blob of its newest
+     * version (or of `want`), bufs owned here. */
+    bool want_blob;
+    struct ol_drive_blob blob[OL_EC_MAX_UNITS];
+    uint8_t *blob_buf[OL_EC_MAX_UNITS];
     uint32_t answered;       /* slots whose versions call succeeded */
     bool found;
     struct ol_shard_meta win; /* the winner's metadata (shard, flags of one drive) */
     uint32_t have;            /* slots holding a consistent shard of the winner */
     uint32_t complete;        /* ... marked COMPLETE */
 };
+
+#define VERS(r, s) ((r)->vers + (size_t)(s) * (r)->cap)
 
 static unsigned popcount(uint32_t x)
 {
@@ -179,7 +191,10 @@ static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struc
 {
     if (!o)
         return;
+    memset(o, 0, sizeof(*o));
     o->vid = sm->vid;
+    o->meta_len = sm->meta_len;
+    o->flags = sm->flags & (OL_SHARD_DELETE_MARKER | OL_SHARD_KEEP_OLDER | OL_SHARD_NULL);
     o->size = sm->size;
     o->mtime_ns = sm->mtime_ns;
     memcpy(o->etag, sm->etag, sizeof(o->etag));
@@ -204,7 +219,7 @@ static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struc
  * every call is done.  Shard writers are not fanned out here: see the
  * per-shard writer fibers of the PUT below.  Every field is
  * touched by fibers of one loop only, so no atomics are needed. */
-enum fan_op { FAN_VERSIONS, FAN_MARK, FAN_READ, FAN_DELETE };
+enum fan_op { FAN_VERSIONS, FAN_MARK, FAN_READ, FAN_DELETE, FAN_SETMETA };
 
 struct fan;
 
@@ -217,6 +232,8 @@ struct fan_call {
     uint64_t off;   /* READ */
     size_t len;
     uint8_t *buf; /* READ, VERSIONS: the answer, owned until taken */
+    struct ol_drive_blob blob; /* VERSIONS with blob_cap: the blob answer */
+    uint8_t *blob_buf;         /* ... its bytes, owned until taken */
     int rc;
 };
 
@@ -228,6 +245,14 @@ struct fan {
     unsigned timeout_ms;
     size_t klen;
     struct ol_version_id vid;
+    unsigned vcap;   /* VERSIONS: versions asked */
+    size_t blob_cap; /* VERSIONS: 0, or ask for a blob (of vid when has_vid) */
+    bool has_vid;
+    /* SETMETA: the blob (borrowed: set_meta calls run without a timeout, so
+     * the caller outlives them) and its stamp. */
+    const void *meta;
+    size_t meta_len;
+    uint64_t meta_stamp;
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     char key[OL_DRIVE_MAX_KEY];
     struct fan_call c[OL_EC_MAX_UNITS];
@@ -246,6 +271,12 @@ static struct fan *fan_new(struct ol_eset *es, const char *bucket, const char *k
     f->finished = f->timed_out = false;
     f->timeout_ms = 0;
     f->klen = klen;
+    f->has_vid = vid != NULL;
+    f->vcap = ESET_MAX_VERSIONS;
+    f->blob_cap = 0;
+    f->meta = NULL;
+    f->meta_len = 0;
+    f->meta_stamp = 0;
     if (vid)
         f->vid = *vid;
     snprintf(f->bucket, sizeof(f->bucket), "%s", bucket);
@@ -270,8 +301,10 @@ static void fan_unref(struct fan *f)
     OL_ASSERT(f->refs > 0);
     if (--f->refs > 0)
         return;
-    for (unsigned i = 0; i < f->n; i++)
+    for (unsigned i = 0; i < f->n; i++) {
         free(f->c[i].buf);
+        free(f->c[i].blob_buf);
+    }
     free(f);
 }
 
@@ -280,11 +313,29 @@ static void fan_exec(struct fan_call *c)
     struct fan *f = c->f;
     const struct ol_drive *d = &f->es->drive[c->slot];
     switch (c->op) {
-    case FAN_VERSIONS:
-        c->buf = malloc(sizeof(struct ol_shard_meta) * ESET_MAX_VERSIONS);
-        c->rc = c->buf ? d->ops->versions(d->d, f->bucket, f->key, f->klen,
-                                          (struct ol_shard_meta *)c->buf, ESET_MAX_VERSIONS)
-                       : -ENOMEM;
+    case FAN_VERSIONS: {
+        struct ol_drive_blob *bl = NULL;
+        c->buf = malloc(sizeof(struct ol_shard_meta) * f->vcap);
+        if (f->blob_cap) {
+            c->blob_buf = malloc(f->blob_cap);
+            bl = &c->blob;
+            bl->want = f->has_vid ? &f->vid : NULL;
+            bl->buf = c->blob_buf;
+            bl->cap = f->blob_cap;
+            bl->got = false;
+            bl->len = 0;
+        }
+        c->rc = c->buf && (!f->blob_cap || c->blob_buf)
+                    ? d->ops->versions(d->d, f->bucket, f->key, f->klen,
+                                       (struct ol_shard_meta *)c->buf, f->vcap, bl)
+                    : -ENOMEM;
+        if (c->rc < 0)
+            c->blob.got = false;
+        break;
+    }
+    case FAN_SETMETA:
+        c->rc = d->ops->set_meta(d->d, f->bucket, f->key, f->klen, &f->vid, f->meta, f->meta_len,
+                                 f->meta_stamp);
         break;
     case FAN_MARK:
         c->rc = d->ops->mark_complete(d->d, f->bucket, f->key, f->klen, &f->vid);
@@ -380,6 +431,11 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
 
 /* ---- resolving a key: the read rule ---- */
 
+static int vid_desc(const void *a, const void *b)
+{
+    return -ol_version_id_cmp(a, b);
+}
+
 /* Whether drive slot `slot`'s entry e is a shard of the version described by
  * ref: the same version and object, and the shard that belongs on that slot. */
 static bool consistent(const struct ol_eset *es, const struct ol_shard_meta *ref, unsigned slot,
@@ -397,8 +453,8 @@ static const struct ol_shard_meta *entry_of(const struct eset_res *r, unsigned s
                                             const struct ol_version_id *vid)
 {
     for (int i = 0; i < r->nv[slot]; i++)
-        if (ol_version_id_cmp(&r->vers[slot][i].vid, vid) == 0)
-            return &r->vers[slot][i];
+        if (ol_version_id_cmp(&VERS(r, slot)[i].vid, vid) == 0)
+            return &VERS(r, slot)[i];
     return NULL;
 }
 
@@ -418,23 +474,69 @@ static unsigned votes(const struct ol_eset *es, const struct eset_res *r,
     return popcount(*have);
 }
 
-static int vid_desc(const void *a, const void *b)
+
+/* The vote on vid: each drive's entry for it proposes its metadata; the
+ * proposal most drives agree with wins, and drives that disagree count as
+ * not holding the version.  Returns the votes of the winning proposal
+ * (*ref, *have, *complete: its entry and masks; *ref NULL when none). */
+static unsigned vote(const struct ol_eset *es, const struct eset_res *r,
+                     const struct ol_version_id *vid, const struct ol_shard_meta **ref,
+                     uint32_t *have, uint32_t *complete)
 {
-    return -ol_version_id_cmp(a, b);
+    unsigned top = 0;
+    *ref = NULL;
+    *have = *complete = 0;
+    for (unsigned s = 0; s < es->n; s++) {
+        const struct ol_shard_meta *e = entry_of(r, s, vid);
+        if (!e || e->k != es->k || e->m != es->m || e->rotation >= es->n || e->unit_bytes == 0)
+            continue;
+        uint32_t h, c;
+        unsigned v = votes(es, r, e, &h, &c);
+        if (v > top) {
+            top = v;
+            *have = h;
+            *complete = c;
+            *ref = e;
+        }
+    }
+    return top;
 }
 
-/* Asks every drive for its versions of the key and picks the newest readable
- * version (or `want`).  0 with r->found, -OL_ENOKEY, -OL_EQUORUM. */
-static int resolve(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                   const struct ol_version_id *want, struct eset_res *r)
+/* Every vid any drive reported, newest first, each once.  Returns the count
+ * (vids has room for n * r->cap). */
+static unsigned all_vids(const struct ol_eset *es, const struct eset_res *r,
+                         struct ol_version_id *vids)
 {
-    struct ol_version_id vids[OL_EC_MAX_UNITS * ESET_MAX_VERSIONS];
-    unsigned nvids = 0;
+    unsigned n = 0;
+    for (unsigned s = 0; s < es->n; s++)
+        for (int i = 0; i < r->nv[s]; i++)
+            vids[n++] = VERS(r, s)[i].vid;
+    qsort(vids, n, sizeof(vids[0]), vid_desc);
+    unsigned m = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (m == 0 || ol_version_id_cmp(&vids[i], &vids[m - 1]) != 0)
+            vids[m++] = vids[i];
+    return m;
+}
+
+/* Asks every drive for its versions of the key (and, with r->want_blob, the
+ * blob of its newest version or of want) and fills r.  Returns whether some
+ * drive was too slow. */
+static int ask_versions(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *want, struct eset_res *r)
+{
     r->answered = 0;
     r->found = false;
-    struct fan *f = fan_new(es, bucket, key, klen, NULL);
+    for (unsigned s = 0; s < es->n; s++) {
+        free(r->blob_buf[s]);
+        r->blob_buf[s] = NULL;
+        r->blob[s].got = false;
+    }
+    struct fan *f = fan_new(es, bucket, key, klen, r->want_blob ? want : NULL);
     if (!f)
         return -ENOMEM;
+    f->vcap = r->cap;
+    f->blob_cap = r->want_blob ? OL_ESET_META_MAX : 0;
     for (unsigned s = 0; s < es->n; s++)
         fan_add(f, FAN_VERSIONS, s, s);
     /* A drive that does not answer within the read timeout counts as silent,
@@ -446,45 +548,44 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
         r->nv[s] = c->done ? c->rc : -ETIMEDOUT;
         slow |= !c->done;
         if (c->done && c->rc > 0)
-            memcpy(r->vers[s], c->buf, sizeof(struct ol_shard_meta) * (size_t)c->rc);
+            memcpy(VERS(r, s), c->buf, sizeof(struct ol_shard_meta) * (size_t)c->rc);
+        if (c->done && c->rc >= 0) {
+            r->answered |= 1u << s;
+            if (r->want_blob && c->blob.got) {
+                free(r->blob_buf[s]);
+                r->blob[s] = c->blob;
+                r->blob_buf[s] = c->blob_buf;
+                r->blob[s].buf = c->blob_buf;
+                c->blob_buf = NULL;
+            }
+        }
     }
     fan_unref(f);
     if (slow)
         atomic_fetch_add(&es->st.read_timeouts, 1);
-    for (unsigned s = 0; s < es->n; s++) {
-        if (r->nv[s] < 0)
-            continue;
-        r->answered |= 1u << s;
-        for (int i = 0; i < r->nv[s]; i++)
-            vids[nvids++] = r->vers[s][i].vid;
-    }
-    qsort(vids, nvids, sizeof(vids[0]), vid_desc);
+    return 0;
+}
+
+/* Asks every drive for its versions of the key and picks the newest readable
+ * version (or `want`).  0 with r->found, -OL_ENOKEY, -OL_EQUORUM. */
+static int resolve(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                   const struct ol_version_id *want, struct eset_res *r)
+{
+    int rc = ask_versions(es, bucket, key, klen, want, r);
+    if (rc < 0)
+        return rc;
+    struct ol_version_id *vids = malloc(sizeof(*vids) * es->n * r->cap);
+    if (!vids)
+        return -ENOMEM;
+    unsigned nvids = all_vids(es, r, vids);
     bool any_complete = false;
     unsigned best_votes = 0;
     for (unsigned i = 0; i < nvids; i++) {
-        if (i > 0 && ol_version_id_cmp(&vids[i], &vids[i - 1]) == 0)
-            continue;
         if (want && ol_version_id_cmp(&vids[i], want) != 0)
             continue;
-        /* Vote: each drive's entry for this vid proposes its metadata; the
-         * proposal most drives agree with wins, and drives that disagree
-         * count as not holding the version. */
-        unsigned top = 0;
-        uint32_t top_have = 0, top_complete = 0;
-        const struct ol_shard_meta *top_ref = NULL;
-        for (unsigned s = 0; s < es->n; s++) {
-            const struct ol_shard_meta *e = entry_of(r, s, &vids[i]);
-            if (!e || e->k != es->k || e->m != es->m || e->rotation >= es->n || e->unit_bytes == 0)
-                continue;
-            uint32_t h, c;
-            unsigned v = votes(es, r, e, &h, &c);
-            if (v > top) {
-                top = v;
-                top_have = h;
-                top_complete = c;
-                top_ref = e;
-            }
-        }
+        const struct ol_shard_meta *top_ref;
+        uint32_t top_have, top_complete;
+        unsigned top = vote(es, r, &vids[i], &top_ref, &top_have, &top_complete);
         any_complete |= top_complete != 0;
         if (top > best_votes)
             best_votes = top;
@@ -496,6 +597,7 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
             break;
         }
     }
+    free(vids);
     if (r->found)
         return (r->win.flags & OL_SHARD_DELETE_MARKER) ? -OL_ENOKEY : 0;
     /* Nothing readable.  "Not there" only when no version seen could have
@@ -513,9 +615,61 @@ static int resolve(struct ol_eset *es, const char *bucket, const char *key, size
     return -OL_ENOKEY;
 }
 
-static struct eset_res *res_alloc(void)
+static void res_free(struct eset_res *r)
 {
-    return malloc(sizeof(struct eset_res));
+    if (!r)
+        return;
+    for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++)
+        free(r->blob_buf[s]);
+    free(r->vers);
+    free(r);
+}
+
+/* A resolution asking each drive of es for up to cap versions. */
+static struct eset_res *res_alloc_cap(const struct ol_eset *es, unsigned cap)
+{
+    struct eset_res *r = calloc(1, sizeof(struct eset_res));
+    if (!r)
+        return NULL;
+    r->cap = cap;
+    r->vers = malloc(sizeof(struct ol_shard_meta) * es->n * cap);
+    if (!r->vers) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static struct eset_res *res_alloc(const struct ol_eset *es)
+{
+    return res_alloc_cap(es, ESET_MAX_VERSIONS);
+}
+
+/* Whether a resolution pinned to `want` that did not find it may have missed
+ * it because a drive had more versions than asked (a versioned key). */
+static bool res_truncated(const struct ol_eset *es, const struct eset_res *r)
+{
+    for (unsigned s = 0; s < es->n; s++)
+        if (r->nv[s] >= (int)r->cap)
+            return true;
+    return false;
+}
+
+/* resolve, asking again for every version when a pinned version was not
+ * among the newest ones.  *rp may be replaced. */
+static int resolve_pinned(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                          const struct ol_version_id *want, struct eset_res **rp)
+{
+    int rc = resolve(es, bucket, key, klen, want, *rp);
+    if (!want || (*rp)->found || !res_truncated(es, *rp) || (*rp)->cap >= ESET_ALL_VERSIONS)
+        return rc;
+    struct eset_res *big = res_alloc_cap(es, ESET_ALL_VERSIONS);
+    if (!big)
+        return -ENOMEM;
+    big->want_blob = (*rp)->want_blob;
+    res_free(*rp);
+    *rp = big;
+    return resolve(es, bucket, key, klen, want, big);
 }
 
 /* ---- PUT ---- */
@@ -555,7 +709,12 @@ struct ol_eset_put {
     uint32_t klen;
     unsigned rotation;
     uint8_t flags; /* OL_SHARD_DELETE_MARKER for a DELETE */
+    /* Taken at commit, after the last stripe is written: of two concurrent
+     * PUTs of a key the one that completes last gets the larger id, and
+     * wins (S3: the last completed write wins). */
     struct ol_version_id vid;
+    const void *meta; /* the version's blob during the commit (borrowed) */
+    size_t meta_len;
     void *w[OL_EC_MAX_UNITS]; /* by shard index; NULL: dropped */
     unsigned live;
     uint8_t *stripe; /* k units of stripe_cap / k bytes; NULL until bytes come */
@@ -587,7 +746,7 @@ static int put_exec(struct ol_eset_put *p, struct put_worker *wk, void *w)
     case PW_WRITE:
         return d->ops->shard_write(w, wk->src, wk->len);
     case PW_COMMIT:
-        return d->ops->shard_commit(w, &wk->sm);
+        return d->ops->shard_commit(w, &wk->sm, p->meta, p->meta_len);
     case PW_ABORT:
         d->ops->shard_abort(w);
         return 0;
@@ -610,7 +769,7 @@ static void put_worker_fiber(void *arg)
     struct ol_eset_put *p = wk->p;
     const struct ol_drive *d = put_drive(p, wk->shard);
     void *w = NULL;
-    int rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &p->vid, &w);
+    int rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &w);
     wk->rc = rc;
     p->w[wk->shard] = rc == 0 ? w : NULL;
     bool live = rc == 0;
@@ -713,7 +872,7 @@ static void put_begin_shards(struct ol_eset_put *p)
         }
         const struct ol_drive *d = put_drive(p, i);
         void *w = NULL;
-        wk->rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &p->vid, &w);
+        wk->rc = d->ops->shard_begin(d->d, p->bucket, p->key, p->klen, &w);
         p->w[i] = wk->rc == 0 ? w : NULL;
     }
     put_wait(p);
@@ -734,7 +893,6 @@ static int put_begin(struct ol_eset *es, const char *bucket, const char *key, si
     p->klen = (uint32_t)klen;
     p->flags = flags;
     p->rotation = rotation_of(es, bucket, key, klen);
-    ol_hlc_version_id(es->hlc, &p->vid);
     p->expect = UINT64_MAX;
     /* The stripe and parity buffers come with the first bytes (put_write),
      * sized to the object: a PUT whose body has not arrived holds none. */
@@ -961,8 +1119,8 @@ static void rollback(struct ol_eset_put *p, uint32_t slots)
     fan_unref(f);
 }
 
-int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
-                       struct ol_eset_obj *out)
+int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
+                        struct ol_eset_obj *out)
 {
     struct ol_eset *es = p->es;
     int rc = p->sticky;
@@ -970,24 +1128,37 @@ int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns
     unsigned durable = 0;
     if (rc < 0)
         goto out;
+    if (cm->meta_len > OL_ESET_META_MAX || (cm->meta_len && !cm->meta) ||
+        (cm->flags & ~(uint32_t)(OL_SHARD_KEEP_OLDER | OL_SHARD_NULL))) {
+        rc = -EINVAL;
+        goto out;
+    }
     if (p->fill > 0)
         put_flush(p, (p->fill + es->k - 1) / es->k);
     if (p->sticky < 0) {
         rc = p->sticky;
         goto out;
     }
+    /* The version id now, right before the shards are committed: vid order
+     * is commit order. */
+    ol_hlc_version_id(es->hlc, &p->vid);
+    p->meta = cm->meta_len ? cm->meta : NULL;
+    p->meta_len = cm->meta_len;
     struct ol_shard_meta sm;
     memset(&sm, 0, sizeof(sm));
     sm.vid = p->vid;
     sm.k = (uint8_t)es->k;
     sm.m = (uint8_t)es->m;
     sm.rotation = (uint8_t)p->rotation;
-    sm.flags = p->flags;
+    sm.flags = (uint8_t)(p->flags | cm->flags);
     sm.unit_bytes = es->unit;
     sm.size = p->size;
-    sm.mtime_ns = mtime_ns;
-    if (etag)
-        strncpy(sm.etag, etag, sizeof(sm.etag) - 1);
+    sm.mtime_ns = cm->mtime_ns;
+    if (cm->etag)
+        strncpy(sm.etag, cm->etag, sizeof(sm.etag) - 1);
+    sm.meta_stamp = ol_version_id_stamp(&p->vid);
+    sm.meta_len = (uint32_t)p->meta_len;
+    sm.meta_crc = p->meta_len ? ol_crc32c(p->meta, p->meta_len) : 0;
     uint32_t posted = 0;
     for (unsigned i = 0; i < es->n; i++) {
         if (!p->w[i])
@@ -1036,6 +1207,13 @@ out:
     return rc;
 }
 
+int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
+                       struct ol_eset_obj *out)
+{
+    struct ol_eset_commit cm = {.etag = etag, .mtime_ns = mtime_ns};
+    return ol_eset_put_commit2(p, &cm, out);
+}
+
 void ol_eset_put_abort(struct ol_eset_put *p)
 {
     /* Nothing was committed: dropping the writers drops every byte sent. */
@@ -1072,6 +1250,250 @@ int ol_eset_delete(struct ol_eset *es, const char *bucket, const char *key, size
     return ol_eset_put_commit(p, "", 0, NULL);
 }
 
+int ol_eset_delete_marker(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                          uint32_t flags, int64_t mtime_ns, struct ol_eset_obj *out)
+{
+    struct ol_eset_put *p;
+    int rc = put_begin(es, bucket, key, klen, OL_SHARD_DELETE_MARKER, &p);
+    if (rc < 0)
+        return rc;
+    struct ol_eset_commit cm = {.etag = "", .mtime_ns = mtime_ns, .flags = flags};
+    return ol_eset_put_commit2(p, &cm, out);
+}
+
+/* ---- metadata blobs ---- */
+
+/* Whether a blob answer is an intact copy of the blob of vid. */
+static bool blob_ok(const struct ol_drive_blob *bl, const struct ol_version_id *vid)
+{
+    return bl->got && ol_version_id_cmp(&bl->sm.vid, vid) == 0 && bl->len == bl->sm.meta_len &&
+           bl->len <= OL_ESET_META_MAX && ol_crc32c(bl->buf, bl->len) == bl->sm.meta_crc;
+}
+
+/* The winner's blob: of the intact copies its holders give, the winning one
+ * (ol_shard_meta_newer).  The blobs the versions calls brought
+ * (r->want_blob) are used when one of them is the copy the holders' entries
+ * say wins; otherwise the holders are asked (one parallel step).  With
+ * `all`, every holder's copy is fetched and checked.  buf has room for
+ * OL_ESET_META_MAX bytes; *bsm gets the chosen copy's meta_len, meta_crc and
+ * meta_stamp (all 0: no blob); *good (may be NULL) the holder slots whose
+ * copy is the chosen one and intact.  0, -OL_EQUORUM (no intact copy
+ * answered), -ENOMEM. */
+static int winner_blob(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                       const struct eset_res *r, bool all, uint8_t *buf,
+                       struct ol_shard_meta *bsm, uint32_t *good)
+{
+    const struct ol_version_id *vid = &r->win.vid;
+    const struct ol_shard_meta *claim = NULL;
+    uint32_t ok = 0;
+    memset(bsm, 0, sizeof(*bsm));
+    for (unsigned s = 0; s < es->n; s++) {
+        const struct ol_shard_meta *e = (r->have & (1u << s)) ? entry_of(r, s, vid) : NULL;
+        if (e && (!claim || ol_shard_meta_newer(e->meta_stamp, e->meta_crc, claim->meta_stamp,
+                                                claim->meta_crc)))
+            claim = e;
+    }
+    if (!claim)
+        return -OL_EQUORUM;
+    if (claim->meta_len == 0) {
+        /* No blob (a version from before blobs, or one set empty). */
+        bsm->meta_stamp = claim->meta_stamp;
+        for (unsigned s = 0; good && s < es->n; s++) {
+            const struct ol_shard_meta *e = (r->have & (1u << s)) ? entry_of(r, s, vid) : NULL;
+            if (e && e->meta_len == 0 && e->meta_stamp == claim->meta_stamp)
+                ok |= 1u << s;
+        }
+        if (good)
+            *good = ok;
+        return 0;
+    }
+    /* Candidates: the answers in r, then (unless one of them is the claimed
+     * copy, or with `all`) those of the holders asked now. */
+    const struct ol_drive_blob *cand[OL_EC_MAX_UNITS];
+    memset(cand, 0, sizeof(cand));
+    bool claimed = false;
+    for (unsigned s = 0; s < es->n; s++) {
+        const struct ol_drive_blob *bl = &r->blob[s];
+        if (!(r->have & (1u << s)) || !r->blob_buf[s] || !blob_ok(bl, vid))
+            continue;
+        cand[s] = bl;
+        claimed |= bl->sm.meta_stamp == claim->meta_stamp && bl->sm.meta_crc == claim->meta_crc;
+    }
+    struct fan *f = NULL;
+    if (!claimed || all) {
+        f = fan_new(es, bucket, key, klen, vid);
+        if (!f)
+            return -ENOMEM;
+        f->vcap = 1;
+        f->blob_cap = OL_ESET_META_MAX;
+        for (unsigned s = 0; s < es->n; s++)
+            if ((r->have & (1u << s)) && !cand[s])
+                fan_add(f, FAN_VERSIONS, s, s);
+        fan_run(f, 0);
+        for (unsigned i = 0; i < f->n; i++)
+            if (f->c[i].rc >= 0 && blob_ok(&f->c[i].blob, vid))
+                cand[f->c[i].slot] = &f->c[i].blob;
+    }
+    const struct ol_drive_blob *best = NULL;
+    for (unsigned s = 0; s < es->n; s++)
+        if (cand[s] && (!best || ol_shard_meta_newer(cand[s]->sm.meta_stamp, cand[s]->sm.meta_crc,
+                                                     best->sm.meta_stamp, best->sm.meta_crc)))
+            best = cand[s];
+    int rc = -OL_EQUORUM;
+    if (best) {
+        memcpy(buf, best->buf, best->len);
+        bsm->meta_len = (uint32_t)best->len;
+        bsm->meta_crc = best->sm.meta_crc;
+        bsm->meta_stamp = best->sm.meta_stamp;
+        for (unsigned s = 0; s < es->n; s++)
+            if (cand[s] && cand[s]->sm.meta_stamp == bsm->meta_stamp &&
+                cand[s]->sm.meta_crc == bsm->meta_crc)
+                ok |= 1u << s;
+        rc = 0;
+    }
+    if (f)
+        fan_unref(f);
+    if (good)
+        *good = ok;
+    return rc;
+}
+
+int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                      size_t cap, size_t *len)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct eset_res *r = res_alloc(es);
+    uint8_t *mb = malloc(OL_ESET_META_MAX);
+    int rc = -ENOMEM;
+    if (!r || !mb)
+        goto out;
+    r->want_blob = true;
+    rc = resolve_pinned(es, bucket, key, klen, vid, &r);
+    if (rc == -OL_ENOKEY && r->found)
+        obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
+    if (rc < 0)
+        goto out;
+    struct ol_shard_meta bsm;
+    rc = winner_blob(es, bucket, key, klen, r, false, mb, &bsm, NULL);
+    if (rc < 0)
+        goto out;
+    obj_from_meta(&r->win, popcount(r->have), out);
+    if (out)
+        out->meta_len = bsm.meta_len;
+    if (len)
+        *len = bsm.meta_len;
+    if (bsm.meta_len > cap) {
+        rc = -ENOBUFS;
+        goto out;
+    }
+    if (bsm.meta_len)
+        memcpy(buf, mb, bsm.meta_len);
+out:
+    free(mb);
+    res_free(r);
+    return rc;
+}
+
+int ol_eset_set_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                     const struct ol_version_id *vid, const void *meta, size_t len)
+{
+    if (!valid_name(bucket, klen) || len > OL_ESET_META_MAX || (len && !meta))
+        return -EINVAL;
+    struct eset_res *r = res_alloc(es);
+    if (!r)
+        return -ENOMEM;
+    int rc = resolve_pinned(es, bucket, key, klen, vid, &r);
+    if (rc < 0)
+        goto out;
+    struct fan *f = fan_new(es, bucket, key, klen, &r->win.vid);
+    if (!f) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    f->meta = len ? meta : NULL;
+    f->meta_len = len;
+    /* Later than the version's own stamp and than any earlier set_meta of
+     * this node: the newest wins on every drive and in reads. */
+    f->meta_stamp = ol_hlc_now(es->hlc);
+    for (unsigned s = 0; s < es->n; s++)
+        if (r->have & (1u << s))
+            fan_add(f, FAN_SETMETA, s, s);
+    fan_run(f, 0);
+    unsigned done = 0, full = 0;
+    for (unsigned i = 0; i < f->n; i++) {
+        done += f->c[i].rc == 0;
+        full += f->c[i].rc == -ENOSPC;
+    }
+    fan_unref(f);
+    rc = done >= es->quorum ? 0 : full > 0 ? -ENOSPC : -OL_EQUORUM;
+out:
+    res_free(r);
+    return rc;
+}
+
+/* ---- versions ---- */
+
+int ol_eset_versions(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                     struct ol_eset_obj *out, unsigned cap)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    unsigned vcap = cap + ESET_MAX_VERSIONS;
+    struct eset_res *r = res_alloc_cap(es, vcap < ESET_ALL_VERSIONS ? vcap : ESET_ALL_VERSIONS);
+    struct ol_version_id *vids = NULL;
+    int rc = -ENOMEM;
+    if (!r)
+        goto out;
+    rc = ask_versions(es, bucket, key, klen, NULL, r);
+    if (rc < 0)
+        goto out;
+    if (popcount(r->answered) < es->k) {
+        rc = -OL_EQUORUM;
+        goto out;
+    }
+    vids = malloc(sizeof(*vids) * es->n * r->cap);
+    if (!vids) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    unsigned nvids = all_vids(es, r, vids), n = 0;
+    for (unsigned i = 0; i < nvids && n < cap; i++) {
+        const struct ol_shard_meta *ref;
+        uint32_t have, complete;
+        unsigned v = vote(es, r, &vids[i], &ref, &have, &complete);
+        if (v >= es->k)
+            obj_from_meta(ref, v, &out[n++]);
+    }
+    rc = (int)n;
+out:
+    free(vids);
+    res_free(r);
+    return rc;
+}
+
+int ol_eset_delete_version(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                           const struct ol_version_id *vid)
+{
+    if (!valid_name(bucket, klen) || !vid)
+        return -EINVAL;
+    struct fan *f = fan_new(es, bucket, key, klen, vid);
+    if (!f)
+        return -ENOMEM;
+    for (unsigned s = 0; s < es->n; s++)
+        fan_add(f, FAN_DELETE, s, s);
+    fan_run(f, 0);
+    unsigned gone = 0;
+    for (unsigned i = 0; i < f->n; i++)
+        gone += f->c[i].rc == 0;
+    fan_unref(f);
+    /* Gone from n-k+1 drives, it is on k-1 at most: never readable again.
+     * The copies left on drives that did not answer are leftovers that a
+     * heal removes. */
+    return gone >= es->n - es->k + 1 ? 0 : -OL_EQUORUM;
+}
+
 /* ---- healing ---- */
 
 static int heal_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
@@ -1084,13 +1506,13 @@ int ol_eset_stat(struct ol_eset *es, const char *bucket, const char *key, size_t
 {
     if (!valid_name(bucket, klen))
         return -EINVAL;
-    struct eset_res *r = res_alloc();
+    struct eset_res *r = res_alloc(es);
     if (!r)
         return -ENOMEM;
-    int rc = resolve(es, bucket, key, klen, vid, r);
+    int rc = resolve_pinned(es, bucket, key, klen, vid, &r);
     if (rc == 0)
         obj_from_meta(&r->win, popcount(r->have), out);
-    free(r);
+    res_free(r);
     return rc;
 }
 
@@ -1267,14 +1689,14 @@ int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t
 {
     if (!valid_name(bucket, klen))
         return -EINVAL;
-    struct eset_res *r = res_alloc();
+    struct eset_res *r = res_alloc(es);
     if (!r)
         return -ENOMEM;
     int rc = 0;
     bool heal = false;
     for (unsigned attempt = 0; attempt < ESET_READ_RETRIES; attempt++) {
         heal = false;
-        rc = resolve(es, bucket, key, klen, vid, r);
+        rc = resolve_pinned(es, bucket, key, klen, vid, &r);
         if (rc < 0)
             goto out;
         if (off > r->win.size || len > r->win.size - off) {
@@ -1314,7 +1736,7 @@ int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t
                                                       &r->win.vid);
     }
 out:
-    free(r);
+    res_free(r);
     return rc;
 }
 
@@ -1328,10 +1750,12 @@ static uint64_t age_ms(struct ol_eset *es, const struct ol_version_id *vid)
 }
 
 /* Rebuilds the shards in `bad` (shard indexes) of the winner from the shards
- * in `src`, chunk by chunk, and commits them.  Returns the mask of shards
+ * in `src`, chunk by chunk, and commits them with the version's blob (meta,
+ * described by bsm's meta_len and meta_stamp).  Returns the mask of shards
  * rewritten, or an error. */
 static int rebuild(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                   const struct ol_shard_meta *w, uint32_t bad, uint32_t src, uint32_t *done)
+                   const struct ol_shard_meta *w, const struct ol_shard_meta *bsm,
+                   const uint8_t *meta, uint32_t bad, uint32_t src, uint32_t *done)
 {
     struct ol_ec_layout l;
     uint8_t *buf[OL_EC_MAX_UNITS] = {0};
@@ -1355,7 +1779,7 @@ static int rebuild(struct ol_eset *es, const char *bucket, const char *key, size
         if (!(bad & (1u << i)))
             continue;
         const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
-        if (d->ops->shard_begin(d->d, bucket, key, klen, &w->vid, &wr[i]) < 0) {
+        if (d->ops->shard_begin(d->d, bucket, key, klen, &wr[i]) < 0) {
             wr[i] = NULL;
             bad &= ~(1u << i);
         }
@@ -1400,9 +1824,10 @@ static int rebuild(struct ol_eset *es, const char *bucket, const char *key, size
             continue;
         struct ol_shard_meta sm = *w;
         sm.shard = (uint8_t)i;
-        sm.flags &= OL_SHARD_DELETE_MARKER;
+        sm.flags &= OL_SHARD_DELETE_MARKER | OL_SHARD_KEEP_OLDER | OL_SHARD_NULL;
+        sm.meta_stamp = bsm->meta_stamp;
         const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
-        int e = d->ops->shard_commit(wr[i], &sm);
+        int e = d->ops->shard_commit(wr[i], &sm, bsm->meta_len ? meta : NULL, bsm->meta_len);
         wr[i] = NULL;
         if (e == 0)
             *done |= 1u << i;
@@ -1466,23 +1891,40 @@ static bool before_start(const struct ol_eset *es, const struct ol_version_id *v
     return ol_hlc_stamp_ms(ol_version_id_stamp(vid)) < es->start_ms;
 }
 
-/* Removes, on the drives that answered, the versions of the key older than
- * `keep` (NULL: all versions count as newer) except on the slots in `marked`,
- * where mark_complete(keep) freed them already, and the versions newer than
- * `keep` once they are older than the grace (abandoned PUTs).  Returns the
- * number of versions left besides `keep`. */
+/* Removes, on the drives that answered, the versions of the key that `win`
+ * (NULL: no readable version) replaces and that were not freed yet (on the
+ * slots in `marked`, mark_complete(win) freed them already); the older
+ * versions it keeps (a versioned key) only when no longer readable and
+ * abandoned; and the versions newer than `win` once abandoned (older than
+ * the grace, or from before this process: failed PUTs).  Returns the number
+ * of versions left besides win. */
 static unsigned prune(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                      const struct eset_res *r, const struct ol_version_id *keep, uint32_t marked,
+                      const struct eset_res *r, const struct ol_shard_meta *win, uint32_t marked,
                       struct ol_eset_heal_stats *st)
 {
     unsigned left = 0;
+    bool everyone = r->answered == (1u << es->n) - 1;
     for (unsigned s = 0; s < es->n; s++) {
         for (int i = 0; i < r->nv[s]; i++) {
-            const struct ol_version_id *v = &r->vers[s][i].vid;
-            int c = keep ? ol_version_id_cmp(v, keep) : 1;
-            if (c == 0 || (c < 0 && (marked & (1u << s))))
+            const struct ol_shard_meta *e = &VERS(r, s)[i];
+            const struct ol_version_id *v = &e->vid;
+            int c = win ? ol_version_id_cmp(v, &win->vid) : 1;
+            if (c == 0)
                 continue;
-            if (c > 0 && age_ms(es, v) < es->grace_ms && !before_start(es, v)) {
+            bool abandoned = age_ms(es, v) >= es->grace_ms || before_start(es, v);
+            if (c < 0 && ol_shard_frees(win, e)) {
+                if (marked & (1u << s))
+                    continue;
+            } else if (c < 0) {
+                /* Kept by the winner (versioned): it goes only as a leftover
+                 * that no read can find, once every drive said so. */
+                const struct ol_shard_meta *ref;
+                uint32_t h, cm;
+                if (!everyone || !abandoned || vote(es, r, v, &ref, &h, &cm) >= es->k) {
+                    left++;
+                    continue;
+                }
+            } else if (!abandoned) {
                 left++;
                 continue;
             }
@@ -1495,67 +1937,139 @@ static unsigned prune(struct ol_eset *es, const char *bucket, const char *key, s
     return left;
 }
 
-static int heal_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                    struct eset_res *r, struct ol_eset_heal_stats *st)
+/* Heals version r->win (r->have, r->complete: its holders): rebuilds its
+ * missing and corrupt shards with its blob, repairs the blob on holders
+ * whose copy is stale or damaged, and marks it COMPLETE where it is not.
+ * *holders and *marked get the slots holding it now and those marked.
+ * 0, 1 when the version was a never-acknowledged leftover and was removed,
+ * or an error. */
+static int heal_one(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct eset_res *r, struct ol_eset_heal_stats *st, uint32_t *holders,
+                    uint32_t *marked)
 {
     const struct ol_shard_meta *w = &r->win;
     uint32_t bad, src, done = 0;
-    OL_ASSERT(r->found);
+    *holders = *marked = 0;
     int rc = verify(es, bucket, key, klen, r, &bad, &src, &st->corrupt);
     if (rc < 0)
         return rc;
-    if (bad) {
-        if (popcount(src) < es->k) {
-            /* A version never completed anywhere, on fewer drives than a PUT
-             * needs before it answers, from before this process started: a
-             * cut-off PUT that was never acknowledged.  It goes, and the
-             * previous version (if any) reads again. */
-            unsigned ack_quorum = es->k + (es->m > 0 ? 1 : 0);
-            if (r->complete == 0 && popcount(r->have) < ack_quorum && before_start(es, &w->vid) &&
-                r->answered == (1u << es->n) - 1) {
-                for (unsigned s = 0; s < es->n; s++)
-                    if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen,
-                                                         &w->vid) == 0)
-                        st->versions_removed++;
-                return 0;
-            }
-            st->unrecoverable++;
-            ol_log_limited(OL_LOG_WARN,
-                           "heal %s/%.*s: %u good shards of %u holders (complete %x), cannot rebuild",
-                           bucket, (int)(klen > 200 ? 200 : klen), key, popcount(src),
-                           popcount(r->have), r->complete);
-            return -OL_EQUORUM;
+    if (bad && popcount(src) < es->k) {
+        /* A version never completed anywhere, on fewer drives than a PUT
+         * needs before it answers, from before this process started: a
+         * cut-off PUT that was never acknowledged.  It goes, and the
+         * previous version (if any) reads again. */
+        unsigned ack_quorum = es->k + (es->m > 0 ? 1 : 0);
+        if (r->complete == 0 && popcount(r->have) < ack_quorum && before_start(es, &w->vid) &&
+            r->answered == (1u << es->n) - 1) {
+            for (unsigned s = 0; s < es->n; s++)
+                if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen,
+                                                     &w->vid) == 0)
+                    st->versions_removed++;
+            return 1;
         }
-        rc = rebuild(es, bucket, key, klen, w, bad, src, &done);
-        if (rc < 0)
+        st->unrecoverable++;
+        ol_log_limited(OL_LOG_WARN,
+                       "heal %s/%.*s: %u good shards of %u holders (complete %x), cannot rebuild",
+                       bucket, (int)(klen > 200 ? 200 : klen), key, popcount(src),
+                       popcount(r->have), r->complete);
+        return -OL_EQUORUM;
+    }
+    /* The blob: every holder's copy is checked; the rebuilt shards get the
+     * winning one, and holders with another copy (stale or damaged) get it
+     * too.  A blob no holder has intact leaves the shards to be rebuilt
+     * without one (the data matters more; the blob is lost either way). */
+    uint8_t *mb = malloc(OL_ESET_META_MAX);
+    if (!mb)
+        return -ENOMEM;
+    struct ol_shard_meta bsm;
+    uint32_t bgood = 0;
+    int brc = winner_blob(es, bucket, key, klen, r, true, mb, &bsm, &bgood);
+    if (brc == -ENOMEM) {
+        free(mb);
+        return brc;
+    }
+    if (brc < 0)
+        memset(&bsm, 0, sizeof(bsm));
+    if (bad) {
+        rc = rebuild(es, bucket, key, klen, w, &bsm, mb, bad, src, &done);
+        if (rc < 0) {
+            free(mb);
             return rc;
+        }
         st->shards_rebuilt += popcount(done);
     }
+    for (unsigned i = 0; brc == 0 && i < es->n; i++) {
+        unsigned s = slot_of(es, w->rotation, i);
+        if (!(src & (1u << i)) || (bgood & (1u << s)))
+            continue;
+        if (es->drive[s].ops->set_meta(es->drive[s].d, bucket, key, klen, &w->vid,
+                                       bsm.meta_len ? mb : NULL, bsm.meta_len,
+                                       bsm.meta_stamp) == 0)
+            st->metas_repaired++;
+    }
+    free(mb);
     /* Phase 2 wherever the version now is and is not marked; it also frees
-     * the older versions on those drives. */
-    uint32_t holders = 0, marked = 0; /* slots */
+     * the older versions it replaces on those drives. */
     for (unsigned i = 0; i < es->n; i++) {
         unsigned s = slot_of(es, w->rotation, i);
         if (!((src | done) & (1u << i)))
             continue;
-        holders |= 1u << s;
+        *holders |= 1u << s;
         if ((r->complete & (1u << s)) && !(done & (1u << i))) {
-            marked |= 1u << s;
+            *marked |= 1u << s;
             continue;
         }
         if (es->drive[s].ops->mark_complete(es->drive[s].d, bucket, key, klen, &w->vid) == 0) {
             st->marked_complete++;
-            marked |= 1u << s;
+            *marked |= 1u << s;
         }
+    }
+    return 0;
+}
+
+static int heal_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct eset_res *r, struct ol_eset_heal_stats *st)
+{
+    OL_ASSERT(r->found);
+    uint32_t holders, marked;
+    int rc = heal_one(es, bucket, key, klen, r, st, &holders, &marked);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    const struct ol_shard_meta w = r->win;
+    const uint32_t w_have = r->have, w_complete = r->complete;
+    /* The older versions the winner keeps (a versioned key) and that are
+     * readable are healed as well. */
+    if (w.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL)) {
+        struct ol_version_id *vids = malloc(sizeof(*vids) * es->n * r->cap);
+        if (!vids)
+            return -ENOMEM;
+        unsigned nvids = all_vids(es, r, vids);
+        for (unsigned i = 0; i < nvids; i++) {
+            const struct ol_shard_meta *ref;
+            uint32_t h, c, hh, mm;
+            if (ol_version_id_cmp(&vids[i], &w.vid) >= 0 ||
+                vote(es, r, &vids[i], &ref, &h, &c) < es->k || ol_shard_frees(&w, ref))
+                continue;
+            r->win = *ref;
+            r->have = h;
+            r->complete = c;
+            (void)heal_one(es, bucket, key, klen, r, st, &hh, &mm);
+        }
+        free(vids);
+        r->win = w;
+        r->have = w_have;
+        r->complete = w_complete;
     }
     /* Versions the marks did not free: older ones on drives that hold no
      * good shard of the winner, newer abandoned ones. */
-    unsigned left = prune(es, bucket, key, klen, r, &w->vid, marked, st);
+    unsigned left = prune(es, bucket, key, klen, r, &w, marked, st);
     /* A delete marker has done its work once every drive holds it and
-     * nothing else: then the key can go entirely. */
-    if ((w->flags & OL_SHARD_DELETE_MARKER) && holders == (1u << es->n) - 1 && left == 0) {
+     * nothing else: then the key can go entirely.  Not in a versioned
+     * bucket, where the marker is a version of its own (S3 lists it). */
+    if ((w.flags & OL_SHARD_DELETE_MARKER) && !(w.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL)) &&
+        holders == (1u << es->n) - 1 && left == 0) {
         for (unsigned s = 0; s < es->n; s++)
-            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, &w->vid) == 0)
+            if (es->drive[s].ops->delete_version(es->drive[s].d, bucket, key, klen, &w.vid) == 0)
                 st->versions_removed++;
     }
     return 0;
@@ -1566,11 +2080,22 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
 {
     if (!valid_name(bucket, klen))
         return -EINVAL;
-    struct eset_res *r = res_alloc();
+    struct eset_res *r = res_alloc(es);
     if (!r)
         return -ENOMEM;
     st->objects++;
     int rc = resolve(es, bucket, key, klen, NULL, r);
+    if (res_truncated(es, r)) {
+        /* A versioned key: look at every version. */
+        struct eset_res *big = res_alloc_cap(es, ESET_ALL_VERSIONS);
+        if (!big) {
+            res_free(r);
+            return -ENOMEM;
+        }
+        res_free(r);
+        r = big;
+        rc = resolve(es, bucket, key, klen, NULL, r);
+    }
     if (r->found) {
         rc = heal_res(es, bucket, key, klen, r, st);
     } else if (rc == -OL_ENOKEY && r->answered == (1u << es->n) - 1) {
@@ -1581,7 +2106,7 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
         ol_log_limited(OL_LOG_WARN, "heal %s/%.*s: no version on enough drives to rebuild",
                        bucket, (int)(klen > 200 ? 200 : klen), key);
     }
-    free(r);
+    res_free(r);
     return rc;
 }
 
@@ -1691,10 +2216,11 @@ static int merge_next(struct merge *mg, uint32_t *slots, const struct ol_drive_e
     return 1;
 }
 
-int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
-                 unsigned max,
-                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
-                 void *ctx)
+static int list_impl(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                     unsigned max, bool markers,
+                     int (*fn)(void *ctx, const char *key, size_t klen,
+                               const struct ol_eset_obj *obj),
+                     void *ctx)
 {
     if (!valid_name(bucket, 1) || alen > OL_DRIVE_MAX_KEY)
         return -EINVAL;
@@ -1727,11 +2253,20 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
         struct ol_eset_obj obj;
         bool listed;
         if (same && agree >= es->k && mg.nfailed < es->k && ref->k == es->k && ref->m == es->m) {
-            listed = !(ref->flags & OL_SHARD_DELETE_MARKER);
+            listed = markers || !(ref->flags & OL_SHARD_DELETE_MARKER);
             obj_from_meta(ref, agree, &obj);
         } else {
             atomic_fetch_add(&es->st.list_slow_keys, 1);
-            int e = ol_eset_stat(es, bucket, mg.key, mg.klen, NULL, &obj);
+            int e = -ENOMEM;
+            struct eset_res *r = res_alloc(es);
+            if (r) {
+                e = resolve(es, bucket, mg.key, mg.klen, NULL, r);
+                if (r->found)
+                    obj_from_meta(&r->win, popcount(r->have), &obj);
+                if (e == -OL_ENOKEY && r->found && markers)
+                    e = 0;
+                res_free(r);
+            }
             listed = e == 0;
             if (e == -OL_EQUORUM)
                 atomic_fetch_add(&es->st.list_skipped, 1);
@@ -1748,6 +2283,23 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
     }
     merge_close(&mg);
     return rc < 0 ? rc : (int)count;
+}
+
+int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                 unsigned max,
+                 int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
+                 void *ctx)
+{
+    return list_impl(es, bucket, after, alen, max, false, fn, ctx);
+}
+
+int ol_eset_list_markers(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                         unsigned max,
+                         int (*fn)(void *ctx, const char *key, size_t klen,
+                                   const struct ol_eset_obj *obj),
+                         void *ctx)
+{
+    return list_impl(es, bucket, after, alen, max, true, fn, ctx);
 }
 
 struct bucket_names {

@@ -7,8 +7,10 @@
  * is the design; this header is the contract.
  *
  * Versions.  Every PUT and DELETE writes a new version with a fresh version id
- * from the node's hybrid logical clock (core/hlc.h); version ids order
- * versions.  A version is *readable* when at least k drives hold a committed
+ * from the node's hybrid logical clock (core/hlc.h), taken when the PUT
+ * commits (after its last byte is written, right before the shards are
+ * committed): version ids order versions, and of two concurrent PUTs of one
+ * key the one that completes last wins, as S3 says.  A version is *readable* when at least k drives hold a committed
  * shard of it whose metadata agree (the same vid, geometry, rotation, size,
  * etag, and the shard index that the drive's slot implies).  Reads take the
  * newest readable version: a newer version that reached fewer than k drives
@@ -23,14 +25,46 @@
  * set buffers one stripe (k units) at a time, encodes its m parity units and
  * writes unit i to shard i's drive.  put_commit commits the shard on every
  * drive still writing; the PUT succeeds when k+1 drives committed (all k when
- * m = 0), and the shards are then marked COMPLETE, which frees older
- * versions.  With fewer, the written shards are deleted (best effort) and
+ * m = 0), and the shards are then marked COMPLETE, which frees the older
+ * versions the new one replaces (all of them, unless its flags say
+ * otherwise: "Versioned keys" below).  With fewer, the written shards are deleted (best effort) and
  * -OL_EQUORUM is returned: the previous version stays readable.  (As in every
  * quorum store, a failed PUT whose rollback also failed on a drive that held
  * one of exactly k shards may still become readable; S3 leaves the outcome
  * of a failed request undefined.)  A drive that fails during a PUT is dropped
  * from that PUT only.  Concurrent PUTs of one key need no lock: the newest
  * version id that reaches k drives wins.
+ *
+ * Metadata.  Each version carries an opaque blob of up to OL_ESET_META_MAX
+ * bytes (the S3 layer's serialised metadata: content-type, x-amz-meta-*,
+ * checksums, tags, a multipart manifest), given at commit
+ * (ol_eset_put_commit2) and stored whole by every drive with its shard
+ * (replicated, not striped), with a CRC32C and an HLC stamp in the shard
+ * metadata.  A copy that fails its CRC is never returned.  ol_eset_stat_meta
+ * resolves a version and returns its blob in the same drive round trip (the
+ * drives' versions answer carries their newest version's blob; only when
+ * that is not the readable version, or every copy that came is damaged, are
+ * the holders asked once more).  ol_eset_set_meta replaces the blob of a
+ * version without rewriting its data (PutObjectTagging); of two blobs the
+ * newer stamp wins (on the drives and in reads).  Versions written before
+ * blobs existed read with none (meta_len 0).  Heal writes the winning blob
+ * with the shards it rebuilds and onto holders whose copy is stale or
+ * damaged.
+ *
+ * Versioned keys.  A commit flag OL_SHARD_KEEP_OLDER (S3 versioning enabled)
+ * makes the drives keep the older versions when the new one is marked
+ * COMPLETE, and heal keep (and heal) the older readable ones; OL_SHARD_NULL
+ * marks S3's "null" version (versioning suspended): its mark frees the older
+ * NULL versions only.  Reads without a vid take the newest readable version
+ * as always; a vid reads an older one.  ol_eset_versions lists the readable
+ * versions of a key (delete markers flagged), ol_eset_delete_marker writes a
+ * marker with those flags and returns its vid, ol_eset_delete_version
+ * removes one version for good.  ListObjectVersions of a bucket is built by
+ * the caller: ol_eset_list_markers gives every key with a readable newest
+ * version (delete markers included, flagged), and ol_eset_versions each
+ * key's versions; ol_eset_list (ListObjects) skips keys whose newest
+ * version is a marker.  (A key all of whose readable versions are older
+ * than a newer unreadable leftover still lists: the rule is the read's.)
  *
  * DELETE writes a delete marker version (no bytes) with the PUT quorum; a
  * marker that wins hides the key.  Healing removes a marker once all k+m
@@ -131,7 +165,24 @@ struct ol_eset_obj {
     uint64_t size;
     int64_t mtime_ns;
     char etag[64];
-    unsigned shards; /* drives holding a shard of it by their metadata (>= k) */
+    unsigned shards;   /* drives holding a shard of it by their metadata (>= k) */
+    uint32_t meta_len; /* its metadata blob's length (0: none) */
+    /* OL_SHARD_DELETE_MARKER, OL_SHARD_KEEP_OLDER, OL_SHARD_NULL as
+     * committed. */
+    uint32_t flags;
+};
+
+enum {
+    OL_ESET_META_MAX = OL_DRIVE_META_MAX, /* largest metadata blob of a version */
+};
+
+/* What a commit stores besides the bytes. */
+struct ol_eset_commit {
+    const char *etag;   /* stored as given (the S3 layer computes it); NULL: "" */
+    int64_t mtime_ns;
+    const void *meta;   /* the version's blob, borrowed for the call; NULL: none */
+    size_t meta_len;    /* <= OL_ESET_META_MAX */
+    uint32_t flags;     /* 0 or OL_SHARD_KEEP_OLDER and/or OL_SHARD_NULL */
 };
 
 /* ---- PUT ---- */
@@ -172,6 +223,11 @@ void ol_eset_put_hold(struct ol_eset_put *p, uint64_t reserved_bytes);
  * Consumes p, whatever the result. */
 int ol_eset_put_commit(struct ol_eset_put *p, const char *etag, int64_t mtime_ns,
                        struct ol_eset_obj *out);
+/* The same with a metadata blob and version flags (struct ol_eset_commit).
+ * The version id is taken here.  -EINVAL for a blob over OL_ESET_META_MAX or
+ * unknown flags.  Consumes p, whatever the result. */
+int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *c,
+                        struct ol_eset_obj *out);
 /* Drops a PUT and deletes what it wrote (best effort).  Consumes p. */
 void ol_eset_put_abort(struct ol_eset_put *p);
 /* begin + write + commit in one call. */
@@ -190,10 +246,48 @@ int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t
                  const struct ol_version_id *vid, uint64_t off, size_t len, void *buf,
                  struct ol_eset_obj *out);
 
+/* Resolves as ol_eset_stat does and copies the version's metadata blob into
+ * buf (cap bytes) in the same drive round trip; *len (may be NULL) gets its
+ * length (0: none).  -ENOBUFS when cap is too small (out and *len are
+ * filled).  A delete marker is -OL_ENOKEY with out filled (its vid, flags
+ * with OL_SHARD_DELETE_MARKER: a GET of a marker's vid can say so);
+ * -OL_EQUORUM also when no holder gives an intact copy of the blob. */
+int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                      size_t cap, size_t *len);
+/* Replaces the blob of the readable version vid (NULL: the newest) by meta
+ * (len <= OL_ESET_META_MAX bytes, borrowed) on every drive holding it,
+ * without rewriting data.  0 when the write quorum of them (k+1; k when
+ * m = 0) took it; -OL_EQUORUM (or -ENOSPC) when fewer did: the outcome is
+ * then undefined (reads may see either blob until the next set_meta or
+ * heal settles it); -OL_ENOKEY (no such version, or a delete marker). */
+int ol_eset_set_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                     const struct ol_version_id *vid, const void *meta, size_t len);
+
 /* ---- DELETE ---- */
 
 /* Deletes bucket/key: 0 also when it did not exist. */
 int ol_eset_delete(struct ol_eset *es, const char *bucket, const char *key, size_t klen);
+/* Writes a delete marker for bucket/key, whether or not the key reads as
+ * present (a versioned bucket records one anyway), with flags 0 or
+ * OL_SHARD_KEEP_OLDER and/or OL_SHARD_NULL (see "Versioned keys"); out (may
+ * be NULL) gets the marker's version (its vid). */
+int ol_eset_delete_marker(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                          uint32_t flags, int64_t mtime_ns, struct ol_eset_obj *out);
+/* Removes version vid of the key for good (data, blob, or a delete marker)
+ * from every drive that answers.  0 when it is gone from enough drives
+ * (n-k+1) that no read can find it again, also when it did not exist; the
+ * copies left on silent drives are removed by a later heal.  Removing the
+ * newest version makes the previous readable one the key's.  -OL_EQUORUM. */
+int ol_eset_delete_version(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                           const struct ol_version_id *vid);
+/* The readable versions of the key, newest first, up to cap (delete markers
+ * included: flags has OL_SHARD_DELETE_MARKER; meta_len tells whether each
+ * has a blob).  Returns the count (0: none).  Versions whose shards are on
+ * drives that did not answer may be missing; -OL_EQUORUM when fewer than k
+ * drives answered. */
+int ol_eset_versions(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                     struct ol_eset_obj *out, unsigned cap);
 
 /* ---- LIST ---- */
 
@@ -205,6 +299,15 @@ int ol_eset_list(struct ol_eset *es, const char *bucket, const char *after, size
                  int (*fn)(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *obj),
                  void *ctx);
 
+/* As ol_eset_list, but a key whose newest readable version is a delete
+ * marker is listed too (obj->flags has OL_SHARD_DELETE_MARKER): the key
+ * walk of ListObjectVersions (with ol_eset_versions per key). */
+int ol_eset_list_markers(struct ol_eset *es, const char *bucket, const char *after, size_t alen,
+                         unsigned max,
+                         int (*fn)(void *ctx, const char *key, size_t klen,
+                                   const struct ol_eset_obj *obj),
+                         void *ctx);
+
 /* ---- healing ---- */
 
 struct ol_eset_heal_stats {
@@ -214,6 +317,7 @@ struct ol_eset_heal_stats {
     uint64_t marked_complete;  /* mark_complete calls that finished phase 2 */
     uint64_t versions_removed; /* stale shard versions deleted, markers included */
     uint64_t unrecoverable;    /* keys with a version on drives but none readable */
+    uint64_t metas_repaired;   /* holders given the winning blob (stale or damaged copy) */
 };
 /* Heals one key; adds to *st (which the caller zeroes).  0, -OL_ENOKEY (no
  * readable version: leftovers older than the grace were removed when every

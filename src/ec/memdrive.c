@@ -14,6 +14,7 @@
 
 struct md_version {
     struct ol_shard_meta sm;
+    uint8_t *meta; /* the blob, sm.meta_len bytes (NULL when none) */
     uint8_t *data;
     uint64_t len;
     uint32_t *crc; /* one per OL_MEMDRIVE_BLOCK_BYTES block */
@@ -23,8 +24,8 @@ struct md_obj {
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     uint32_t klen;
     char key[OL_DRIVE_MAX_KEY];
-    unsigned nver;
-    struct md_version ver[OL_MEMDRIVE_MAX_VERSIONS]; /* newest first */
+    unsigned nver, cap;
+    struct md_version *ver; /* newest first */
 };
 
 struct ol_memdrive {
@@ -42,7 +43,6 @@ struct md_writer {
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     uint32_t klen;
     char key[OL_DRIVE_MAX_KEY];
-    struct ol_version_id vid;
     uint8_t *buf;
     size_t len, cap;
 };
@@ -96,6 +96,7 @@ static int find_ver(const struct md_obj *o, const struct ol_version_id *vid)
 
 static void free_ver(struct md_version *v)
 {
+    free(v->meta);
     free(v->data);
     free(v->crc);
     memset(v, 0, sizeof(*v));
@@ -115,6 +116,7 @@ static void remove_ver(struct ol_memdrive *md, struct md_obj *o, unsigned i)
     OL_ASSERT(found == o);
     memmove(&md->objs[pos], &md->objs[pos + 1], (md->nobjs - pos - 1) * sizeof(md->objs[0]));
     md->nobjs--;
+    free(o->ver);
     free(o);
 }
 
@@ -150,8 +152,7 @@ static int enter(struct ol_memdrive *md, bool mutating)
     return 0;
 }
 
-static int md_shard_begin(void *d, const char *bucket, const char *key, size_t klen,
-                          const struct ol_version_id *vid, void **w)
+static int md_shard_begin(void *d, const char *bucket, const char *key, size_t klen, void **w)
 {
     struct ol_memdrive *md = d;
     if (!valid_name(bucket, klen))
@@ -173,7 +174,6 @@ static int md_shard_begin(void *d, const char *bucket, const char *key, size_t k
     strcpy(wr->bucket, bucket);
     memcpy(wr->key, key, klen);
     wr->klen = (uint32_t)klen;
-    wr->vid = *vid;
     *w = wr;
     return 0;
 }
@@ -208,15 +208,25 @@ static void md_shard_abort(void *w)
     free(wr);
 }
 
-static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
+static int md_shard_commit(void *w, const struct ol_shard_meta *sm, const void *meta,
+                           size_t meta_len)
 {
     struct md_writer *wr = w;
     struct ol_memdrive *md = wr->md;
     uint32_t *crc = NULL;
+    uint8_t *mcopy = NULL;
     int rc = 0;
-    if (ol_version_id_cmp(&sm->vid, &wr->vid) != 0) {
+    if (meta_len > OL_DRIVE_META_MAX || (meta_len && !meta)) {
         rc = -EINVAL;
         goto out;
+    }
+    if (meta_len) {
+        mcopy = malloc(meta_len);
+        if (!mcopy) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        memcpy(mcopy, meta, meta_len);
     }
     /* The block CRCs are computed before taking the lock; the store computes
      * them as the bytes arrive. */
@@ -239,7 +249,8 @@ static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
     struct md_obj *o = find_obj(md, wr->bucket, wr->key, wr->klen, &pos);
     for (unsigned i = 0; o && i < o->nver; i++) {
         if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
-            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0) {
+            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0 &&
+            ol_shard_frees(&o->ver[i].sm, sm)) {
             rc = OL_DRIVE_SUPERSEDED;
             goto unlock;
         }
@@ -280,6 +291,16 @@ static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
             rc = -EAGAIN;
             goto unlock;
         }
+        if (o->nver == o->cap) {
+            unsigned ncap = o->cap ? o->cap * 2 : 4;
+            struct md_version *nv = realloc(o->ver, ncap * sizeof(*nv));
+            if (!nv) {
+                rc = -ENOMEM;
+                goto unlock;
+            }
+            o->ver = nv;
+            o->cap = ncap;
+        }
         unsigned i = 0;
         while (i < o->nver && ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0)
             i++;
@@ -290,6 +311,10 @@ static int md_shard_commit(void *w, const struct ol_shard_meta *sm)
     }
     v->sm = *sm;
     v->sm.flags = (uint8_t)((sm->flags & ~OL_SHARD_COMPLETE) | keep_flags);
+    v->sm.meta_len = (uint32_t)meta_len;
+    v->sm.meta_crc = meta_len ? ol_crc32c(mcopy, meta_len) : 0;
+    v->meta = mcopy;
+    mcopy = NULL;
     v->data = wr->buf;
     v->len = wr->len;
     v->crc = crc;
@@ -300,6 +325,7 @@ unlock:
     pthread_mutex_unlock(&md->mu);
 out:
     free(crc);
+    free(mcopy);
     md_shard_abort(wr);
     return rc;
 }
@@ -314,36 +340,95 @@ static int md_mark_complete(void *d, const char *bucket, const char *key, size_t
     struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
     int at = o ? find_ver(o, vid) : -1;
     if (at < 0) {
+        /* Gone: fine when a newer complete version freed it, which we can
+         * only tell for a plain newer version (the flags of vid are lost). */
         rc = -OL_ENOKEY;
         for (unsigned i = 0; o && i < o->nver; i++)
             if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
-                ol_version_id_cmp(&o->ver[i].sm.vid, vid) > 0)
+                ol_version_id_cmp(&o->ver[i].sm.vid, vid) > 0 &&
+                !(o->ver[i].sm.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL)))
                 rc = 0;
         goto out;
     }
     o->ver[at].sm.flags |= OL_SHARD_COMPLETE;
-    /* Free the older versions, oldest first: o stays alive since version
-     * `at` remains. */
-    for (unsigned n = 0; n < OL_MEMDRIVE_MAX_VERSIONS && o->nver > (unsigned)at + 1; n++)
-        remove_ver(md, o, o->nver - 1);
+    /* Free the older versions it replaces, oldest first: o stays alive
+     * since version `at` remains. */
+    for (unsigned i = o->nver; i > (unsigned)at + 1; i--)
+        if (ol_shard_frees(&o->ver[at].sm, &o->ver[i - 1].sm))
+            remove_ver(md, o, i - 1);
 out:
     pthread_mutex_unlock(&md->mu);
     return rc;
 }
 
 static int md_versions(void *d, const char *bucket, const char *key, size_t klen,
-                       struct ol_shard_meta *out, unsigned cap)
+                       struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob)
 {
     struct ol_memdrive *md = d;
     int rc = enter(md, false);
     if (rc < 0)
         return rc;
+    md->st.versions++;
     struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
     unsigned n = 0;
     for (; o && n < o->nver && n < cap; n++)
         out[n] = o->ver[n].sm;
+    if (blob) {
+        blob->got = false;
+        blob->len = 0;
+        int at = !o ? -1 : blob->want ? find_ver(o, blob->want) : 0;
+        if (at >= 0) {
+            const struct md_version *v = &o->ver[at];
+            blob->sm = v->sm;
+            blob->len = v->sm.meta_len;
+            if (v->sm.meta_len > 0 && v->sm.meta_len <= blob->cap) {
+                memcpy(blob->buf, v->meta, v->sm.meta_len);
+                blob->got = true;
+            }
+        }
+    }
     pthread_mutex_unlock(&md->mu);
     return (int)n;
+}
+
+static int md_set_meta(void *d, const char *bucket, const char *key, size_t klen,
+                       const struct ol_version_id *vid, const void *meta, size_t len,
+                       uint64_t stamp)
+{
+    struct ol_memdrive *md = d;
+    if (len > OL_DRIVE_META_MAX || (len && !meta))
+        return -EINVAL;
+    uint32_t crc = len ? ol_crc32c(meta, len) : 0;
+    uint8_t *copy = NULL;
+    if (len) {
+        copy = malloc(len);
+        if (!copy)
+            return -ENOMEM;
+        memcpy(copy, meta, len);
+    }
+    int rc = enter(md, true);
+    if (rc < 0) {
+        free(copy);
+        return rc;
+    }
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? find_ver(o, vid) : -1;
+    if (at < 0) {
+        rc = -OL_ENOKEY;
+    } else {
+        struct md_version *v = &o->ver[at];
+        if (!ol_shard_meta_newer(v->sm.meta_stamp, v->sm.meta_crc, stamp, crc)) {
+            free(v->meta);
+            v->meta = copy;
+            copy = NULL;
+            v->sm.meta_len = (uint32_t)len;
+            v->sm.meta_crc = crc;
+            v->sm.meta_stamp = stamp;
+        }
+    }
+    pthread_mutex_unlock(&md->mu);
+    free(copy);
+    return rc;
 }
 
 static int md_read_shard(void *d, const char *bucket, const char *key, size_t klen,
@@ -454,6 +539,7 @@ const struct ol_drive_ops ol_memdrive_ops = {
     .shard_abort = md_shard_abort,
     .mark_complete = md_mark_complete,
     .versions = md_versions,
+    .set_meta = md_set_meta,
     .read_shard = md_read_shard,
     .delete_version = md_delete_version,
     .list_keys = md_list_keys,
@@ -475,6 +561,7 @@ static void wipe_locked(struct ol_memdrive *md)
     for (size_t i = 0; i < md->nobjs; i++) {
         for (unsigned v = 0; v < md->objs[i]->nver; v++)
             free_ver(&md->objs[i]->ver[v]);
+        free(md->objs[i]->ver);
         free(md->objs[i]);
     }
     free(md->objs);
@@ -541,6 +628,23 @@ int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *
     }
     o->ver[at].data[off] ^= 0x5a;
 out:
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+int ol_memdrive_corrupt_meta(struct ol_memdrive *md, const char *bucket, const char *key,
+                             size_t klen, const struct ol_version_id *vid)
+{
+    int rc = 0;
+    pthread_mutex_lock(&md->mu);
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    int at = o ? (vid ? find_ver(o, vid) : 0) : -1;
+    if (at < 0)
+        rc = -OL_ENOKEY;
+    else if (o->ver[at].sm.meta_len == 0)
+        rc = -EINVAL;
+    else
+        o->ver[at].meta[o->ver[at].sm.meta_len / 2] ^= 0x5a;
     pthread_mutex_unlock(&md->mu);
     return rc;
 }

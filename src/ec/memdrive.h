@@ -1,9 +1,11 @@
 /* An in-memory drive (ec/drive.h) with fault injection, for tests.
  *
- * It keeps every shard version in memory and behaves as the drive contract
- * says: phase-1 commits never free older versions, mark_complete frees them,
- * a commit of a version older than a COMPLETE one answers
- * OL_DRIVE_SUPERSEDED, and at most OL_MEMDRIVE_MAX_INCOMPLETE incomplete
+ * It keeps every shard version and its metadata blob in memory and behaves
+ * as the drive contract says: phase-1 commits never free older versions,
+ * mark_complete frees those the marked version replaces (ol_shard_frees), a
+ * commit of a version that a newer COMPLETE one replaces answers
+ * OL_DRIVE_SUPERSEDED, a key keeps at most OL_MEMDRIVE_MAX_VERSIONS versions
+ * (commits answer -EAGAIN beyond), and at most OL_MEMDRIVE_MAX_INCOMPLETE incomplete
  * versions of one key are kept (shard_begin answers -EAGAIN beyond).  Like the
  * real store it computes a CRC32C per 64 KiB block of each shard at commit and
  * verifies the blocks a read touches, so flipped bytes read as -OL_ECORRUPT.
@@ -14,6 +16,8 @@
  *                shard_commit, mark_complete, delete_version) fails with -EIO,
  *                once
  *   corrupt      flips one stored byte of a shard (the CRC then catches it)
+ *   corrupt_meta flips one byte of a version's blob (the set's CRC check
+ *                catches it)
  *   wipe         loses everything, as a replaced empty drive
  *   latency      sleeps this long in every call (in a fiber: on the loop, in
  *                whole milliseconds, so other fibers run meanwhile)
@@ -33,7 +37,7 @@
 enum {
     OL_MEMDRIVE_BLOCK_BYTES = 64 * 1024,
     OL_MEMDRIVE_MAX_INCOMPLETE = 6,
-    OL_MEMDRIVE_MAX_VERSIONS = 8,
+    OL_MEMDRIVE_MAX_VERSIONS = 256,
 };
 
 struct ol_memdrive;
@@ -55,10 +59,16 @@ void ol_memdrive_wipe(struct ol_memdrive *md);
 int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,
                         const struct ol_version_id *vid, uint64_t off);
 
+/* Flips one byte of the blob of vid (NULL: the newest version).  0,
+ * -OL_ENOKEY, -EINVAL (the version has no blob). */
+int ol_memdrive_corrupt_meta(struct ol_memdrive *md, const char *bucket, const char *key,
+                             size_t klen, const struct ol_version_id *vid);
+
 struct ol_memdrive_stats {
     uint64_t reads;      /* read_shard calls */
     uint64_t read_bytes; /* bytes they asked for */
     uint64_t commits;    /* shard_commit calls that stored a shard */
+    uint64_t versions;   /* versions calls */
     uint64_t failed;     /* calls that failed because of an injected fault */
 };
 void ol_memdrive_stats(struct ol_memdrive *md, struct ol_memdrive_stats *out);

@@ -3,6 +3,8 @@
  * Entry meta blob of a shard version (little-endian, docs/FORMAT.md):
  *   "OLS1" vid[16] k m shard rotation flags unit_bytes:u32 size:u64
  *   mtime_ns:i64 etag_len:u8 etag[etag_len]
+ * or, for a version with a metadata blob, "OLS2" and the same fields
+ * followed by meta_stamp:u64 meta_crc:u32 meta_len:u32 meta[meta_len].
  * The store's own fields of the entry (size, etag, mtime) are the shard's
  * length, "" and the object's mtime; the drive ignores them.
  *
@@ -13,7 +15,12 @@
  * mark by copying the shard version onto its own key by reference with the
  * new meta blob (one atomic store write, no data copied), then deleting the
  * unmarked copy and the older versions: a crash in between leaves two copies
- * of one vid, and the newest written (the marked one) is the one reported. */
+ * of one vid, and the newest written (the marked one) is the one reported.
+ * set_meta replaces the blob the same way.  Of several copies of one vid the
+ * one reported is the one whose blob wins (ol_shard_meta_newer), and among
+ * equal blobs the most recently written.  Each of these rewrites deletes
+ * only copies it saw before writing its own, so of two racing rewrites at
+ * least one copy stays. */
 #include "ec/storedrive.h"
 
 #include <errno.h>
@@ -25,21 +32,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "store/store.h"
 
 enum {
-    SD_SCAN_MAX = 64,          /* store versions of one key a scan looks at */
+    SD_SCAN_MAX = 4096,        /* store versions of one key a scan looks at */
+    SD_SCAN_FIRST = 16,        /* a scan's first allocation (grows by doubling) */
     SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
-    SD_META_MAX = SD_META_MIN + 63,
+    SD_META_HEAD_MAX = SD_META_MIN + 63,
+    SD_META_TAIL = 8 + 4 + 4, /* OLS2: stamp, crc, length of the blob */
+    SD_META_MAX = SD_META_HEAD_MAX + SD_META_TAIL + OL_DRIVE_META_MAX,
     SD_LIST_SCAN_MAX = 1u << 20, /* store versions one list_keys call looks at */
 };
 
 enum {
     SD_FLAG_EXPLICIT = 1u << 7, /* meta blob flags: the COMPLETE bit is stored */
-    SD_FLAG_MASK = OL_SHARD_DELETE_MARKER | OL_SHARD_COMPLETE,
+    SD_FLAG_MASK =
+        OL_SHARD_DELETE_MARKER | OL_SHARD_COMPLETE | OL_SHARD_KEEP_OLDER | OL_SHARD_NULL,
 };
 
 enum {
@@ -90,7 +102,6 @@ struct sd_writer {
     struct ol_store_writer *w;
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
-    struct ol_version_id vid;
     char key[OL_DRIVE_MAX_KEY];
 };
 
@@ -117,11 +128,14 @@ static uint64_t get_le(const uint8_t *p, unsigned n)
     return v;
 }
 
-static size_t meta_encode(const struct ol_shard_meta *sm, uint8_t out[SD_META_MAX])
+/* Encodes the entry meta blob of sm with the version's blob (meta,
+ * sm->meta_len bytes, sm->meta_stamp, sm->meta_crc) into out (SD_META_MAX
+ * bytes). */
+static size_t meta_encode(const struct ol_shard_meta *sm, const void *meta, uint8_t *out)
 {
     size_t el = strnlen(sm->etag, sizeof(sm->etag) - 1);
     uint8_t *p = out;
-    memcpy(p, "OLS1", 4);
+    memcpy(p, sm->meta_len ? "OLS2" : "OLS1", 4);
     p += 4;
     memcpy(p, sm->vid.b, 16);
     p += 16;
@@ -138,14 +152,31 @@ static size_t meta_encode(const struct ol_shard_meta *sm, uint8_t out[SD_META_MA
     p += 8;
     *p++ = (uint8_t)el;
     memcpy(p, sm->etag, el);
-    return (size_t)(p - out) + el;
+    p += el;
+    if (sm->meta_len) {
+        OL_ASSERT(sm->meta_len <= OL_DRIVE_META_MAX);
+        put_le(p, sm->meta_stamp, 8);
+        p += 8;
+        put_le(p, sm->meta_crc, 4);
+        p += 4;
+        put_le(p, sm->meta_len, 4);
+        p += 4;
+        memcpy(p, meta, sm->meta_len);
+        p += sm->meta_len;
+    }
+    return (size_t)(p - out);
 }
 
 /* Decodes a meta blob; *legacy (may be NULL) says the blob predates the
- * stored COMPLETE mark (its COMPLETE bit then means nothing). */
-static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm, bool *legacy)
+ * stored COMPLETE mark (its COMPLETE bit then means nothing); *meta (may be
+ * NULL) gets the version's blob inside b (sm->meta_len bytes). */
+static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm, bool *legacy,
+                       const uint8_t **meta)
 {
-    if (!b || len < SD_META_MIN || memcmp(b, "OLS1", 4) != 0)
+    if (!b || len < SD_META_MIN)
+        return -OL_ECORRUPT;
+    bool v2 = memcmp(b, "OLS2", 4) == 0;
+    if (!v2 && memcmp(b, "OLS1", 4) != 0)
         return -OL_ECORRUPT;
     memset(sm, 0, sizeof(*sm));
     const uint8_t *p = b + 4;
@@ -168,9 +199,24 @@ static int meta_decode(const uint8_t *b, size_t len, struct ol_shard_meta *sm, b
     sm->mtime_ns = (int64_t)get_le(p, 8);
     p += 8;
     size_t el = *p++;
-    if (el > sizeof(sm->etag) - 1 || (size_t)(p - b) + el != len)
+    if (el > sizeof(sm->etag) - 1 || (size_t)(p - b) + el > len)
         return -OL_ECORRUPT;
     memcpy(sm->etag, p, el);
+    p += el;
+    size_t rest = len - (size_t)(p - b);
+    if (meta)
+        *meta = NULL;
+    if (!v2)
+        return rest == 0 ? 0 : -OL_ECORRUPT;
+    if (rest < SD_META_TAIL)
+        return -OL_ECORRUPT;
+    sm->meta_stamp = get_le(p, 8);
+    sm->meta_crc = (uint32_t)get_le(p + 8, 4);
+    sm->meta_len = (uint32_t)get_le(p + 12, 4);
+    if (sm->meta_len > OL_DRIVE_META_MAX || rest - SD_META_TAIL != sm->meta_len)
+        return -OL_ECORRUPT;
+    if (meta)
+        *meta = p + SD_META_TAIL;
     return 0;
 }
 
@@ -274,21 +320,71 @@ static void sd_wrote(struct ol_storedrive *sd)
         atomic_store(&sd->backoff_ms, sd->pol.backoff_min_ms);
 }
 
-/* Store versions of one key (store order: newest written first), at most
- * SD_SCAN_MAX; entries that are not shard versions are skipped.  Returns the
- * count, or an error (a missing bucket reads as no versions). */
+/* Store versions of one key, decoded (store order: newest written first). */
+struct sd_scan {
+    struct sd_ver *v;
+    int n, cap;
+};
+
+static void scan_free(struct sd_scan *sc)
+{
+    free(sc->v);
+    sc->v = NULL;
+    sc->n = sc->cap = 0;
+}
+
+/* Whether copy x of a version is reported rather than copy y written after
+ * it (y comes first in the scan): the winning blob, else the later write. */
+static bool copy_wins(const struct ol_shard_meta *x, const struct ol_shard_meta *y)
+{
+    return ol_shard_meta_newer(x->meta_stamp, x->meta_crc, y->meta_stamp, y->meta_crc);
+}
+
+/* Offers a decoded entry to a blob request: taken when it is the version
+ * asked for (or, want NULL, a newer one than taken so far) and its blob wins
+ * over the copy taken. */
+static void blob_offer(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
+                       const uint8_t *meta, bool *taken)
+{
+    if (bl->want && ol_version_id_cmp(&sm->vid, bl->want) != 0)
+        return;
+    if (*taken) {
+        int c = ol_version_id_cmp(&sm->vid, &bl->sm.vid);
+        if (c < 0 || (c == 0 && !copy_wins(sm, &bl->sm)))
+            return;
+    }
+    *taken = true;
+    bl->sm = *sm;
+    bl->len = sm->meta_len;
+    bl->got = sm->meta_len > 0 && sm->meta_len <= bl->cap;
+    if (bl->got)
+        memcpy(bl->buf, meta, sm->meta_len);
+}
+
+/* Scans the store versions of one key (at most SD_SCAN_MAX) into sc (freed
+ * by the caller, also on error); entries that are not shard versions are
+ * skipped.  stop (may be NULL): ends at the first copy of that vid.  blob
+ * (may be NULL) is served on the way.  Returns the count, or an error (a
+ * missing bucket reads as no versions). */
 static int scan(struct ol_store *st, const char *bucket, const char *key, size_t klen,
-                struct sd_ver *out)
+                struct sd_scan *sc, const struct ol_version_id *stop, struct ol_drive_blob *blob)
 {
     struct ol_store_viter *it = NULL;
+    sc->v = NULL;
+    sc->n = sc->cap = 0;
+    bool taken = false;
+    if (blob) {
+        blob->got = false;
+        blob->len = 0;
+        memset(&blob->sm, 0, sizeof(blob->sm));
+    }
     int rc = ol_store_viter_open(st, bucket, &it);
     if (rc == -OL_ENOBUCKET)
         return 0;
     if (rc < 0)
         return rc;
     rc = ol_store_viter_seek(it, key, klen);
-    int n = 0;
-    for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && n < SD_SCAN_MAX; guard++) {
+    for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && sc->n < SD_SCAN_MAX; guard++) {
         const char *k;
         size_t kl;
         struct ol_version_info vi;
@@ -299,14 +395,41 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
         }
         if (kl != klen || memcmp(k, key, klen) != 0)
             break;
-        if (vi.is_marker ||
-            meta_decode(vi.info.meta, vi.info.meta_len, &out[n].sm, &out[n].legacy) != 0)
+        if (sc->n == sc->cap) {
+            int ncap = sc->cap ? sc->cap * 2 : SD_SCAN_FIRST;
+            struct sd_ver *nv = realloc(sc->v, sizeof(*nv) * (size_t)ncap);
+            if (!nv) {
+                rc = -ENOMEM;
+                break;
+            }
+            sc->v = nv;
+            sc->cap = ncap;
+        }
+        struct sd_ver *v = &sc->v[sc->n];
+        const uint8_t *meta;
+        if (vi.is_marker || meta_decode(vi.info.meta, vi.info.meta_len, &v->sm, &v->legacy,
+                                        &meta) != 0)
             continue;
-        memcpy(out[n].svid, vi.vid, sizeof(out[n].svid));
-        n++;
+        memcpy(v->svid, vi.vid, sizeof(v->svid));
+        sc->n++;
+        if (blob)
+            blob_offer(blob, &v->sm, meta, &taken);
+        if (stop && ol_version_id_cmp(&v->sm.vid, stop) == 0)
+            break;
     }
     ol_store_viter_close(it);
-    return rc < 0 ? rc : n;
+    return rc < 0 ? rc : sc->n;
+}
+
+/* The copy of vid reported (see the top of this file), or -1. */
+static int pick(const struct sd_scan *sc, const struct ol_version_id *vid)
+{
+    int at = -1;
+    for (int i = 0; i < sc->n; i++)
+        if (ol_version_id_cmp(&sc->v[i].sm.vid, vid) == 0 &&
+            (at < 0 || copy_wins(&sc->v[i].sm, &sc->v[at].sm)))
+            at = i;
+    return at;
 }
 
 static int ver_desc(const void *a, const void *b)
@@ -315,22 +438,26 @@ static int ver_desc(const void *a, const void *b)
     return -ol_version_id_cmp(&x->vid, &y->vid);
 }
 
-/* Turns a scan into the drive's answer: one entry per eset vid (the most
- * recently written store version of it), newest vid first, COMPLETE as
- * stored; an entry from before the stored mark (legacy) is COMPLETE when it
- * is the oldest version, as that format defined it.  Returns the count. */
-static int distinct(const struct sd_ver *v, int n, struct ol_shard_meta *out)
+/* Turns a scan into the drive's answer: one entry per eset vid (the copy
+ * reported, see pick), newest vid first, COMPLETE as stored; an entry from
+ * before the stored mark (legacy) is COMPLETE when it is the oldest version,
+ * as that format defined it.  out has room for sc->n.  Returns the count. */
+static int distinct(const struct sd_scan *sc, struct ol_shard_meta *out)
 {
     int m = 0;
-    bool legacy[SD_SCAN_MAX];
-    for (int i = 0; i < n; i++) {
-        bool dup = false;
-        for (int j = 0; j < m && !dup; j++)
-            dup = ol_version_id_cmp(&out[j].vid, &v[i].sm.vid) == 0;
-        if (!dup) {
-            legacy[m] = v[i].legacy;
-            out[m++] = v[i].sm;
-        }
+    bool *legacy = malloc(sizeof(bool) * (size_t)(sc->n ? sc->n : 1));
+    if (!legacy)
+        return -ENOMEM;
+    for (int i = 0; i < sc->n; i++) {
+        const struct sd_ver *v = &sc->v[i];
+        int j = 0;
+        while (j < m && ol_version_id_cmp(&out[j].vid, &v->sm.vid) != 0)
+            j++;
+        if (j < m && !copy_wins(&v->sm, &out[j]))
+            continue;
+        legacy[j] = v->legacy;
+        out[j] = v->sm;
+        m += j == m;
     }
     int oldest = -1;
     for (int j = 0; j < m; j++)
@@ -338,6 +465,7 @@ static int distinct(const struct sd_ver *v, int n, struct ol_shard_meta *out)
             oldest = j;
     if (oldest >= 0 && legacy[oldest])
         out[oldest].flags |= OL_SHARD_COMPLETE;
+    free(legacy);
     qsort(out, (size_t)m, sizeof(out[0]), ver_desc);
     return m;
 }
@@ -362,8 +490,7 @@ static int ensure_bucket(struct ol_store *st, const char *bucket)
 
 /* ---- the operations ---- */
 
-static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t klen,
-                          const struct ol_version_id *vid, void **w)
+static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t klen, void **w)
 {
     struct ol_storedrive *sd = d;
     struct ol_store *st;
@@ -388,7 +515,6 @@ static int sd_shard_begin(void *d, const char *bucket, const char *key, size_t k
     strcpy(sw->bucket, bucket);
     memcpy(sw->key, key, klen);
     sw->klen = klen;
-    sw->vid = *vid;
     *w = sw;
     return 0;
 }
@@ -401,24 +527,33 @@ static int sd_shard_write(void *w, const void *buf, size_t len)
     return sd_note(sw->sd, ol_store_write(sw->w, buf, len));
 }
 
-static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
+static int sd_shard_commit(void *w, const struct ol_shard_meta *sm, const void *meta,
+                           size_t meta_len)
 {
     struct sd_writer *sw = w;
     struct ol_store *st = sd_store(sw->sd);
-    struct sd_ver *v = NULL;
+    struct sd_scan sc = {0};
+    uint8_t *blob = NULL;
     int rc;
-    if (!st || ol_version_id_cmp(&sm->vid, &sw->vid) != 0) {
+    if (!st || meta_len > OL_DRIVE_META_MAX || (meta_len && !meta)) {
         ol_store_write_abort(sw->w);
         rc = st ? -EINVAL : -EIO;
         goto out;
     }
-    uint8_t blob[SD_META_MAX];
+    blob = malloc(SD_META_HEAD_MAX + SD_META_TAIL + meta_len);
+    if (!blob) {
+        ol_store_write_abort(sw->w);
+        rc = -ENOMEM;
+        goto out;
+    }
     struct ol_obj_info info = {.mtime_ns = sm->mtime_ns};
     /* Phase 1 only: the mark comes from mark_complete, never from a commit. */
     struct ol_shard_meta unmarked = *sm;
     unmarked.flags &= (uint8_t)~OL_SHARD_COMPLETE;
+    unmarked.meta_len = (uint32_t)meta_len;
+    unmarked.meta_crc = meta_len ? ol_crc32c(meta, meta_len) : 0;
     info.meta = blob;
-    info.meta_len = (uint32_t)meta_encode(&unmarked, blob);
+    info.meta_len = (uint32_t)meta_encode(&unmarked, meta, blob);
     char svid[OL_STORE_VID_MAX];
     rc = sd_note(sw->sd,
                  ol_store_write_commit_object_v(sw->w, sw->bucket, sw->key, sw->klen, &info,
@@ -427,26 +562,24 @@ static int sd_shard_commit(void *w, const struct ol_shard_meta *sm)
         goto out;
     sd_wrote(sw->sd);
     /* A heal rewrites a shard under the same vid: the new store version
-     * replaces the old one, which goes now. */
-    v = malloc(sizeof(*v) * SD_SCAN_MAX);
-    if (!v)
-        goto out; /* the old copy stays until the next mark: harmless */
-    /* Only the copies written before this one go (they follow it in the
-     * scan's newest-first order): two heals rewriting one shard at once must
-     * not delete each other's copy and leave none. */
-    int n = scan(st, sw->bucket, sw->key, sw->klen, v);
+     * replaces the old one, which goes now.  Only the copies written before
+     * this one go (they follow it in the scan's newest-first order): two
+     * heals rewriting one shard at once must not delete each other's copy
+     * and leave none. */
+    int n = scan(st, sw->bucket, sw->key, sw->klen, &sc, NULL, NULL);
     bool older = false;
     for (int i = 0; i < n; i++) {
-        if (strcmp(v[i].svid, svid) == 0) {
+        if (strcmp(sc.v[i].svid, svid) == 0) {
             older = true;
             continue;
         }
-        if (older && ol_version_id_cmp(&v[i].sm.vid, &sm->vid) == 0)
-            (void)ol_store_delete_v(st, sw->bucket, sw->key, sw->klen, v[i].svid, NULL);
+        if (older && ol_version_id_cmp(&sc.v[i].sm.vid, &sm->vid) == 0)
+            (void)ol_store_delete_v(st, sw->bucket, sw->key, sw->klen, sc.v[i].svid, NULL);
     }
     rc = 0;
 out:
-    free(v);
+    scan_free(&sc);
+    free(blob);
     free(sw);
     return rc;
 }
@@ -458,24 +591,53 @@ static void sd_shard_abort(void *w)
     free(sw);
 }
 
-/* Writes the COMPLETE mark on store version v (a copy of it onto its own key
- * by reference, with the marked meta blob) and returns the copy's store vid
- * in svid.  The unmarked original stays; the caller deletes it. */
-static int write_mark(struct ol_store *st, const char *bucket, const char *key, size_t klen,
-                      const struct sd_ver *v, char svid[OL_STORE_VID_MAX])
+/* Copies store version v onto its own key by reference (no data copied, one
+ * atomic store write) with the entry meta of sm and the version's blob meta
+ * (sm->meta_len bytes; NULL: v's own blob, read back from the store), and
+ * returns the copy's store vid in svid.  The original stays; the caller
+ * deletes it. */
+static int rewrite(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+                   const struct sd_ver *v, const struct ol_shard_meta *sm, const void *meta,
+                   char svid[OL_STORE_VID_MAX])
 {
-    uint8_t blob[SD_META_MAX];
-    struct ol_shard_meta sm = v->sm;
-    sm.flags |= OL_SHARD_COMPLETE;
+    struct ol_store_reader *rd = NULL;
+    struct ol_shard_meta nsm = *sm;
+    int rc = 0;
+    if (!meta && sm->meta_len > 0) {
+        /* The blob is not in the scan (which keeps headers only): read the
+         * entry back.  A copy whose blob changed since answers -EAGAIN. */
+        rc = ol_store_read_open_v(st, bucket, key, klen, v->svid, &rd);
+        if (rc < 0)
+            return rc == -OL_ENOVERSION || rc == -OL_EMARKER ? -OL_ENOKEY : rc;
+        const struct ol_obj_info *in = ol_store_read_info(rd);
+        struct ol_shard_meta cur;
+        const uint8_t *stored = NULL;
+        rc = meta_decode(in->meta, in->meta_len, &cur, NULL, &stored);
+        meta = stored;
+        if (rc == 0 && (cur.meta_len != sm->meta_len || cur.meta_crc != sm->meta_crc))
+            rc = -EAGAIN;
+        if (rc < 0)
+            goto out;
+    }
+    uint8_t *blob = malloc(SD_META_HEAD_MAX + SD_META_TAIL + nsm.meta_len);
+    if (!blob) {
+        rc = -ENOMEM;
+        goto out;
+    }
     struct ol_store_copy_opts o = {
         .replace_meta = true,
         .meta = blob,
-        .meta_len = (uint32_t)meta_encode(&sm, blob),
-        .mtime_ns = sm.mtime_ns,
+        .meta_len = (uint32_t)meta_encode(&nsm, meta, blob),
+        .mtime_ns = nsm.mtime_ns,
     };
-    struct ol_obj_info out;
-    return ol_store_copy_object_v(st, bucket, key, klen, v->svid, bucket, key, klen, &o, &out,
-                                  svid);
+    struct ol_obj_info info;
+    rc = ol_store_copy_object_v(st, bucket, key, klen, v->svid, bucket, key, klen, &o, &info,
+                                svid);
+    free(blob);
+out:
+    if (rd)
+        ol_store_read_close(rd);
+    return rc;
 }
 
 static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
@@ -484,77 +646,145 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
     struct ol_store *st = sd_store(d);
     if (!st)
         return -EIO;
-    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
-    if (!v)
-        return -ENOMEM;
+    struct sd_scan sc = {0};
     char keep[OL_STORE_VID_MAX] = "";
+    struct ol_shard_meta marked;
     int n = 0, rc = 0;
-    /* A second round only when a concurrent heal rewrite deleted the copy
-     * this one was about to mark. */
+    /* A second round only when a concurrent rewrite (heal, set_meta) deleted
+     * or changed the copy this one was about to mark. */
     for (unsigned round = 0; round < 3; round++) {
-        n = scan(st, bucket, key, klen, v);
+        scan_free(&sc);
+        n = scan(st, bucket, key, klen, &sc, NULL, NULL);
         if (n < 0) {
             rc = n;
             goto out;
         }
-        /* The most recently written copy of vid is the one reported. */
-        int at = -1;
-        bool newer_complete = false;
-        for (int i = 0; i < n; i++) {
-            int c = ol_version_id_cmp(&v[i].sm.vid, vid);
-            if (c == 0 && at < 0)
-                at = i;
-            newer_complete |= c > 0 && (v[i].sm.flags & OL_SHARD_COMPLETE);
-        }
+        int at = pick(&sc, vid);
         if (at < 0) {
-            /* Gone: fine when a newer version is already complete. */
-            rc = newer_complete ? 0 : -OL_ENOKEY;
+            /* Gone: fine when a newer complete version freed it. */
+            rc = -OL_ENOKEY;
+            for (int i = 0; i < n; i++)
+                if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) > 0 &&
+                    (sc.v[i].sm.flags & OL_SHARD_COMPLETE) &&
+                    !(sc.v[i].sm.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL)))
+                    rc = 0;
             goto out;
         }
-        memcpy(keep, v[at].svid, sizeof(keep));
-        if (v[at].sm.flags & OL_SHARD_COMPLETE)
+        memcpy(keep, sc.v[at].svid, sizeof(keep));
+        marked = sc.v[at].sm;
+        marked.flags |= OL_SHARD_COMPLETE;
+        if (sc.v[at].sm.flags & OL_SHARD_COMPLETE)
             break;
-        rc = write_mark(st, bucket, key, klen, &v[at], keep);
-        if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY)
+        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, NULL, keep);
+        if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY && rc != -EAGAIN)
             break;
     }
     if (rc < 0)
         goto out;
-    /* The mark is durable: now the unmarked copies of vid written before it
-     * and every older version go.  Copies written after this scan (a heal
-     * rewriting the shard) are not in it and stay. */
+    /* The mark is durable: now the other copies of vid written before it and
+     * the older versions it replaces go.  Copies written after this scan (a
+     * heal rewriting the shard) are not in it and stay. */
     for (int i = 0; i < n && rc == 0; i++) {
-        if (strcmp(v[i].svid, keep) == 0 || ol_version_id_cmp(&v[i].sm.vid, vid) > 0)
+        int c = ol_version_id_cmp(&sc.v[i].sm.vid, vid);
+        if (strcmp(sc.v[i].svid, keep) == 0 || c > 0 ||
+            (c < 0 && !ol_shard_frees(&marked, &sc.v[i].sm)))
             continue;
-        int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
+        int e = ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
         if (e < 0 && e != -OL_ENOVERSION)
             rc = e;
     }
 out:
-    free(v);
+    scan_free(&sc);
     return sd_note(d, rc);
 }
 
+static int sd_set_meta(void *d, const char *bucket, const char *key, size_t klen,
+                       const struct ol_version_id *vid, const void *meta, size_t len,
+                       uint64_t stamp)
+{
+    struct ol_storedrive *sd = d;
+    struct ol_store *st;
+    int rc = sd_store_w(sd, &st);
+    if (rc < 0)
+        return rc;
+    if (len > OL_DRIVE_META_MAX || (len && !meta))
+        return -EINVAL;
+    uint32_t crc = len ? ol_crc32c(meta, len) : 0;
+    struct sd_scan sc = {0};
+    char keep[OL_STORE_VID_MAX] = "";
+    int n = scan(st, bucket, key, klen, &sc, NULL, NULL);
+    rc = n < 0 ? n : 0;
+    int at = rc == 0 ? pick(&sc, vid) : -1;
+    if (rc == 0 && at < 0)
+        rc = -OL_ENOKEY;
+    if (rc < 0)
+        goto out;
+    if (ol_shard_meta_newer(sc.v[at].sm.meta_stamp, sc.v[at].sm.meta_crc, stamp, crc))
+        goto out; /* the drive's blob wins already */
+    struct ol_shard_meta nsm = sc.v[at].sm;
+    nsm.meta_len = (uint32_t)len;
+    nsm.meta_crc = crc;
+    nsm.meta_stamp = stamp;
+    /* Legacy entries are rewritten in the new format: their derived COMPLETE
+     * must not be lost by the copy. */
+    if (sc.v[at].legacy) {
+        struct ol_shard_meta *all = malloc(sizeof(*all) * (size_t)n);
+        if (!all) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        int m = distinct(&sc, all);
+        for (int i = 0; i < m; i++)
+            if (ol_version_id_cmp(&all[i].vid, vid) == 0)
+                nsm.flags = all[i].flags;
+        free(all);
+    }
+    rc = rewrite(st, bucket, key, klen, &sc.v[at], &nsm, len ? meta : "", keep);
+    if (rc < 0)
+        goto out;
+    sd_wrote(sd);
+    /* Every older copy of vid goes (they were all seen before the rewrite). */
+    for (int i = 0; i < n; i++)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
+            (void)ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
+out:
+    scan_free(&sc);
+    return sd_note(sd, rc);
+}
+
 static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
-                       struct ol_shard_meta *out, unsigned cap)
+                       struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob)
 {
     struct ol_store *st = sd_store(d);
     if (!st)
         return -EIO;
-    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
-    struct ol_shard_meta *all = malloc(sizeof(*all) * SD_SCAN_MAX);
-    int rc = -ENOMEM;
-    if (!v || !all)
-        goto out;
-    rc = scan(st, bucket, key, klen, v);
+    struct sd_scan sc = {0};
+    struct ol_shard_meta *all = NULL;
+    int rc = scan(st, bucket, key, klen, &sc, NULL, blob);
     if (rc <= 0)
         goto out;
-    int m = distinct(v, rc, all);
+    all = malloc(sizeof(*all) * (size_t)sc.n);
+    if (!all) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    int m = distinct(&sc, all);
+    if (m < 0) {
+        rc = m;
+        goto out;
+    }
     rc = m < (int)cap ? m : (int)cap;
     memcpy(out, all, sizeof(*out) * (size_t)rc);
+    /* The blob's copy carries the flags of the answer (a legacy entry's
+     * derived COMPLETE). */
+    for (int i = 0; blob && i < m; i++)
+        if (ol_version_id_cmp(&all[i].vid, &blob->sm.vid) == 0)
+            blob->sm.flags = all[i].flags;
 out:
-    free(v);
+    if (rc < 0 && blob)
+        blob->got = false;
     free(all);
+    scan_free(&sc);
     return sd_note(d, rc);
 }
 
@@ -564,21 +794,22 @@ static int sd_read_shard(void *d, const char *bucket, const char *key, size_t kl
     struct ol_store *st = sd_store(d);
     if (!st)
         return -EIO;
-    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
+    struct sd_scan sc = {0};
     struct ol_store_reader *rd = NULL;
-    if (!v)
-        return -ENOMEM;
-    int rc = scan(st, bucket, key, klen, v);
+    /* The first copy in store order is the most recently written: a heal's
+     * rewrite, whose bytes are the good ones (every copy of a vid holds the
+     * same shard otherwise). */
+    int rc = scan(st, bucket, key, klen, &sc, vid, NULL);
     int at = -1;
     for (int i = 0; i < rc && at < 0; i++)
-        if (ol_version_id_cmp(&v[i].sm.vid, vid) == 0)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
             at = i;
     if (rc < 0)
         goto out;
     rc = -OL_ENOKEY;
     if (at < 0)
         goto out;
-    rc = ol_store_read_open_v(st, bucket, key, klen, v[at].svid, &rd);
+    rc = ol_store_read_open_v(st, bucket, key, klen, sc.v[at].svid, &rd);
     if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
         rc = -OL_ENOKEY;
     if (rc < 0)
@@ -603,7 +834,7 @@ static int sd_read_shard(void *d, const char *bucket, const char *key, size_t kl
 out:
     if (rd)
         ol_store_read_close(rd);
-    free(v);
+    scan_free(&sc);
     return sd_note(d, rc);
 }
 
@@ -613,19 +844,17 @@ static int sd_delete_version(void *d, const char *bucket, const char *key, size_
     struct ol_store *st = sd_store(d);
     if (!st)
         return -EIO;
-    struct sd_ver *v = malloc(sizeof(*v) * SD_SCAN_MAX);
-    if (!v)
-        return -ENOMEM;
-    int n = scan(st, bucket, key, klen, v);
+    struct sd_scan sc = {0};
+    int n = scan(st, bucket, key, klen, &sc, NULL, NULL);
     int rc = n < 0 ? n : 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        if (ol_version_id_cmp(&v[i].sm.vid, vid) != 0)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) != 0)
             continue;
-        int e = ol_store_delete_v(st, bucket, key, klen, v[i].svid, NULL);
+        int e = ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
         if (e < 0 && e != -OL_ENOVERSION)
             rc = e;
     }
-    free(v);
+    scan_free(&sc);
     return sd_note(d, rc);
 }
 
@@ -688,7 +917,7 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
         struct ol_shard_meta sm;
         bool legacy;
         if (kl > OL_DRIVE_MAX_KEY || vi.is_marker ||
-            meta_decode(vi.info.meta, vi.info.meta_len, &sm, &legacy) != 0)
+            meta_decode(vi.info.meta, vi.info.meta_len, &sm, &legacy, NULL) != 0)
             continue;
         if (!same) {
             g->klen = (uint32_t)kl;
@@ -741,6 +970,7 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .shard_abort = sd_shard_abort,
     .mark_complete = sd_mark_complete,
     .versions = sd_versions,
+    .set_meta = sd_set_meta,
     .read_shard = sd_read_shard,
     .delete_version = sd_delete_version,
     .list_keys = sd_list_keys,
@@ -1113,7 +1343,7 @@ static int bucket_holds_shards(struct ol_store *st, const char *bucket)
             break;
         }
         struct ol_shard_meta sm;
-        if (!vi.is_marker && meta_decode(vi.info.meta, vi.info.meta_len, &sm, NULL) != 0)
+        if (!vi.is_marker && meta_decode(vi.info.meta, vi.info.meta_len, &sm, NULL, NULL) != 0)
             verdict = 0;
     }
     ol_store_viter_close(it);

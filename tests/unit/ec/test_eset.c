@@ -244,7 +244,7 @@ static void test_io_accounting(void)
     unsigned parity_reads = 0, data_reads = 0;
     for (unsigned d = 0; d < s.n; d++) {
         struct ol_shard_meta sm;
-        CHECK_EQ(ol_memdrive_ops.versions(s.md[d], "b", "acct", 4, &sm, 1), 1);
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[d], "b", "acct", 4, &sm, 1, NULL), 1);
         struct ol_memdrive_stats st;
         ol_memdrive_stats(s.md[d], &st);
         if (sm.shard >= s.k)
@@ -536,7 +536,7 @@ static void test_quorum(void)
     CHECK_EQ(hs.versions_removed, 0); /* the marks freed v1's shards */
     for (unsigned i = 0; i < 6; i++) {
         struct ol_shard_meta sm[4];
-        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 4), 1);
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 4, NULL), 1);
         CHECK(sm[0].flags & OL_SHARD_COMPLETE);
     }
 
@@ -547,12 +547,12 @@ static void test_quorum(void)
     ol_memdrive_fail_nth(s.md[2], 4);
     CHECK_EQ(put_obj(&s, "b", &v2b, NULL), 0);
     struct ol_shard_meta vs[4];
-    CHECK_EQ(ol_memdrive_ops.versions(s.md[2], "b", "q", 1, vs, 4), 2);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[2], "b", "q", 1, vs, 4, NULL), 2);
     CHECK(!(vs[0].flags & OL_SHARD_COMPLETE));
     ol_eset_set_heal_on_read(s.es, true);
     CHECK_EQ(ol_eset_read(s.es, "b", "q", 1, NULL, 0, 10, junk_buf, NULL), 0);
     ol_eset_set_heal_on_read(s.es, false);
-    CHECK_EQ(ol_memdrive_ops.versions(s.md[2], "b", "q", 1, vs, 4), 1);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[2], "b", "q", 1, vs, 4, NULL), 1);
     CHECK(vs[0].flags & OL_SHARD_COMPLETE);
     v2 = v2b;
     only[0] = v2b;
@@ -575,9 +575,9 @@ static void test_quorum(void)
         sm.unit_bytes = unit;
         sm.size = 8192;
         strcpy(sm.etag, "partial");
-        CHECK_EQ(ol_memdrive_ops.shard_begin(s.md[i], "b", "q", 1, &fake, &w), 0);
+        CHECK_EQ(ol_memdrive_ops.shard_begin(s.md[i], "b", "q", 1, &w), 0);
         CHECK_EQ(ol_memdrive_ops.shard_write(w, junk, 2048), 0);
-        CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm), 0);
+        CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm, NULL, 0), 0);
     }
     CHECK_EQ(check_obj(&s, "b", &v2), 0);
     CHECK_EQ(ol_eset_stat(s.es, "b", "q", 1, NULL, &lo), 0);
@@ -613,7 +613,7 @@ static void test_quorum(void)
     CHECK_EQ(check_obj(&s, "b", &cur), 0);
     for (unsigned i = 0; i < 6; i++) {
         struct ol_shard_meta sm[8];
-        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 8), 1);
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "q", 1, sm, 8, NULL), 1);
     }
 
     /* Too few drives to read: the answer is "unavailable", not "absent". */
@@ -648,8 +648,8 @@ static void phase1(struct set *s, unsigned slot, const char *key,
     sm.unit_bytes = 4096;
     strcpy(sm.etag, "cut");
     void *w = NULL;
-    CHECK_EQ(ol_memdrive_ops.shard_begin(s->md[slot], "b", key, strlen(key), vid, &w), 0);
-    CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm), 0);
+    CHECK_EQ(ol_memdrive_ops.shard_begin(s->md[slot], "b", key, strlen(key), &w), 0);
+    CHECK_EQ(ol_memdrive_ops.shard_commit(w, &sm, NULL, 0), 0);
 }
 
 /* The first PUT of a key cut off (kill -9) after fewer than k shards: never
@@ -690,8 +690,8 @@ static void test_leftovers(void)
     CHECK_EQ(ol_eset_heal_all(s.es, &hs), 0);
     CHECK_EQ(hs.versions_removed, 3);
     CHECK_EQ(hs.unrecoverable, 0);
-    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "old", 3, sm, 8), 0);
-    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "young", 5, sm, 8), 1);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "old", 3, sm, 8, NULL), 0);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "young", 5, sm, 8, NULL), 1);
     /* Marked on one drive: it was completed once (acknowledged), so too few
      * shards make it unavailable, not absent. */
     CHECK_EQ(ol_memdrive_ops.mark_complete(s.md[1], "b", "young", 5, &young), 0);
@@ -819,7 +819,7 @@ static void test_concurrent_puts(void)
     CHECK_EQ(st.shards, 6);
     for (unsigned i = 0; i < 6; i++) {
         struct ol_shard_meta sm[8];
-        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "race", "k", 1, sm, 8), 1);
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "race", "k", 1, sm, 8, NULL), 1);
         CHECK(ol_version_id_cmp(&sm[0].vid, &race.best) == 0);
         CHECK(sm[0].flags & OL_SHARD_COMPLETE);
     }
@@ -979,7 +979,7 @@ static void fiber_body(void *arg)
     unsigned slow = 0;
     for (unsigned i = 0; i < s->n; i++) {
         struct ol_shard_meta sm[4];
-        int nv = ol_memdrive_ops.versions(s->md[i], "b", o.key, strlen(o.key), sm, 4);
+        int nv = ol_memdrive_ops.versions(s->md[i], "b", o.key, strlen(o.key), sm, 4, NULL);
         if (nv > 0 && sm[0].shard == 1)
             slow = i;
     }
@@ -1045,6 +1045,367 @@ static void test_fanout(void)
     free(ft);
 }
 
+
+/* ---- the last completed write wins ---- */
+
+/* A PUT of key k with body and etag `tag` (bytes: the tag repeated), begun
+ * by the caller and committed here. */
+static void fill_put(struct ol_eset_put *p, char tag, size_t n)
+{
+    uint8_t *b = malloc(n);
+    memset(b, tag, n);
+    CHECK_EQ(ol_eset_put_write(p, b, n), 0);
+    free(b);
+}
+
+static void test_last_commit_wins(void)
+{
+    struct set s;
+    set_open(&s, 4, 2, 64 * 1024);
+    /* A begins first, B second; B completes first, A last: A wins. */
+    struct ol_eset_put *a, *b;
+    struct ol_eset_obj oa, ob, st;
+    CHECK_EQ(ol_eset_put_begin(s.es, "b", "k", 1, &a), 0);
+    CHECK_EQ(ol_eset_put_begin(s.es, "b", "k", 1, &b), 0);
+    fill_put(a, 'A', 300000);
+    fill_put(b, 'B', 1000);
+    CHECK_EQ(ol_eset_put_commit(b, "B", 1, &ob), 0);
+    CHECK_EQ(ol_eset_put_commit(a, "A", 2, &oa), 0);
+    CHECK(ol_version_id_cmp(&oa.vid, &ob.vid) > 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "k", 1, NULL, &st), 0);
+    CHECK(strcmp(st.etag, "A") == 0 && st.size == 300000);
+    uint8_t got[64];
+    CHECK_EQ(ol_eset_read(s.es, "b", "k", 1, NULL, 299000, 64, got, &st), 0);
+    CHECK(got[0] == 'A' && got[63] == 'A' && strcmp(st.etag, "A") == 0);
+    /* Every drive ends with A alone. */
+    for (unsigned i = 0; i < s.n; i++) {
+        struct ol_shard_meta sm[4];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "k", 1, sm, 4, NULL), 1);
+        CHECK(ol_version_id_cmp(&sm[0].vid, &oa.vid) == 0);
+    }
+    /* The protection against too many incomplete versions still answers:
+     * begun writers hold no version, committed unmarked ones do. */
+    struct ol_eset_put *many[OL_MEMDRIVE_MAX_INCOMPLETE + 2];
+    for (unsigned i = 0; i < OL_MEMDRIVE_MAX_INCOMPLETE + 2; i++)
+        CHECK_EQ(ol_eset_put_begin(s.es, "b", "k", 1, &many[i]), 0);
+    for (unsigned i = 0; i < OL_MEMDRIVE_MAX_INCOMPLETE + 2; i++)
+        ol_eset_put_abort(many[i]);
+    for (unsigned i = 0; i < s.n; i++)
+        ol_memdrive_fail_nth(s.md[i], 0);
+    set_close(&s);
+}
+
+/* ---- metadata blobs ---- */
+
+static void meta_gen(uint8_t *b, size_t n, uint8_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)(seed + i * 31);
+}
+
+static int put_meta(struct set *s, const char *key, size_t n, const void *meta, size_t mlen,
+                    uint32_t flags, struct ol_eset_obj *out)
+{
+    struct ol_eset_put *p;
+    int rc = ol_eset_put_begin(s->es, "b", key, strlen(key), &p);
+    if (rc < 0)
+        return rc;
+    uint8_t *b = malloc(n + 1);
+    gen(n, b, n);
+    rc = ol_eset_put_write(p, b, n);
+    free(b);
+    if (rc < 0) {
+        ol_eset_put_abort(p);
+        return rc;
+    }
+    struct ol_eset_commit cm = {.etag = "m", .mtime_ns = 5, .meta = meta, .meta_len = mlen,
+                                .flags = flags};
+    return ol_eset_put_commit2(p, &cm, out);
+}
+
+static uint64_t versions_calls(struct set *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        struct ol_memdrive_stats ms;
+        ol_memdrive_stats(s->md[i], &ms);
+        n += ms.versions;
+    }
+    return n;
+}
+
+/* 0 when stat_meta of key returns the blob meta_gen(seed, n). */
+static int check_meta(struct set *s, const char *key, size_t n, uint8_t seed)
+{
+    static uint8_t want[OL_ESET_META_MAX], got[OL_ESET_META_MAX];
+    struct ol_eset_obj o;
+    size_t len = 12345;
+    int rc = ol_eset_stat_meta(s->es, "b", key, strlen(key), NULL, &o, got, sizeof(got), &len);
+    if (rc < 0)
+        return rc;
+    meta_gen(want, n, seed);
+    if (len != n || o.meta_len != n || memcmp(want, got, n) != 0)
+        return -EBADMSG;
+    return 0;
+}
+
+static void test_meta(void)
+{
+    struct set s;
+    set_open(&s, 4, 2, 64 * 1024);
+    static uint8_t m[OL_ESET_META_MAX + 1];
+    struct ol_eset_obj o;
+    meta_gen(m, 300, 1);
+    CHECK_EQ(put_meta(&s, "m1", 5000, m, 300, 0, &o), 0);
+    CHECK_EQ(o.meta_len, 300);
+    /* One round trip per drive, as ol_eset_stat. */
+    for (unsigned i = 0; i < s.n; i++)
+        ol_memdrive_stats_reset(s.md[i]);
+    CHECK_EQ(check_meta(&s, "m1", 300, 1), 0);
+    CHECK_EQ(versions_calls(&s), s.n);
+    /* Too small a buffer: -ENOBUFS with the length. */
+    uint8_t small[8];
+    size_t len = 0;
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", "m1", 2, NULL, &o, small, sizeof(small), &len),
+             -ENOBUFS);
+    CHECK_EQ(len, 300);
+    /* The largest blob; one byte more is refused. */
+    meta_gen(m, OL_ESET_META_MAX, 2);
+    CHECK_EQ(put_meta(&s, "m2", 0, m, OL_ESET_META_MAX, 0, NULL), 0);
+    CHECK_EQ(check_meta(&s, "m2", OL_ESET_META_MAX, 2), 0);
+    CHECK_EQ(put_meta(&s, "m3", 10, m, OL_ESET_META_MAX + 1, 0, NULL), -EINVAL);
+    /* A version without a blob (the old API) reads with none; a listing
+     * tells which have one. */
+    struct obj plain = {.key = "m0", .size = 777, .seed = 9};
+    CHECK_EQ(put_obj(&s, "b", &plain, NULL), 0);
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", "m0", 2, NULL, &o, small, sizeof(small), &len), 0);
+    CHECK(len == 0 && o.meta_len == 0 && o.size == 777);
+    CHECK_EQ(check_obj(&s, "b", &plain), 0);
+
+    /* Damaged copies are never returned: with the newest copy damaged on
+     * the first three drives, the blob comes from another. */
+    for (unsigned i = 0; i < 3; i++)
+        CHECK_EQ(ol_memdrive_corrupt_meta(s.md[i], "b", "m1", 2, NULL), 0);
+    CHECK_EQ(check_meta(&s, "m1", 300, 1), 0);
+    /* Damaged everywhere: unavailable, never wrong. */
+    for (unsigned i = 3; i < s.n; i++)
+        CHECK_EQ(ol_memdrive_corrupt_meta(s.md[i], "b", "m1", 2, NULL), 0);
+    CHECK_EQ(check_meta(&s, "m1", 300, 1), -OL_EQUORUM);
+
+    /* A newer version on fewer than k drives (in flight) is the newest of
+     * some drives: the others give the readable one's blob at once.  A newer
+     * unreadable version on every drive (its metadata disagree): the blob
+     * of the readable one comes from its holders in one more step. */
+    meta_gen(m, 100, 3);
+    CHECK_EQ(put_meta(&s, "m4", 100, m, 100, 0, NULL), 0);
+    for (unsigned i = 0; i < 3; i++)
+        ol_memdrive_set_offline(s.md[i], true);
+    meta_gen(m, 50, 4);
+    CHECK_EQ(put_meta(&s, "m4", 100, m, 50, 0, NULL), -OL_EQUORUM); /* rolled back: gone */
+    struct ol_eset_put *p;
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[1], false);
+    ol_memdrive_set_offline(s.md[2], false);
+    struct ol_version_id nv;
+    struct ol_shard_meta fsm[4];
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "m4", 2, fsm, 4, NULL), 1);
+    for (unsigned round = 0; round < 2; round++) {
+        unsigned nforged = round == 0 ? 2 : s.n;
+        ol_hlc_version_id(&hlc, &nv);
+        for (unsigned i = 0; i < nforged; i++) {
+            void *w;
+            struct ol_shard_meta f = fsm[0];
+            f.vid = nv;
+            f.size = 0;
+            f.shard = (uint8_t)((i + s.n - f.rotation % s.n) % s.n);
+            snprintf(f.etag, sizeof(f.etag), "x%u", round == 0 ? 0 : i);
+            CHECK_EQ(ol_memdrive_ops.shard_begin(s.md[i], "b", "m4", 2, &w), 0);
+            CHECK_EQ(ol_memdrive_ops.shard_commit(w, &f, "x", 1), 0);
+        }
+        for (unsigned i = 0; i < s.n; i++)
+            ol_memdrive_stats_reset(s.md[i]);
+        CHECK_EQ(check_meta(&s, "m4", 100, 3), 0);
+        CHECK_EQ(versions_calls(&s), round == 0 ? s.n : 2 * s.n);
+    }
+
+    /* Heal writes the blob with the shards it rebuilds, and repairs holders
+     * whose copy is damaged. */
+    meta_gen(m, 1000, 5);
+    CHECK_EQ(put_meta(&s, "m5", 200000, m, 1000, 0, NULL), 0);
+    ol_memdrive_wipe(s.md[4]);
+    CHECK_EQ(ol_memdrive_corrupt_meta(s.md[1], "b", "m5", 2, NULL), 0);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "m5", 2, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 1);
+    CHECK_EQ(hs.metas_repaired, 1);
+    /* Only the rebuilt drive and the repaired one plus two others: the blob
+     * reads intact. */
+    ol_memdrive_set_offline(s.md[0], true);
+    ol_memdrive_set_offline(s.md[2], true);
+    CHECK_EQ(check_meta(&s, "m5", 1000, 5), 0);
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[2], false);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "m5", 2, &hs), 0);
+    CHECK(hs.metas_repaired == 0 && hs.shards_rebuilt == 0);
+    (void)p;
+    set_close(&s);
+}
+
+/* ---- changing a version's blob ---- */
+
+static void test_set_meta(void)
+{
+    struct set s;
+    set_open(&s, 4, 2, 64 * 1024);
+    static uint8_t m[4096];
+    struct ol_eset_obj o1, o;
+    meta_gen(m, 200, 1);
+    CHECK_EQ(put_meta(&s, "t", 70000, m, 200, 0, &o1), 0);
+    meta_gen(m, 90, 2);
+    CHECK_EQ(ol_eset_set_meta(s.es, "b", "t", 1, NULL, m, 90), 0);
+    CHECK_EQ(check_meta(&s, "t", 90, 2), 0);
+    /* The data and the version are untouched. */
+    CHECK_EQ(ol_eset_stat(s.es, "b", "t", 1, NULL, &o), 0);
+    CHECK(ol_version_id_cmp(&o.vid, &o1.vid) == 0 && o.size == 70000);
+    /* One drive offline: still the write quorum; back, reads take the
+     * newest; a heal brings it the blob. */
+    ol_memdrive_set_offline(s.md[3], true);
+    meta_gen(m, 3000, 3);
+    CHECK_EQ(ol_eset_set_meta(s.es, "b", "t", 1, &o1.vid, m, 3000), 0);
+    ol_memdrive_set_offline(s.md[3], false);
+    CHECK_EQ(check_meta(&s, "t", 3000, 3), 0);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "t", 1, &hs), 0);
+    CHECK_EQ(hs.metas_repaired, 1);
+    for (unsigned i = 0; i < 4; i++)
+        ol_memdrive_set_offline(s.md[i], i != 3);
+    ol_memdrive_set_offline(s.md[4], false);
+    ol_memdrive_set_offline(s.md[5], false);
+    /* (k = 4 needed: 3 up is not enough to read; bring one back) */
+    ol_memdrive_set_offline(s.md[0], false);
+    CHECK_EQ(check_meta(&s, "t", 3000, 3), 0);
+    for (unsigned i = 0; i < s.n; i++)
+        ol_memdrive_set_offline(s.md[i], false);
+    /* Two offline: below the write quorum. */
+    ol_memdrive_set_offline(s.md[0], true);
+    ol_memdrive_set_offline(s.md[1], true);
+    CHECK_EQ(ol_eset_set_meta(s.es, "b", "t", 1, NULL, m, 10), -OL_EQUORUM);
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[1], false);
+    /* The newest stamp wins on a drive, whatever the order of arrival. */
+    struct ol_drive_blob bl = {.buf = m, .cap = sizeof(m)};
+    struct ol_shard_meta sm[4];
+    uint64_t t = ol_hlc_now(&hlc);
+    CHECK_EQ(ol_memdrive_ops.set_meta(s.md[0], "b", "t", 1, &o1.vid, "new", 3, t + 2), 0);
+    CHECK_EQ(ol_memdrive_ops.set_meta(s.md[0], "b", "t", 1, &o1.vid, "older", 5, t + 1), 0);
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[0], "b", "t", 1, sm, 4, &bl), 1);
+    CHECK(bl.got && bl.len == 3 && memcmp(m, "new", 3) == 0 && sm[0].meta_stamp == t + 2);
+    /* ... and in reads, over drives that disagree. */
+    size_t len = 0;
+    uint8_t got[16];
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", "t", 1, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == 3 && memcmp(got, "new", 3) == 0);
+    /* Unknown version, delete marker: no such key. */
+    struct ol_version_id none;
+    ol_hlc_version_id(&hlc, &none);
+    CHECK_EQ(ol_eset_set_meta(s.es, "b", "t", 1, &none, "x", 1), -OL_ENOKEY);
+    CHECK_EQ(ol_eset_delete(s.es, "b", "t", 1), 0);
+    CHECK_EQ(ol_eset_set_meta(s.es, "b", "t", 1, NULL, "x", 1), -OL_ENOKEY);
+    set_close(&s);
+}
+
+/* ---- versioned keys ---- */
+
+static int count_keys(void *ctx, const char *key, size_t klen, const struct ol_eset_obj *o)
+{
+    (void)key;
+    (void)klen;
+    *(unsigned *)ctx += (o->flags & OL_SHARD_DELETE_MARKER) != 0;
+    return 0;
+}
+
+static void test_versioned(void)
+{
+    struct set s;
+    set_open(&s, 4, 2, 64 * 1024);
+    static uint8_t m[64];
+    struct ol_eset_obj v[4], o, list[16];
+    for (unsigned i = 0; i < 3; i++) {
+        meta_gen(m, 10, (uint8_t)i);
+        CHECK_EQ(put_meta(&s, "v", 1000 * (i + 1), m, 10, OL_SHARD_KEEP_OLDER, &v[i]), 0);
+    }
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 3);
+    CHECK(ol_version_id_cmp(&list[0].vid, &v[2].vid) == 0 && list[2].size == 1000);
+    CHECK(list[0].meta_len == 10 && (list[0].flags & OL_SHARD_KEEP_OLDER));
+    /* Older versions read by vid, with their blob. */
+    uint8_t got[64];
+    size_t len;
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", "v", 1, &v[0].vid, &o, got, sizeof(got), &len), 0);
+    meta_gen(m, 10, 0);
+    CHECK(o.size == 1000 && len == 10 && memcmp(got, m, 10) == 0);
+    /* Heal keeps (and heals) them. */
+    ol_memdrive_wipe(s.md[2]);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "v", 1, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 3);
+    CHECK_EQ(hs.versions_removed, 0);
+    struct ol_shard_meta sm[8];
+    CHECK_EQ(ol_memdrive_ops.versions(s.md[2], "b", "v", 1, sm, 8, NULL), 3);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 3);
+    /* A delete marker hides the key, is listed, and stays after a heal. */
+    CHECK_EQ(ol_eset_delete_marker(s.es, "b", "v", 1, OL_SHARD_KEEP_OLDER, 7, &v[3]), 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "v", 1, NULL, &o), -OL_ENOKEY);
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", "v", 1, NULL, &o, got, sizeof(got), &len), -OL_ENOKEY);
+    CHECK(ol_version_id_cmp(&o.vid, &v[3].vid) == 0 && (o.flags & OL_SHARD_DELETE_MARKER));
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "v", 1, &hs), 0);
+    CHECK_EQ(hs.versions_removed, 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 4);
+    CHECK(list[0].flags & OL_SHARD_DELETE_MARKER);
+    /* ListObjects skips the key; the key walk of ListObjectVersions has it. */
+    unsigned nl = 0;
+    CHECK_EQ(ol_eset_list(s.es, "b", "", 0, 100, count_keys, &nl), 0);
+    CHECK_EQ(ol_eset_list_markers(s.es, "b", "", 0, 100, count_keys, &nl), 1);
+    CHECK_EQ(nl, 1);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "v", 1, &v[1].vid, &o), 0);
+    /* Removing the marker for good: the newest version reads again. */
+    CHECK_EQ(ol_eset_delete_version(s.es, "b", "v", 1, &v[3].vid), 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "v", 1, NULL, &o), 0);
+    CHECK(ol_version_id_cmp(&o.vid, &v[2].vid) == 0);
+    CHECK_EQ(ol_eset_delete_version(s.es, "b", "v", 1, &v[1].vid), 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 2);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "v", 1, &v[1].vid, &o), -OL_ENOKEY);
+    /* Suspended versioning: a NULL version frees the older NULL one only. */
+    struct ol_eset_obj n1, n2;
+    CHECK_EQ(put_meta(&s, "v", 10, NULL, 0, OL_SHARD_NULL, &n1), 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 3);
+    CHECK_EQ(put_meta(&s, "v", 20, NULL, 0, OL_SHARD_NULL, &n2), 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 3);
+    CHECK(ol_version_id_cmp(&list[0].vid, &n2.vid) == 0 && (list[0].flags & OL_SHARD_NULL));
+    CHECK_EQ(ol_eset_stat(s.es, "b", "v", 1, &n1.vid, &o), -OL_ENOKEY);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "v", 1, &hs), 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 3);
+    /* More versions than a read asks of a drive at first: the oldest still
+     * reads by vid. */
+    for (unsigned i = 0; i < 20; i++)
+        CHECK_EQ(put_meta(&s, "w", 10 + i, NULL, 0, OL_SHARD_KEEP_OLDER, i == 0 ? &o : NULL), 0);
+    struct ol_eset_obj first = o;
+    CHECK_EQ(ol_eset_stat(s.es, "b", "w", 1, &first.vid, &o), 0);
+    CHECK_EQ(o.size, 10);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "w", 1, list, 16), 16);
+    /* An unversioned PUT (no flags) replaces everything. */
+    CHECK_EQ(put_meta(&s, "v", 30, NULL, 0, 0, &o), 0);
+    CHECK_EQ(ol_eset_versions(s.es, "b", "v", 1, list, 16), 1);
+    for (unsigned i = 0; i < s.n; i++)
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[i], "b", "v", 1, sm, 8, NULL), 1);
+    set_close(&s);
+}
+
 int main(void)
 {
     ol_hlc_init(&hlc, 7, 0xabcdef, NULL, NULL);
@@ -1058,6 +1419,10 @@ int main(void)
     test_concurrent_puts();
     test_wide();
     test_fanout();
+    test_last_commit_wins();
+    test_meta();
+    test_set_meta();
+    test_versioned();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("%s (%.1f s)\n", failures ? "FAIL" : "PASS", secs);

@@ -221,8 +221,8 @@ static int phase1(unsigned slot, const char *key, const struct ol_version_id *vi
     sm.mtime_ns = 1;
     strcpy(sm.etag, "cut");
     void *w = NULL;
-    int rc = ol_storedrive_ops.shard_begin(sd[slot], "bkt", key, strlen(key), vid, &w);
-    return rc < 0 ? rc : ol_storedrive_ops.shard_commit(w, &sm);
+    int rc = ol_storedrive_ops.shard_begin(sd[slot], "bkt", key, strlen(key), &w);
+    return rc < 0 ? rc : ol_storedrive_ops.shard_commit(w, &sm, NULL, 0);
 }
 
 /* A shard entry in the format from before the stored COMPLETE mark (flags
@@ -258,6 +258,118 @@ static unsigned list_count(void)
     return rc < 0 ? 0 : n;
 }
 
+
+/* A PUT of key with n bytes of 'tag', blob meta (mlen) and flags. */
+static int put_tagged(const char *key, char tag, size_t n, const void *meta, size_t mlen,
+                      uint32_t flags, struct ol_eset_put *p, struct ol_eset_obj *out)
+{
+    int rc = 0;
+    if (!p)
+        rc = ol_eset_put_begin(es, "bkt", key, strlen(key), &p);
+    if (rc < 0)
+        return rc;
+    uint8_t *b = malloc(n + 1);
+    memset(b, tag, n);
+    rc = ol_eset_put_write(p, b, n);
+    free(b);
+    if (rc < 0) {
+        ol_eset_put_abort(p);
+        return rc;
+    }
+    char etag[2] = {tag, 0};
+    struct ol_eset_commit cm = {.etag = etag, .mtime_ns = 3, .meta = meta, .meta_len = mlen,
+                                .flags = flags};
+    return ol_eset_put_commit2(p, &cm, out);
+}
+
+/* Items of issue #11 over real stores: the last completed PUT wins, blobs,
+ * set_meta, versioned keys. */
+static void test_versions_and_meta(void)
+{
+    struct ol_eset_obj oa, ob, o, list[8];
+    struct ol_shard_meta vm[16];
+    static uint8_t m[OL_ESET_META_MAX], got[OL_ESET_META_MAX];
+    size_t len = 0;
+
+    /* Begin A, begin B, commit B, commit A: A. */
+    struct ol_eset_put *a, *b;
+    CHECK_RC(ol_eset_put_begin(es, "bkt", "lw", 2, &a), 0);
+    CHECK_RC(ol_eset_put_begin(es, "bkt", "lw", 2, &b), 0);
+    CHECK_RC(put_tagged("lw", 'B', 5000, NULL, 0, 0, b, &ob), 0);
+    CHECK_RC(put_tagged("lw", 'A', 90000, NULL, 0, 0, a, &oa), 0);
+    CHECK_RC(ol_eset_stat(es, "bkt", "lw", 2, NULL, &o), 0);
+    CHECK(strcmp(o.etag, "A") == 0 && o.size == 90000 && ol_version_id_cmp(&o.vid, &oa.vid) == 0);
+    CHECK_RC(ol_eset_read(es, "bkt", "lw", 2, NULL, 89990, 10, got, NULL), 0);
+    CHECK(got[0] == 'A' && got[9] == 'A');
+    for (unsigned i = 0; i < N; i++)
+        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "lw", 2, vm, 16, NULL), 1);
+
+    /* A blob, stored with each shard, read back in one call per drive. */
+    for (size_t i = 0; i < sizeof(m); i++)
+        m[i] = (uint8_t)(i * 7 + 1);
+    CHECK_RC(put_tagged("mt", 'M', 100000, m, 5000, 0, NULL, &o), 0);
+    CHECK(o.meta_len == 5000);
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", "mt", 2, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == 5000 && o.size == 100000 && memcmp(got, m, len) == 0);
+    CHECK(store_versions(0, "mt") == 1); /* marked: the blob moved with the mark */
+    /* The largest blob. */
+    CHECK_RC(put_tagged("mx", 'X', 10, m, OL_ESET_META_MAX, 0, NULL, NULL), 0);
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", "mx", 2, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == OL_ESET_META_MAX && memcmp(got, m, len) == 0);
+    /* Objects without one (and from before) read with none. */
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", "obj/0003", 8, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == 0 && o.meta_len == 0);
+
+    /* set_meta: new blob, same version and bytes; two drives wiped, the heal
+     * rebuilds their shards with the new blob. */
+    CHECK_RC(ol_eset_set_meta(es, "bkt", "mt", 2, NULL, "tags=1", 6), 0);
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", "mt", 2, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == 6 && memcmp(got, "tags=1", 6) == 0 && o.size == 100000);
+    CHECK(store_versions(3, "mt") == 1);
+    /* An older stamp does not win on a drive. */
+    CHECK_RC(ol_storedrive_ops.set_meta(sd[0], "bkt", "mt", 2, &o.vid, "old", 3, 1), 0);
+    struct ol_drive_blob bl = {.buf = got, .cap = sizeof(got)};
+    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "mt", 2, vm, 16, &bl), 1);
+    CHECK(bl.got && bl.len == 6 && memcmp(got, "tags=1", 6) == 0);
+    CHECK(vm[0].flags & OL_SHARD_COMPLETE); /* the rewrite kept the mark */
+    wipe(1);
+    wipe(4);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_object(es, "bkt", "mt", 2, &hs), 0);
+    CHECK(hs.shards_rebuilt == 2);
+    bl.want = NULL;
+    CHECK_RC(ol_storedrive_ops.versions(sd[4], "bkt", "mt", 2, vm, 16, &bl), 1);
+    CHECK(bl.got && bl.len == 6 && memcmp(got, "tags=1", 6) == 0);
+    /* The wiped drives lost the other objects: heal them all back. */
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0);
+    CHECK(hs.unrecoverable == 0);
+
+    /* Versioned: older versions stay through marks and heals. */
+    struct ol_eset_obj v[3];
+    for (unsigned i = 0; i < 3; i++)
+        CHECK_RC(put_tagged("ver", (char)('a' + i), 1000 + i, m + i, 4, OL_SHARD_KEEP_OLDER, NULL,
+                            &v[i]),
+                 0);
+    CHECK_RC(ol_eset_versions(es, "bkt", "ver", 3, list, 8), 3);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_object(es, "bkt", "ver", 3, &hs), 0);
+    CHECK(hs.versions_removed == 0);
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", "ver", 3, &v[0].vid, &o, got, sizeof(got), &len), 0);
+    CHECK(o.size == 1000 && len == 4 && memcmp(got, m, 4) == 0);
+    CHECK_RC(ol_eset_delete_marker(es, "bkt", "ver", 3, OL_SHARD_KEEP_OLDER, 9, &o), 0);
+    CHECK_RC(ol_eset_stat(es, "bkt", "ver", 3, NULL, &o), -OL_ENOKEY);
+    CHECK_RC(ol_eset_versions(es, "bkt", "ver", 3, list, 8), 4);
+    CHECK_RC(ol_eset_delete_version(es, "bkt", "ver", 3, &list[0].vid), 0);
+    CHECK_RC(ol_eset_stat(es, "bkt", "ver", 3, NULL, &o), 0);
+    CHECK(ol_version_id_cmp(&o.vid, &v[2].vid) == 0);
+    /* An unversioned PUT frees them all. */
+    CHECK_RC(put_tagged("ver", 'z', 10, NULL, 0, 0, NULL, NULL), 0);
+    CHECK_RC(ol_eset_versions(es, "bkt", "ver", 3, list, 8), 1);
+    CHECK(store_versions(2, "ver") == 1);
+}
+
 int main(void)
 {
     if (!mkdtemp(root)) {
@@ -291,7 +403,7 @@ int main(void)
         CHECK_RC(put_obj(i, 1000 + i), 0);
     CHECK(check_all(1000) == 0);
     struct ol_shard_meta vm[16];
-    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16), 1);
+    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "obj/0002", 8, vm, 16, NULL), 1);
     CHECK(vm[0].flags & OL_SHARD_COMPLETE);
     /* The mark (a copy by reference) replaced the unmarked copy, and freed
      * the older version: one store version left. */
@@ -306,7 +418,7 @@ int main(void)
         ol_hlc_version_id(&hlc, &lv);
         for (unsigned i = 0; i < 3; i++)
             CHECK_RC(phase1(i, "cut/1", &lv), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16, NULL), 1);
         CHECK(!(vm[0].flags & OL_SHARD_COMPLETE));
         struct ol_eset_obj o;
         CHECK_RC(ol_eset_stat(es, "bkt", "cut/1", 5, NULL, &o), -OL_ENOKEY);
@@ -314,14 +426,14 @@ int main(void)
         memset(&ls, 0, sizeof(ls));
         CHECK_RC(ol_eset_heal_object(es, "bkt", "cut/1", 5, &ls), -OL_ENOKEY);
         CHECK(ls.versions_removed == 3 && ls.unrecoverable == 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16), 0);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "cut/1", 5, vm, 16, NULL), 0);
         /* Marked on one drive, the version counts as once completed: an
          * acknowledged object that lost drives, not absent. */
         ol_hlc_version_id(&hlc, &lv);
         for (unsigned i = 0; i < 3; i++)
             CHECK_RC(phase1(i, "cut/2", &lv), 0);
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[1], "bkt", "cut/2", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[1], "bkt", "cut/2", 5, vm, 16, NULL), 1);
         CHECK(vm[0].flags & OL_SHARD_COMPLETE);
         CHECK(store_versions(1, "cut/2") == 1);
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[1], "bkt", "cut/2", 5, &lv), 0);
@@ -338,13 +450,13 @@ int main(void)
         ol_hlc_version_id(&hlc, &a);
         ol_hlc_version_id(&hlc, &b);
         CHECK_RC(legacy_put(0, "old/1", &a), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 1);
         CHECK(vm[0].flags & OL_SHARD_COMPLETE);
         CHECK_RC(legacy_put(0, "old/1", &b), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 2);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 2);
         CHECK(!(vm[0].flags & OL_SHARD_COMPLETE) && (vm[1].flags & OL_SHARD_COMPLETE));
         CHECK_RC(ol_storedrive_ops.mark_complete(sd[0], "bkt", "old/1", 5, &b), 0);
-        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", "old/1", 5, vm, 16, NULL), 1);
         CHECK(ol_version_id_cmp(&vm[0].vid, &b) == 0 && (vm[0].flags & OL_SHARD_COMPLETE));
         CHECK(store_versions(0, "old/1") == 1);
         CHECK_RC(ol_storedrive_ops.delete_version(sd[0], "bkt", "old/1", 5, &b), 0);
@@ -408,7 +520,7 @@ int main(void)
     CHECK_RC(ol_eset_heal_object(es, "bkt", "obj/0007", 8, &hs), 0);
     CHECK(hs.shards_rebuilt == 1);
     for (unsigned i = 0; i < N; i++)
-        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "obj/0007", 8, vm, 16), 1);
+        CHECK_RC(ol_storedrive_ops.versions(sd[i], "bkt", "obj/0007", 8, vm, 16, NULL), 1);
 
     /* Delete: gone for reads and listings; heal removes the markers. */
     for (unsigned i = 10; i < 15; i++) {
@@ -422,7 +534,7 @@ int main(void)
     CHECK(ol_eset_list(es, "bkt", "", 0, 1000, count_cb, &n) == NOBJ - 5);
     memset(&hs, 0, sizeof(hs));
     CHECK_RC(ol_eset_heal_all(es, &hs), 0);
-    CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16) == 0);
+    CHECK(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0011", 8, vm, 16, NULL) == 0);
 
     /* Drive states: a directory renamed away is noticed by the check and
      * the drive goes offline (calls fail at once); PUTs go on with five; put
@@ -446,7 +558,7 @@ int main(void)
         CHECK(rename(dirs[2], away) == 0);
         CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE);
         CHECK(ol_storedrive_offline(sd[2]));
-        CHECK_RC(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0020", 8, vm, 16), -EIO);
+        CHECK_RC(ol_storedrive_ops.versions(sd[2], "bkt", "obj/0020", 8, vm, 16, NULL), -EIO);
         CHECK_RC(put_obj(20, 7777), 0);
         CHECK(check_obj(20, 7777) == 0);
         CHECK(rename(away, dirs[2]) == 0);
@@ -493,6 +605,8 @@ int main(void)
     /* Deleting the bucket's leftovers on a drive. */
     CHECK_RC(ol_storedrive_bucket_create(sd[0], "other", 1), 0);
     CHECK_RC(ol_storedrive_bucket_delete(sd[0], "other"), 0);
+
+    test_versions_and_meta();
 
     ol_eset_destroy(es);
     for (unsigned i = 0; i < N; i++) {
