@@ -49,15 +49,12 @@ static int quorum_err(struct ol_deploy *dp, int rc)
     return rc;
 }
 
-void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len, bool *meta_after,
+void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
                       uint64_t *manifest_size)
 {
     *meta_len = 0;
-    *meta_after = false;
     *manifest_size = UINT64_MAX;
-    const char *semi = strchr(field, ';');
-    const char *colon = strchr(field, ':');
-    const char *sep = semi ? semi : colon;
+    const char *sep = strchr(field, ':');
     size_t n = sep ? (size_t)(sep - field) : strlen(field);
     if (n > 63)
         n = 63;
@@ -67,8 +64,7 @@ void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len, bool
         return;
     char *end = NULL;
     *meta_len = strtoull(sep + 1, &end, 10);
-    *meta_after = semi != NULL;
-    if (!semi && end && *end == ':')
+    if (end && *end == ':')
         *manifest_size = strtoull(end + 1, NULL, 10);
 }
 
@@ -217,11 +213,143 @@ int ol_ec_cond_check(struct ol_deploy *dp, struct ol_eset *es, const char *bucke
             return -OL_ENOKEY;
         char etag[64];
         uint64_t ml, ms;
-        bool after;
-        ol_ec_etag_split(o.etag, etag, &ml, &after, &ms);
+        ol_ec_etag_split(o.etag, etag, &ml, &ms);
         if (strcmp(cond->if_match, "*") != 0 && strcmp(cond->if_match, etag) != 0)
             return -OL_EPRECONDITION;
     }
+    return 0;
+}
+
+/* ---- the version's blob ----
+ *
+ * What every drive keeps beside its shard of a version (ec/eset.h,
+ * "Metadata"): "OLB1", the S3 metadata blob's length (u32) and bytes, the
+ * attribute count (u16), then each attribute as its name's length (u16),
+ * the name, its value's length (u32) and the value; little-endian. */
+
+#define BLOB_MAGIC "OLB1"
+
+struct blob_view {
+    const uint8_t *meta;
+    uint32_t meta_len;
+    const uint8_t *attrs; /* the attribute list after the count */
+    size_t attrs_len;
+    uint16_t nattrs;
+};
+
+static int blob_parse(const uint8_t *b, size_t n, struct blob_view *v)
+{
+    memset(v, 0, sizeof(*v));
+    if (n < 10 || memcmp(b, BLOB_MAGIC, 4) != 0)
+        return -OL_ECORRUPT;
+    uint32_t ml;
+    memcpy(&ml, b + 4, 4);
+    if (ml > n - 10)
+        return -OL_ECORRUPT;
+    v->meta = b + 8;
+    v->meta_len = ml;
+    memcpy(&v->nattrs, b + 8 + ml, 2);
+    v->attrs = b + 10 + ml;
+    v->attrs_len = n - 10 - ml;
+    return 0;
+}
+
+/* Walks the attributes: calls fn for each; stops at its non-zero answer. */
+static int blob_attrs(const struct blob_view *v,
+                      int (*fn)(void *ctx, const char *name, size_t nl, const uint8_t *val,
+                                size_t vl),
+                      void *ctx)
+{
+    const uint8_t *p = v->attrs, *e = v->attrs + v->attrs_len;
+    for (unsigned i = 0; i < v->nattrs; i++) {
+        uint16_t nl;
+        uint32_t vl;
+        if (e - p < 2)
+            return -OL_ECORRUPT;
+        memcpy(&nl, p, 2);
+        if ((size_t)(e - p) < 2u + nl + 4u)
+            return -OL_ECORRUPT;
+        const char *name = (const char *)p + 2;
+        memcpy(&vl, p + 2 + nl, 4);
+        if ((size_t)(e - p) < 6u + nl + vl)
+            return -OL_ECORRUPT;
+        int rc = fn(ctx, name, nl, p + 6 + nl, vl);
+        if (rc)
+            return rc;
+        p += 6u + nl + vl;
+    }
+    return 0;
+}
+
+struct blob_out {
+    uint8_t *b;
+    size_t n, cap;
+    uint16_t nattrs;
+    bool err;
+};
+
+static void out_put(struct blob_out *o, const void *p, size_t n)
+{
+    if (o->err || o->n + n > o->cap) {
+        o->err = true;
+        return;
+    }
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+
+static void out_attr(struct blob_out *o, const char *name, size_t nl, const void *val, size_t vl)
+{
+    uint16_t n16 = (uint16_t)nl;
+    uint32_t v32 = (uint32_t)vl;
+    out_put(o, &n16, 2);
+    out_put(o, name, nl);
+    out_put(o, &v32, 4);
+    out_put(o, val, vl);
+    o->nattrs++;
+}
+
+/* Starts a blob with the S3 metadata; attributes follow with out_attr, and
+ * blob_end writes their count. */
+static void blob_begin(struct blob_out *o, uint8_t *buf, size_t cap, const void *meta,
+                       uint32_t ml)
+{
+    memset(o, 0, sizeof(*o));
+    o->b = buf;
+    o->cap = cap;
+    out_put(o, BLOB_MAGIC, 4);
+    out_put(o, &ml, 4);
+    out_put(o, meta, ml);
+    uint16_t zero = 0;
+    out_put(o, &zero, 2); /* the count, set by blob_end */
+}
+
+static int blob_end(struct blob_out *o, uint32_t ml)
+{
+    if (o->err)
+        return -OL_ETOOLARGE;
+    memcpy(o->b + 8 + ml, &o->nattrs, 2);
+    return 0;
+}
+
+int ol_ec_blob_of(const struct ol_obj_info *info, uint8_t **out, size_t *len)
+{
+    uint8_t *blob = malloc(OL_ESET_META_MAX);
+    if (!blob)
+        return -ENOMEM;
+    struct blob_out bo;
+    blob_begin(&bo, blob, OL_ESET_META_MAX, info->meta, info->meta_len);
+    for (uint32_t i = 0; i < info->nattrs; i++)
+        if (info->attrs[i].val)
+            out_attr(&bo, info->attrs[i].name, strlen(info->attrs[i].name), info->attrs[i].val,
+                     info->attrs[i].len);
+    int rc = blob_end(&bo, info->meta_len);
+    if (rc < 0) {
+        free(blob);
+        return rc;
+    }
+    *out = blob;
+    *len = bo.n;
     return 0;
 }
 
@@ -352,16 +480,10 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
                               const struct ol_store_cond *cond)
 {
     struct ol_deploy *dp = w->dp;
-    int rc = 0;
     give_back(w);
-    if (info->meta_len > OL_EC_META_MAX)
-        rc = -OL_ETOOLARGE;
-    /* The metadata goes after the body: it may hold what only the body's end
-     * told (a trailer's checksum). */
-    if (rc == 0 && info->meta_len > 0)
-        rc = ol_eset_put_write(w->p, info->meta, info->meta_len);
-    char field[80];
-    snprintf(field, sizeof(field), "%s;%" PRIu32, info->etag, info->meta_len);
+    uint8_t *blob = NULL;
+    size_t blen = 0;
+    int rc = ol_ec_blob_of(info, &blob, &blen);
     uint64_t h = 0;
     if (rc == 0 && cond && (cond->if_none_match || cond->if_match)) {
         h = ol_ec_cond_lock(w->bucket, w->key, w->klen);
@@ -373,7 +495,9 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
     if (rc == 0)
         (void)ol_ec_manifest_prev(dp, w->bucket, w->key, w->klen, &prev);
     if (rc == 0) {
-        rc = ol_eset_put_commit(w->p, field, info->mtime_ns, NULL);
+        struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
+                                    .meta = blob, .meta_len = blen};
+        rc = ol_eset_put_commit2(w->p, &ci, NULL);
         w->p = NULL;
     }
     if (h)
@@ -384,6 +508,7 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
         ol_ec_manifest_free(prev);
     if (w->p)
         ol_eset_put_abort(w->p);
+    free(blob);
     writer_free(w);
     return quorum_err(dp, rc);
 }
@@ -413,7 +538,8 @@ struct ol_ec_reader {
     size_t klen;
     struct ol_eset_obj o;
     struct ol_obj_info info;
-    uint8_t *meta;
+    uint8_t *blob;  /* the version's blob (or a legacy object's metadata) */
+    struct blob_view bv;
     uint64_t data_off; /* where the body starts in the stored object */
     struct ol_ec_manifest *mf;
     uint8_t *buf; /* one read step, reserved from the body memory budget */
@@ -421,12 +547,15 @@ struct ol_ec_reader {
     uint64_t reserved;
 };
 
+#define READ_BLOB_FIRST 8192u /* most blobs fit: one round trip */
+
 int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
                     const char *vid, struct ol_ec_reader **out)
 {
-    /* Erasure sets keep one version per key; "null" names it. */
-    if (vid && strcmp(vid, "null") != 0)
-        return -ENOTSUP;
+    struct ol_version_id want;
+    bool by_vid = vid && strcmp(vid, "null") != 0;
+    if (by_vid && ol_version_id_parse(&want, vid, strlen(vid)) < 0)
+        return -OL_ENOVERSION;
     struct ol_ec_reader *r = calloc(1, sizeof(*r));
     if (!r || !(r->key = malloc(key_len ? key_len : 1))) {
         free(r);
@@ -437,37 +566,104 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
     memcpy(r->key, key, key_len);
     r->klen = key_len;
     r->es = ol_deploy_set_of(dp, bucket, key, key_len);
-    int rc = ol_eset_stat(r->es, bucket, key, key_len, NULL, &r->o);
+    size_t cap = READ_BLOB_FIRST, bl = 0;
+    r->blob = malloc(cap);
+    int rc = r->blob ? ol_eset_stat_meta(r->es, bucket, key, key_len, by_vid ? &want : NULL,
+                                         &r->o, r->blob, cap, &bl)
+                     : -ENOMEM;
+    if (rc == -ENOBUFS) {
+        /* A large blob: read that version's again, whole. */
+        free(r->blob);
+        cap = bl;
+        r->blob = malloc(cap);
+        struct ol_version_id v = r->o.vid;
+        rc = r->blob ? ol_eset_stat_meta(r->es, bucket, key, key_len, &v, &r->o, r->blob, cap,
+                                         &bl)
+                     : -ENOMEM;
+    }
+    if (rc == -OL_ENOKEY && (r->o.flags & OL_SHARD_DELETE_MARKER) && by_vid)
+        rc = -OL_EMARKER;
+    else if (rc == -OL_ENOKEY && by_vid)
+        rc = -OL_ENOVERSION;
     if (rc == -OL_ENOKEY && ol_deploy_bucket_exists(dp, bucket) == 0)
         rc = -OL_ENOBUCKET;
     char etag[64];
     uint64_t ml = 0, msize = UINT64_MAX;
-    bool after = false;
     if (rc == 0) {
-        ol_ec_etag_split(r->o.etag, etag, &ml, &after, &msize);
+        ol_ec_etag_split(r->o.etag, etag, &ml, &msize);
         if (ml > r->o.size || ml > OL_EC_META_MAX)
             rc = -OL_ECORRUPT;
     }
-    if (rc == 0 && !(r->meta = malloc(ml + 1)))
-        rc = -ENOMEM;
-    /* Every read names the version stat resolved: never a mix of versions. */
-    uint64_t meta_at = after ? r->o.size - ml : 0;
-    if (rc == 0 && ml > 0)
-        rc = ol_eset_read(r->es, bucket, key, key_len, &r->o.vid, meta_at, ml, r->meta, NULL);
+    if (rc == 0 && bl > 0) {
+        rc = blob_parse(r->blob, bl, &r->bv);
+    } else if (rc == 0 && ml > 0) {
+        /* An object written before versions had blobs: its metadata leads
+         * its bytes.  Every read names the version stat resolved. */
+        free(r->blob);
+        r->blob = malloc(ml);
+        rc = r->blob ? ol_eset_read(r->es, bucket, key, key_len, &r->o.vid, 0, ml, r->blob, NULL)
+                     : -ENOMEM;
+        r->bv.meta = r->blob;
+        r->bv.meta_len = (uint32_t)ml;
+    }
     if (rc == 0 && msize != UINT64_MAX)
         rc = ol_ec_manifest_load(dp, bucket, key, key_len, &r->o, ml, &r->mf);
     if (rc < 0) {
         ol_ec_read_close(r);
         return quorum_err(dp, rc);
     }
-    r->data_off = after ? 0 : ml;
+    r->data_off = ml;
     r->info.size = msize != UINT64_MAX ? msize : r->o.size - ml;
     r->info.mtime_ns = r->o.mtime_ns;
     memcpy(r->info.etag, etag, sizeof(r->info.etag));
-    r->info.meta = r->meta;
-    r->info.meta_len = (uint32_t)ml;
+    r->info.meta = r->bv.meta;
+    r->info.meta_len = r->bv.meta_len;
     r->info.nparts = r->mf ? ol_ec_manifest_nparts(r->mf) : 0;
     *out = r;
+    return 0;
+}
+
+struct attr_find {
+    const char *name;
+    const uint8_t *val;
+    size_t len;
+};
+
+static int attr_find_cb(void *ctx, const char *name, size_t nl, const uint8_t *val, size_t vl)
+{
+    struct attr_find *f = ctx;
+    if (strlen(f->name) != nl || memcmp(f->name, name, nl) != 0)
+        return 0;
+    f->val = val;
+    f->len = vl;
+    return 1;
+}
+
+int ol_ec_read_attr(const struct ol_ec_reader *r, const char *name, const uint8_t **val,
+                    size_t *len)
+{
+    struct attr_find f = {name, NULL, 0};
+    int rc = blob_attrs(&r->bv, attr_find_cb, &f);
+    if (rc < 0)
+        return rc;
+    if (!f.val && rc == 0)
+        return -OL_ENOCONFIG;
+    *val = f.val;
+    *len = f.len;
+    return 0;
+}
+
+int ol_ec_read_vid(const struct ol_ec_reader *r, char vid[OL_STORE_VID_MAX])
+{
+    if (!(r->o.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL))) {
+        snprintf(vid, OL_STORE_VID_MAX, "null");
+        return -OL_ENOCONFIG;
+    }
+    if (r->o.flags & OL_SHARD_NULL) {
+        snprintf(vid, OL_STORE_VID_MAX, "null");
+        return 0;
+    }
+    ol_version_id_format(&r->o.vid, vid);
     return 0;
 }
 
@@ -522,9 +718,61 @@ void ol_ec_read_close(struct ol_ec_reader *r)
     if (r->buf)
         ol_buf_free(r->buf, r->cap);
     ol_bodymem_release(r->reserved);
-    free(r->meta);
+    free(r->blob);
     free(r->key);
     free(r);
+}
+
+/* ---- object attributes ---- */
+
+struct attr_copy {
+    struct blob_out *o;
+    const char *skip;
+};
+
+static int attr_copy_cb(void *ctx, const char *name, size_t nl, const uint8_t *val, size_t vl)
+{
+    struct attr_copy *a = ctx;
+    if (strlen(a->skip) != nl || memcmp(a->skip, name, nl) != 0)
+        out_attr(a->o, name, nl, val, vl);
+    return 0;
+}
+
+int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                   const char *vid, const char *name, const void *val, size_t len,
+                   char vid_out[OL_STORE_VID_MAX])
+{
+    if (!name[0] || strncmp(name, "ol.", 3) == 0 || strlen(name) > OL_OBJ_ATTR_NAME_MAX)
+        return -EINVAL;
+    if (len > OL_OBJ_ATTR_VAL_MAX)
+        return -OL_ETOOLARGE;
+    struct ol_ec_reader *r;
+    int rc = ol_ec_read_open(dp, bucket, key, key_len, vid, &r);
+    if (rc < 0)
+        return rc;
+    uint8_t *blob = malloc(OL_ESET_META_MAX);
+    struct blob_out bo;
+    rc = blob ? 0 : -ENOMEM;
+    if (rc == 0) {
+        /* The whole blob is written again, with this attribute changed: the
+         * drives keep the newest (ec/eset.h, ol_eset_set_meta). */
+        blob_begin(&bo, blob, OL_ESET_META_MAX, r->bv.meta, r->bv.meta_len);
+        struct attr_copy ac = {&bo, name};
+        rc = blob_attrs(&r->bv, attr_copy_cb, &ac);
+        if (rc == 0 && val)
+            out_attr(&bo, name, strlen(name), val, len);
+        if (rc == 0)
+            rc = blob_end(&bo, r->bv.meta_len);
+    }
+    if (rc == 0)
+        rc = ol_eset_set_meta(r->es, bucket, key, key_len, &r->o.vid, blob, bo.n);
+    if (rc == 0 && vid_out) {
+        if (ol_ec_read_vid(r, vid_out) < 0 && !vid)
+            vid_out[0] = 0;
+    }
+    free(blob);
+    ol_ec_read_close(r);
+    return quorum_err(dp, rc);
 }
 
 /* ---- deleting ---- */
@@ -597,8 +845,7 @@ static int iter_cb(void *ctx, const char *key, size_t klen, const struct ol_eset
     e->klen = (uint32_t)klen;
     memcpy(e->key, key, klen);
     uint64_t ml, msize;
-    bool after;
-    ol_ec_etag_split(o->etag, e->etag, &ml, &after, &msize);
+    ol_ec_etag_split(o->etag, e->etag, &ml, &msize);
     e->size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
     e->mtime_ns = o->mtime_ns;
     return it->ntmp >= EC_ITER_PAGE * it->ec->nsets ? 1 : 0;

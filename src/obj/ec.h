@@ -3,13 +3,14 @@
  * namesake in obj/obj.h, served by the erasure sets of a deployment
  * (deploy/deploy.h).
  *
- * Object layout.  An erasure set stores, as one object version, the body
- * followed by the S3 metadata blob (s3/meta.h); the etag field of the shard
- * metadata holds "<etag>;<blob length>" so a reader finds the blob at the
- * end without a read.  Objects written before this layout hold the blob
- * first ("<etag>:<blob length>").  A completed multipart upload is the blob
- * followed by a manifest of its parts ("<etag>:<blob length>:<size>"),
- * obj/ec_multipart.c.  docs/EC.md, section 6, has the bytes.
+ * Object layout.  An erasure set stores each object version as its body,
+ * with a blob beside every shard (ec/eset.h "Metadata") that holds the S3
+ * metadata (s3/meta.h) and the object's attributes (tags), so a GET gets
+ * them with the version's resolution, and PutObjectTagging rewrites the
+ * blob alone.  The etag field is the ETag.  A completed multipart upload is
+ * a manifest of its parts ("<etag>:0:<size>", obj/ec_multipart.c).  Objects
+ * written before blobs existed hold their metadata before the body
+ * ("<etag>:<length>") and still read.  docs/EC.md, section 6, has the bytes.
  */
 #ifndef OL_OBJ_EC_H
 #define OL_OBJ_EC_H
@@ -24,11 +25,14 @@ struct ol_ec_iter;
 /* The S3 metadata blob's bound in a stored object. */
 #define OL_EC_META_MAX (64u << 10)
 
-/* Splits a stored etag field: the etag, the blob's length, whether the blob
- * follows the body (";"), and a manifest's object size (UINT64_MAX when the
- * object is not a manifest). */
-void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len, bool *meta_after,
+/* Splits a stored etag field ("<etag>[:<prefix length>[:<manifest size>]]"):
+ * the etag, the length of the metadata that leads the stored bytes (objects
+ * written before versions had blobs, and manifests), and a manifest's object
+ * size (UINT64_MAX when the object is not a manifest). */
+void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
                       uint64_t *manifest_size);
+/* The blob of a version with info's metadata and attributes (malloc'ed). */
+int ol_ec_blob_of(const struct ol_obj_info *info, uint8_t **out, size_t *len);
 /* Conditional commits of one key on this node, one at a time (obj/ec.c):
  * lock, check cond against the key's current version (0,
  * -OL_EPRECONDITION, -OL_ENOKEY), commit, unlock. */
@@ -60,8 +64,15 @@ void ol_ec_write_abort(struct ol_ec_writer *w);
 int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
                     const char *vid, struct ol_ec_reader **out);
 const struct ol_obj_info *ol_ec_read_info(const struct ol_ec_reader *r);
+int ol_ec_read_attr(const struct ol_ec_reader *r, const char *name, const uint8_t **val,
+                    size_t *len);
+int ol_ec_read_vid(const struct ol_ec_reader *r, char vid[OL_STORE_VID_MAX]);
 ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_ec_read_close(struct ol_ec_reader *r);
+
+int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                   const char *vid, const char *name, const void *val, size_t len,
+                   char vid_out[OL_STORE_VID_MAX]);
 
 int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len);
 

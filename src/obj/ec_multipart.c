@@ -294,8 +294,7 @@ static int part_cb(void *arg, const char *key, size_t klen, const struct ol_eset
     e->vid = o->vid;
     char etag[64];
     uint64_t ml, msize;
-    bool after;
-    ol_ec_etag_split(o->etag, etag, &ml, &after, &msize);
+    ol_ec_etag_split(o->etag, etag, &ml, &msize);
     snprintf(e->md5, sizeof(e->md5), "%.32s", etag);
     return 0;
 }
@@ -499,8 +498,7 @@ int ol_ec_manifest_prev(struct ol_deploy *ec, const char *bucket, const char *ke
         return rc;
     char etag[64];
     uint64_t ml, msize;
-    bool after;
-    ol_ec_etag_split(o.etag, etag, &ml, &after, &msize);
+    ol_ec_etag_split(o.etag, etag, &ml, &msize);
     if (msize == UINT64_MAX)
         return 0;
     return ol_ec_manifest_load(ec, bucket, key, klen, &o, ml, out);
@@ -793,7 +791,8 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     uint64_t ch = 0;
     struct part_set ps = {0};
     struct ol_ec_manifest m = {.ec = ec}, *prev = NULL;
-    uint8_t *obj = NULL;
+    uint8_t *obj = NULL, *blob = NULL;
+    size_t blen = 0;
     int rc;
     if (!id_valid(upload_id, strlen(upload_id)))
         return -OL_ENOUPLOAD;
@@ -810,9 +809,8 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     if (rc < 0)
         goto out;
     info->size = m.size;
-    /* The object: the metadata blob, then the manifest record. */
-    size_t rec_len = sizeof(struct mf_head) + (size_t)n * sizeof(struct mf_part);
-    size_t len = info->meta_len + rec_len;
+    /* The object: the manifest record, with the metadata in its blob. */
+    size_t len = sizeof(struct mf_head) + (size_t)n * sizeof(struct mf_part);
     obj = malloc(len);
     if (!obj) {
         rc = -ENOMEM;
@@ -821,16 +819,16 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     struct mf_head h = {.magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = n,
                         .size = m.size};
     memcpy(h.upload_id, u->id, MP_ID_LEN);
-    uint8_t *rec = obj + info->meta_len;
-    if (info->meta_len)
-        memcpy(obj, info->meta, info->meta_len);
-    memcpy(rec, &h, sizeof(h));
-    memcpy(rec + sizeof(h), m.parts, (size_t)n * sizeof(struct mf_part));
-    uint32_t crc = ol_crc32c(rec, rec_len);
-    memcpy(rec + offsetof(struct mf_head, crc), &crc, sizeof(crc));
+    memcpy(obj, &h, sizeof(h));
+    memcpy(obj + sizeof(h), m.parts, (size_t)n * sizeof(struct mf_part));
+    uint32_t crc = ol_crc32c(obj, len);
+    memcpy(obj + offsetof(struct mf_head, crc), &crc, sizeof(crc));
     char field[80];
-    int fl = snprintf(field, sizeof(field), "%s:%u:%" PRIu64, info->etag, info->meta_len, m.size);
+    int fl = snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, m.size);
     OL_ASSERT(fl > 0 && (size_t)fl < sizeof(field));
+    rc = ol_ec_blob_of(info, &blob, &blen);
+    if (rc < 0)
+        goto out;
     const char *key = u->key;
     size_t klen = u->klen;
     struct ol_eset *es = ol_deploy_set_of(ec, bucket, key, klen);
@@ -842,7 +840,18 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     }
     /* Replacing a multipart object: its parts go once the new one is in. */
     (void)ol_ec_manifest_prev(ec, bucket, key, klen, &prev);
-    rc = ol_eset_put(es, bucket, key, klen, obj, len, field, NULL);
+    struct ol_eset_put *p = NULL;
+    rc = ol_eset_put_begin(es, bucket, key, klen, &p);
+    if (rc == 0) {
+        ol_eset_put_expect(p, len);
+        rc = ol_eset_put_write(p, obj, len);
+        struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
+                                    .meta_len = blen};
+        if (rc == 0)
+            rc = ol_eset_put_commit2(p, &ci, NULL);
+        else
+            ol_eset_put_abort(p);
+    }
     if (rc < 0)
         goto out;
     /* The order keeps every step crash-safe (obj/ec_multipart.h): the record,
@@ -864,6 +873,7 @@ out:
     free(m.offs);
     free(ps.v);
     free(obj);
+    free(blob);
     free(u);
     return rc;
 }

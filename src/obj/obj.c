@@ -256,15 +256,12 @@ const struct ol_obj_info *ol_obj_read_info(const struct ol_obj_reader *r)
 int ol_obj_read_attr(const struct ol_obj_reader *r, const char *name, const uint8_t **val,
                      size_t *len)
 {
-    return r->sd ? ol_store_read_attr(r->sd, name, val, len) : -OL_ENOCONFIG;
+    return r->sd ? ol_store_read_attr(r->sd, name, val, len) : ol_ec_read_attr(r->ec, name, val, len);
 }
 
 int ol_obj_read_vid(const struct ol_obj_reader *r, char vid[OL_STORE_VID_MAX])
 {
-    if (r->sd)
-        return ol_store_read_vid(r->sd, vid);
-    snprintf(vid, OL_STORE_VID_MAX, "null");
-    return -OL_ENOCONFIG;
+    return r->sd ? ol_store_read_vid(r->sd, vid) : ol_ec_read_vid(r->ec, vid);
 }
 
 ssize_t ol_obj_read(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data)
@@ -498,7 +495,7 @@ int ol_obj_attr_put_v(struct ol_obj *o, const char *bucket, const char *key, siz
                       char vid_out[OL_STORE_VID_MAX])
 {
     if (!o->st)
-        return -ENOTSUP;
+        return ol_ec_attr_put(o->dp, bucket, key, key_len, vid, name, val, len, vid_out);
     return ol_store_object_attr_put_v(o->st, bucket, key, key_len, vid, name, val, len, vid_out);
 }
 
@@ -510,8 +507,16 @@ ssize_t ol_obj_attr_get(struct ol_obj *o, const char *bucket, const char *key, s
         int rc = ol_obj_read_open(o, bucket, key, key_len, &r);
         if (rc < 0)
             return rc;
+        const uint8_t *v;
+        size_t n;
+        ssize_t got = ol_obj_read_attr(r, name, &v, &n);
+        if (got == 0) {
+            got = n <= cap ? (ssize_t)n : -ENOBUFS;
+            if (n <= cap)
+                memcpy(buf, v, n);
+        }
         ol_obj_read_close(r);
-        return -OL_ENOCONFIG;
+        return got;
     }
     return ol_store_object_attr_get(o->st, bucket, key, key_len, name, buf, cap);
 }
