@@ -1042,8 +1042,11 @@ static bool plain_params(const struct ol_s3_req *r, bool listing)
         const char *n = r->params[i].name;
         if (strncmp(n, "x-amz-", 6) == 0 || strncmp(n, "X-Amz-", 6) == 0 ||
             strncmp(n, "response-", 9) == 0 || strcmp(n, "versionId") == 0 ||
-            strcmp(n, "partNumber") == 0)
-            continue; /* signatures; the handlers refuse the rest themselves */
+            strcmp(n, "partNumber") == 0 || strcmp(n, "x-id") == 0 ||
+            strcmp(n, "AWSAccessKeyId") == 0 || strcmp(n, "Signature") == 0 ||
+            strcmp(n, "Expires") == 0)
+            continue; /* signatures (V4, V2), hoisted headers, the SDK's x-id hint;
+                       * the handlers refuse the rest themselves */
         bool ok = false;
         for (size_t j = 0; listing && j < sizeof(list_ok) / sizeof(list_ok[0]); j++)
             ok |= strcmp(n, list_ok[j]) == 0;
