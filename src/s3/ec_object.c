@@ -398,11 +398,11 @@ static int ec_error(struct ol_s3_req *r, int rc)
         return ol_s3_error(r, OL_S3_SlowDown,
                            "The server is short of memory for request bodies; retry later.");
     case ENOSPC:
-        /* S3 has no "storage full" error (507 is WebDAV's): 503 SlowDown
-         * tells clients to back off, and the state can change (space freed,
-         * a drive replaced).  The message says what happened. */
+    case EDQUOT:
+        /* 507 XOpenLakeStorageFull, as on one drive (errors.c says why):
+         * SlowDown would have every SDK retry the whole upload. */
         atomic_fetch_add(&r->ctx->ec->st.quorum_errors, 1);
-        return ol_s3_error(r, OL_S3_SlowDown,
+        return ol_s3_error(r, OL_S3_XOpenLakeStorageFull,
                            "Too few drives of the erasure set have free space to store "
                            "the object; nothing was stored.");
     case OL_ENOKEY:

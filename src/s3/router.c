@@ -111,7 +111,8 @@ int ol_s3_error_elem(struct ol_s3_req *r, enum ol_s3_code code, const char *mess
     ol_xml_str(&x, "RequestId", r->request_id);
     ol_xml_end_doc(&x);
     int status = ol_s3_code_status(code);
-    if (code == OL_S3_InternalError || code == OL_S3_ServiceUnavailable)
+    if (code == OL_S3_InternalError || code == OL_S3_ServiceUnavailable ||
+        code == OL_S3_XOpenLakeStorageFull)
         ol_log_limited(OL_LOG_WARN, "%s %.*s -> %s: %s", r->request_id,
                        (int)r->http->head.path.n, r->http->head.path.p, ol_s3_code_name(code),
                        message ? message : "");
@@ -153,7 +154,10 @@ int ol_s3_error_from(struct ol_s3_req *r, int err)
         return ol_s3_error(r, OL_S3_RequestTimeout,
                            "Your socket connection to the server was not read from or written to within the timeout period.");
     case ENOSPC:
-        return ol_s3_error(r, OL_S3_InternalError, "The drive is full.");
+    case EDQUOT:
+        return ol_s3_error(r, OL_S3_XOpenLakeStorageFull,
+                           "The drive is full (or over its quota): nothing was stored. Free "
+                           "space or add capacity; retrying will not help until then.");
     default:
         break;
     }
