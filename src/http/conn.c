@@ -31,6 +31,18 @@
 /* A handler that leaves more unread body than this makes us close instead of
  * reading and discarding it. */
 #define DRAIN_MAX_BYTES (1u << 20)
+/* Lingering close, as nginx's lingering_close: a connection closed with
+ * unread request bytes makes the kernel send a reset, and a reset that
+ * reaches the client before it reads the response destroys the response
+ * (the client sees "connection reset" instead of the 404 or 500 sent to
+ * it).  So a connection closed after answering before the body's end first
+ * shuts down its sending side (the client sees the response, then FIN) and
+ * reads and discards what still comes, until the client closes or one of
+ * these bounds: bytes discarded, the wait for the next bytes
+ * (lingering_timeout) and the whole linger (lingering_time). */
+#define LINGER_MAX_BYTES (64u << 20)
+#define LINGER_WAIT_MS 5000u
+#define LINGER_TIME_MS 30000u
 
 struct ol_http_conn {
     int fd;
@@ -203,6 +215,10 @@ static ssize_t make_head(struct ol_http_conn *c, int status, const struct ol_htt
      * always allowed. */
     bool interim = c->req.expect_continue && !c->continue_sent && !c->req.has_body;
     unsigned flags = interim ? OL_HTTP_HEAD_CONTINUE : 0;
+    /* A response before the end of a body too large to drain: the
+     * connection will close (with a lingering close), and says so. */
+    if (c->req.has_body && !c->body_done && !c->req.chunked && c->body_left > DRAIN_MAX_BYTES)
+        c->close_after = true;
     if (!c->req.keep_alive || c->close_after)
         flags |= OL_HTTP_HEAD_CLOSE;
     size_t sizes[2] = {HEAD_SMALL_BYTES, c->opts->limits.max_head_bytes + HEAD_OWN_BYTES};
@@ -578,6 +594,29 @@ static bool drain_body(struct ol_http_conn *c)
     return c->body_done;
 }
 
+/* The lingering close (see LINGER_MAX_BYTES).  Bounded by the byte and time
+ * limits; the loop's stop ends it too. */
+static void linger_close(struct ol_http_conn *c, struct ol_loop *loop)
+{
+    if (shutdown(c->fd, SHUT_WR) != 0)
+        return;
+    char sink[16384];
+    uint64_t start = ol_now_ms(), last = start, got = 0;
+    for (unsigned rounds = 0; rounds < 1u << 20 && got < LINGER_MAX_BYTES; rounds++) {
+        uint64_t now = ol_now_ms();
+        if (now - start >= LINGER_TIME_MS || now - last >= LINGER_WAIT_MS ||
+            (loop && ol_loop_stopping(loop)))
+            return;
+        ssize_t n = ol_io_recv(c->fd, sink, sizeof(sink), IDLE_SLICE_MS);
+        if (n == -ETIMEDOUT)
+            continue;
+        if (n <= 0)
+            return; /* the client closed (or reset): done */
+        got += (uint64_t)n;
+        last = ol_now_ms();
+    }
+}
+
 /* Room for a head and the start of its body: end_request moves what is left
  * of the buffer to its front when less than this is free after it. */
 #define BODY_ROOM_BYTES 4096u
@@ -816,6 +855,7 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
 {
     struct ol_loop *loop = ol_loop_current();
     struct ol_http_conn *c = calloc(1, sizeof(*c));
+    bool linger = false;
     if (!c)
         goto out;
     c->fd = fd;
@@ -851,8 +891,11 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         c->resp_pace.t0_ms = 0;
         int rc = handler(ctx, c, &c->req);
         flush_head(c);
-        if (rc < 0 || c->send_error)
+        if (rc < 0 || c->send_error) {
+            linger = !c->send_error && c->resp_started && !c->resp_left && c->req.has_body &&
+                     !c->body_done && !c->body_error;
             break;
+        }
         if (!c->resp_started) {
             ol_log_limited(OL_LOG_ERROR, "handler sent no response; closing");
             send_simple(c, 500);
@@ -860,12 +903,18 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
         }
         if (c->resp_left) /* a streamed response fell short: the framing is broken */
             break;
-        if (!c->req.keep_alive || c->close_after || !drain_body(c))
+        if (!c->req.keep_alive || c->close_after || !drain_body(c)) {
+            /* Answered before the body's end (and the answer is whole):
+             * linger, so the answer is not lost to a reset. */
+            linger = c->req.has_body && !c->body_done && !c->body_error;
             break;
+        }
         /* The head's slices die here: pipelined bytes stay in the buffer. */
         end_request(c);
     }
 out:
+    if (c && linger && !c->send_stalled)
+        linger_close(c, loop);
     if (c) {
         free(c->head);
         rbuf_give_back(c);

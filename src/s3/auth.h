@@ -1,4 +1,4 @@
-/* Authentication of S3 requests: SigV4 header and presigned-query forms,
+/* Authentication of S3 requests: SigV4 and SigV2, header and presigned-query forms,
  * users from the config, clock-skew and expiry rules, and the choice of body
  * decoding (aws-chunked, signed payload hash). */
 #ifndef OL_S3_AUTH_H
@@ -17,6 +17,13 @@
  * thread's next call, so the caller builds the error before it yields. */
 int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **msg,
                        const char **not_signed);
+
+/* True when a query parameter stands for a request header: an x-amz-*
+ * name (any case) other than the SigV4 query-authentication ones.  A
+ * presigner may move any x-amz-* header into the URL (the JS SDK moves
+ * x-amz-checksum-mode, x-amz-acl...); the router then treats the parameter
+ * as that header, and SigV2 signs it as one. */
+bool ol_s3_hoisted_param(const char *name);
 
 /* Installs the body decoder for a request (router.c). */
 int ol_s3_body_setup(struct ol_s3_req *r, bool aws_chunked, bool signed_chunks, bool trailer,

@@ -59,6 +59,16 @@ static const struct ol_s3_code_row ol_s3_codes[OL_S3_CODE_COUNT] = {
     OL_S3_ROW(SignatureDoesNotMatch, 403),
     OL_S3_ROW(SlowDown, 503),
     OL_S3_ROW(XAmzContentSHA256Mismatch, 400),
+    /* S3 has no code for a full store (it never fills).  A 500 or 503 would
+     * be wrong twice over: SDKs retry both (botocore, the JS and Java SDKs
+     * retry 500/502/503/504 and SlowDown), so a full drive turns every PUT
+     * into several full uploads that all fail, and the status hides the
+     * cause.  MinIO answers 507 Insufficient Storage (RFC 4918 11.5: "unable
+     * to store the representation needed to complete the request") with its
+     * own extension code XMinioStorageFull; OpenLake does the same with an
+     * X-prefixed code of its own, as S3 extensions are named.  No SDK
+     * retries 507, and clients that know MinIO's treat the status the same. */
+    OL_S3_ROW(XOpenLakeStorageFull, 507),
 };
 
 #undef OL_S3_ROW
@@ -107,9 +117,9 @@ enum ol_s3_code ol_s3_code_from_err(int err)
     /* ol_xml_parse reports any malformed or refused request document so. */
     case -EBADMSG: return OL_S3_MalformedXML;
     case -ENAMETOOLONG: return OL_S3_KeyTooLongError;
-    /* S3 has no code for a full disk; a 500 with the router's message
-     * (ol_strerror) is the honest answer, and clients retry 500s. */
-    case -ENOSPC: return OL_S3_InternalError;
+    /* A full drive or quota: 507 (see the table). */
+    case -ENOSPC: return OL_S3_XOpenLakeStorageFull;
+    case -EDQUOT: return OL_S3_XOpenLakeStorageFull;
     case -OL_ECORRUPT: return OL_S3_InternalError;
     /* Too few drives of an erasure set answered, or the body memory budget
      * stayed short: back off and retry. */

@@ -46,6 +46,8 @@ enum ol_s3_code {
     OL_S3_SignatureDoesNotMatch,
     OL_S3_SlowDown,
     OL_S3_XAmzContentSHA256Mismatch,
+    /* A full drive (or erasure set): see errors.c. */
+    OL_S3_XOpenLakeStorageFull,
     OL_S3_CODE_COUNT,
 };
 

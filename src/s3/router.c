@@ -111,7 +111,8 @@ int ol_s3_error_elem(struct ol_s3_req *r, enum ol_s3_code code, const char *mess
     ol_xml_str(&x, "RequestId", r->request_id);
     ol_xml_end_doc(&x);
     int status = ol_s3_code_status(code);
-    if (code == OL_S3_InternalError || code == OL_S3_ServiceUnavailable)
+    if (code == OL_S3_InternalError || code == OL_S3_ServiceUnavailable ||
+        code == OL_S3_XOpenLakeStorageFull)
         ol_log_limited(OL_LOG_WARN, "%s %.*s -> %s: %s", r->request_id,
                        (int)r->http->head.path.n, r->http->head.path.p, ol_s3_code_name(code),
                        message ? message : "");
@@ -153,7 +154,10 @@ int ol_s3_error_from(struct ol_s3_req *r, int err)
         return ol_s3_error(r, OL_S3_RequestTimeout,
                            "Your socket connection to the server was not read from or written to within the timeout period.");
     case ENOSPC:
-        return ol_s3_error(r, OL_S3_InternalError, "The drive is full.");
+    case EDQUOT:
+        return ol_s3_error(r, OL_S3_XOpenLakeStorageFull,
+                           "The drive is full (or over its quota): nothing was stored. Free "
+                           "space or add capacity; retrying will not help until then.");
     default:
         break;
     }
@@ -434,6 +438,12 @@ static const char *unknown_param(const struct ol_s3_req *r)
         const char *n = r->params[i].name;
         if (strncmp(n, "X-Amz-", 6) == 0) /* presigned-URL authentication */
             continue;
+        if (ol_s3_hoisted_param(n)) /* a header (hoist_params) */
+            continue;
+        /* SigV2 presigned-URL authentication (auth.c) */
+        if (strcmp(n, "AWSAccessKeyId") == 0 || strcmp(n, "Signature") == 0 ||
+            strcmp(n, "Expires") == 0)
+            continue;
         bool known = false;
         for (size_t k = 0; !known && k < sizeof(known_params) / sizeof(*known_params); k++)
             known = strcmp(n, known_params[k]) == 0;
@@ -469,6 +479,58 @@ static int refuse_unsupported(struct ol_s3_req *r, bool *refused)
         return ol_s3_error(r, OL_S3_NotImplemented,
                            "Only the STANDARD storage class is implemented by OpenLake.");
     *refused = false;
+    return 0;
+}
+
+/* Treats the x-amz-* query parameters as the headers they stand for (a
+ * presigner may move any x-amz-* header into the URL, where the signature
+ * covers it as a parameter): after authentication, which must see the
+ * request as signed, they are added to the request's header list, so every
+ * handler reads them as headers.  A header of the same name wins, and must
+ * then say the same: two values, one signed as a header and one as a
+ * parameter, would leave the meaning to whichever a handler read.  The new
+ * list lives in *owned (the caller frees it; the request's own list is put
+ * back by the caller).  0, or the error was sent (*refused). */
+static int hoist_params(struct ol_s3_req *r, struct ol_http_header **owned, bool *refused)
+{
+    struct ol_http_request *h = &r->http->head;
+    size_t extra = 0;
+    *refused = false;
+    for (size_t i = 0; i < r->nparams; i++) {
+        const struct ol_s3_param *q = &r->params[i];
+        if (!ol_s3_hoisted_param(q->name))
+            continue;
+        const struct ol_slice *v = ol_s3_header(r, q->name);
+        if (!v) {
+            extra++;
+        } else if (v->n != q->value_len || memcmp(v->p, q->value, v->n) != 0) {
+            static __thread char msg[200];
+            snprintf(msg, sizeof(msg),
+                     "The query parameter '%.64s' and the header of that name disagree.",
+                     q->name);
+            *refused = true;
+            return ol_s3_error(r, OL_S3_InvalidArgument, msg);
+        }
+    }
+    if (!extra)
+        return 0;
+    struct ol_http_header *hs = malloc((h->nheaders + extra) * sizeof(*hs));
+    if (!hs) {
+        *refused = true;
+        return ol_s3_error(r, OL_S3_InternalError, "out of memory");
+    }
+    memcpy(hs, h->headers, h->nheaders * sizeof(*hs));
+    size_t n = h->nheaders;
+    for (size_t i = 0; i < r->nparams; i++) {
+        const struct ol_s3_param *q = &r->params[i];
+        if (ol_s3_hoisted_param(q->name) && !ol_http_find_header(h, q->name))
+            hs[n++] = (struct ol_http_header){{q->name, strlen(q->name)},
+                                              {q->value, q->value_len}};
+    }
+    OL_ASSERT(n == h->nheaders + extra);
+    *owned = hs;
+    h->headers = hs;
+    h->nheaders = n;
     return 0;
 }
 
@@ -604,6 +666,8 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
     /* Decoded path and query fit in twice the raw target plus terminators. */
     size_t scratch_cap = http->head.target.n * 2 + 2 * OL_S3_MAX_PARAMS + 16;
     char *scratch = malloc(scratch_cap);
+    struct ol_http_header *hoisted = NULL, *orig_headers = NULL;
+    size_t orig_nheaders = 0;
     int rc = 0;
     if (!r || !scratch) {
         ol_http_set_close(c);
@@ -639,6 +703,7 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
     bool admin = path.n >= 11 && memcmp(path.p, "/_openlake/", 11) == 0;
     const char *rest = dec + 1;
     if (!admin && host_bucket(r, rt->ctx.cfg->domain, r->bucket)) {
+        r->virtual_host = true;
         if (*rest) {
             r->key = (char *)rest;
             r->key_len = (size_t)dl - 1;
@@ -690,8 +755,18 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
         rc = ol_s3_error(r, OL_S3_KeyTooLongError, "Your key is too long.");
         goto out;
     }
-    rc = dispatch(r);
+    bool refused;
+    orig_headers = http->head.headers;
+    orig_nheaders = http->head.nheaders;
+    rc = hoist_params(r, &hoisted, &refused);
+    if (!refused)
+        rc = dispatch(r);
 out:
+    if (hoisted) {
+        http->head.headers = orig_headers;
+        http->head.nheaders = orig_nheaders;
+        free(hoisted);
+    }
     if (r)
         body_free(r);
     free(scratch);

@@ -40,6 +40,7 @@ struct ol_s3_req {
     struct ol_http_conn *conn;
     struct ol_http_req *http;
     char bucket[64];      /* "" when the request names no bucket */
+    bool virtual_host;    /* bucket came from the Host header (SigV2 signs "/bucket") */
     char *key;            /* decoded object key, NUL-terminated; NULL when none */
     size_t key_len;
     struct ol_s3_param params[OL_S3_MAX_PARAMS];

@@ -5,7 +5,9 @@ Everything here talks to 127.0.0.1 only.  The helpers are deliberately plain
 at the server rather than at a client library.
 """
 
+import base64
 import datetime
+import email.utils
 import hashlib
 import hmac
 import http.client
@@ -461,6 +463,47 @@ def aws_chunked_length(data_len, chunk_size=64 * KIB):
         sizes.append(data_len % chunk_size)
     sizes.append(0)
     return sum(len(f"{n:x}") + len(";chunk-signature=") + 64 + 2 + n + 2 for n in sizes)
+
+
+# -- SigV2 -------------------------------------------------------------------
+
+# The query parameters a V2 signature covers (botocore's list).
+SIGV2_SUBRESOURCES = {
+    "accelerate", "acl", "analytics", "cors", "defaultObjectAcl", "delete", "inventory",
+    "lifecycle", "location", "logging", "metrics", "notification", "object-lock", "partNumber",
+    "policy", "replication", "requestPayment", "restore", "select", "select-type",
+    "storageClass", "tagging", "torrent", "uploadId", "uploads", "versionId", "versioning",
+    "versions", "website", "response-content-type", "response-content-language",
+    "response-expires", "response-cache-control", "response-content-disposition",
+    "response-content-encoding",
+}
+
+
+def sigv2_string_to_sign(method, target, headers, date, bucket_from_host=None):
+    """StringToSign of a V2 request: target as on the wire, headers a dict
+    (x-amz-* ones are signed), date the Date line (or Expires)."""
+    path, _, query = target.partition("?")
+    low = {k.lower(): str(v).strip() for k, v in headers.items()}
+    amz = "".join(f"{k}:{low[k]}\n" for k in sorted(low) if k.startswith("x-amz-"))
+    res = (f"/{bucket_from_host}" if bucket_from_host else "") + path
+    subs = []
+    for part in query.split("&") if query else []:
+        name, eq, value = part.partition("=")
+        if name in SIGV2_SUBRESOURCES:
+            subs.append((name, eq + urllib.parse.unquote(value)))
+    subs.sort(key=lambda s: s[0])
+    if subs:
+        res += "?" + "&".join(n + v for n, v in subs)
+    return (f"{method}\n{low.get('content-md5', '')}\n{low.get('content-type', '')}\n"
+            f"{date}\n{amz}{res}")
+
+
+def sigv2_sign(sts, secret=SECRET_KEY):
+    return base64.b64encode(hmac.new(secret.encode(), sts.encode(), hashlib.sha1).digest()).decode()
+
+
+def http_date(offset_seconds=0):
+    return email.utils.formatdate(time.time() + offset_seconds, usegmt=True)
 
 
 # -- plain HTTP --------------------------------------------------------------

@@ -7,7 +7,7 @@
   two other drives out).  LIST stays right with one drive missing and with a
   stale one.
 - A full drive (a tiny tmpfs as one of the six): PUTs go on while five drives
-  take them; with too few drives left the client gets 503 SlowDown saying
+  take them; with too few drives left the client gets 507 XOpenLakeStorageFull saying
   there is no space, and nothing written before is lost.
 - kill -9 during a PUT storm of 8 threads while a drive fails underneath
   (its directory replaced by a file, as a lost mount): after the restart
@@ -193,8 +193,8 @@ def test_full_drives(tmp_path):
             try:
                 s3.put_object(Bucket=bucket, Key=f"f{i:03d}", Body=data)
             except ClientError as e:
-                assert helpers.http_status(e) == 503, e.response
-                assert helpers.error_code(e) == "SlowDown"
+                assert helpers.http_status(e) == 507, e.response
+                assert helpers.error_code(e) == "XOpenLakeStorageFull"
                 assert "space" in e.response["Error"]["Message"], e.response
                 failed_at = i
                 break

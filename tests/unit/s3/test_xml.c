@@ -372,7 +372,10 @@ static void test_errors(void)
     CHECK(ol_s3_code_from_err(-ETIMEDOUT) == OL_S3_RequestTimeout);
     CHECK(ol_s3_code_from_err(-EBADMSG) == OL_S3_MalformedXML);
     CHECK(ol_s3_code_from_err(-OL_ECORRUPT) == OL_S3_InternalError);
-    CHECK(ol_s3_code_from_err(-ENOSPC) == OL_S3_InternalError);
+    CHECK(ol_s3_code_from_err(-ENOSPC) == OL_S3_XOpenLakeStorageFull);
+    CHECK(ol_s3_code_from_err(-EDQUOT) == OL_S3_XOpenLakeStorageFull);
+    CHECK(ol_s3_code_status(OL_S3_XOpenLakeStorageFull) == 507);
+    CHECK(strcmp(ol_s3_code_name(OL_S3_XOpenLakeStorageFull), "XOpenLakeStorageFull") == 0);
     CHECK(ol_s3_code_from_err(-EIO) == OL_S3_InternalError);
     CHECK(ol_s3_code_from_err(0) == OL_S3_InternalError);
 }
