@@ -385,6 +385,94 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64
     return ok;
 }
 
+/* Bucket settings live on every drive, each value stamped with the time it
+ * was set (and a flag: set or removed), so that a drive that missed a
+ * change (offline, replaced) never wins over the newer ones. */
+#define CFG_HEAD 9u /* stamp (8, little-endian ns) + set flag (1) */
+
+int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const char *name,
+                                const void *val, size_t len)
+{
+    int ex = bucket_exists(ec, bucket);
+    if (ex <= 0)
+        return ex < 0 ? ex : -OL_ENOBUCKET;
+    uint8_t *v = malloc(CFG_HEAD + len);
+    if (!v)
+        return -ENOMEM;
+    int64_t stamp = ol_wall_ns();
+    memcpy(v, &stamp, 8);
+    v[8] = val != NULL;
+    if (val && len)
+        memcpy(v + CFG_HEAD, val, len);
+    unsigned ok = 0;
+    int last = -OL_EQUORUM;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
+        if (ol_storedrive_offline(ec->drives[i]) || !st)
+            continue;
+        int rc = ol_store_bucket_config_put(st, bucket, name, v, CFG_HEAD + (val ? len : 0));
+        if (rc == 0)
+            ok++;
+        else
+            last = rc;
+    }
+    free(v);
+    if (ok >= ec->ndrives / 2 + 1)
+        return 0;
+    return last == -OL_ETOOLARGE ? last : -OL_EQUORUM;
+}
+
+ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, const char *name,
+                                    void *buf, size_t cap)
+{
+    int ex = bucket_exists(ec, bucket);
+    if (ex <= 0)
+        return ex < 0 ? ex : -OL_ENOBUCKET;
+    size_t vcap = CFG_HEAD + cap;
+    uint8_t *v = malloc(vcap);
+    if (!v)
+        return -ENOMEM;
+    unsigned answered = 0;
+    int64_t best = INT64_MIN;
+    ssize_t best_len = -OL_ENOCONFIG;
+    bool too_small = false;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
+        if (ol_storedrive_offline(ec->drives[i]) || !st)
+            continue;
+        ssize_t n = ol_store_bucket_config_get(st, bucket, name, v, vcap);
+        if (n == -OL_ENOCONFIG || n == -OL_ENOBUCKET) {
+            answered++;
+            continue;
+        }
+        if (n == -ENOBUFS) {
+            answered++;
+            too_small = true;
+            continue;
+        }
+        if (n < (ssize_t)CFG_HEAD)
+            continue;
+        answered++;
+        int64_t stamp;
+        memcpy(&stamp, v, 8);
+        if (stamp <= best)
+            continue;
+        best = stamp;
+        if (!v[8]) {
+            best_len = -OL_ENOCONFIG;
+        } else {
+            best_len = n - (ssize_t)CFG_HEAD;
+            memcpy(buf, v + CFG_HEAD, (size_t)best_len);
+        }
+    }
+    free(v);
+    if (answered < (ec->ndrives + 1) / 2)
+        return -OL_EQUORUM;
+    if (too_small && best_len == -OL_ENOCONFIG)
+        return -ENOBUFS;
+    return best_len;
+}
+
 struct bucket_acc {
     char (*names)[64];
     unsigned *votes;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/hlc.h"
 #include "ec/placement.h"
@@ -83,6 +84,14 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *dp, const char *bucket, int64
  * in name order; -OL_EQUORUM when fewer than half answer. */
 int ol_deploy_bucket_list(struct ol_deploy *dp,
                           int (*fn)(void *ctx, const struct ol_bucket_info *b), void *ctx);
+/* A bucket setting (store/store.h's bucket settings), kept on every drive
+ * with the time it was set: a put (val NULL: removal) needs a majority of
+ * the drives; a get needs half of them to answer and returns the newest
+ * value among them (ol_store_bucket_config_get's answers). */
+int ol_deploy_bucket_config_put(struct ol_deploy *dp, const char *bucket, const char *name,
+                                const void *val, size_t len);
+ssize_t ol_deploy_bucket_config_get(struct ol_deploy *dp, const char *bucket, const char *name,
+                                    void *buf, size_t cap);
 /* Calls fn for every bucket any drive knows; stops at fn's first non-zero
  * answer and returns it (or the listing's error). */
 int ol_deploy_each_bucket(struct ol_deploy *dp, int (*fn)(void *ctx, const char *bucket),

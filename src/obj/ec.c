@@ -16,6 +16,7 @@
 #include "core/hlc.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/md5.h"
 #include "deploy/deploy.h"
 #include "ec/eset.h"
 #include "ec/storedrive.h"
@@ -773,6 +774,156 @@ int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, si
     free(blob);
     ol_ec_read_close(r);
     return quorum_err(dp, rc);
+}
+
+/* ---- copies ----
+ *
+ * A copy streams the source's bytes into a new version of the target (the
+ * shards of another key sit on other drives of the set, or another set, so
+ * there is nothing to share by reference yet); a copy onto itself that
+ * only changes metadata or tags rewrites the blob alone. */
+
+struct copy_attrs {
+    struct ol_obj_attr *v;
+    uint32_t n;
+    const struct ol_store_copy_opts *c;
+};
+
+static int copy_attr_cb(void *ctx, const char *name, size_t nl, const uint8_t *val, size_t vl)
+{
+    struct copy_attrs *a = ctx;
+    for (uint32_t i = 0; i < a->c->nattrs; i++)
+        if (strlen(a->c->attrs[i].name) == nl && memcmp(a->c->attrs[i].name, name, nl) == 0)
+            return 0; /* changed by the copy */
+    if (a->n >= OL_OBJ_ATTRS_MAX || nl > OL_OBJ_ATTR_NAME_MAX)
+        return 0;
+    char *nm = malloc(nl + 1);
+    if (!nm)
+        return -ENOMEM;
+    memcpy(nm, name, nl);
+    nm[nl] = 0;
+    a->v[a->n++] = (struct ol_obj_attr){nm, val, vl};
+    return 0;
+}
+
+static int copy_stream(struct ol_ec_reader *rd, struct ol_ec_writer *w, uint64_t off,
+                       uint64_t len, struct ol_md5 *md)
+{
+    while (len > 0) {
+        const uint8_t *data;
+        ssize_t n = ol_ec_read(rd, off, len < EC_CHUNK_BYTES ? (size_t)len : EC_CHUNK_BYTES,
+                               &data);
+        if (n <= 0)
+            return n < 0 ? (int)n : -OL_ECORRUPT;
+        if (md)
+            ol_md5_update(md, data, (size_t)n);
+        int rc = ol_ec_write(w, data, (size_t)n);
+        if (rc < 0)
+            return rc;
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, const char *svid,
+               const char *db, const char *dk, size_t dl, const struct ol_store_copy_opts *c,
+               struct ol_obj_info *out)
+{
+    struct ol_ec_reader *rd = NULL;
+    struct ol_ec_writer *w = NULL;
+    struct ol_obj_attr attrs[OL_OBJ_ATTRS_MAX];
+    struct copy_attrs ca = {attrs, 0, c};
+    int rc = ol_ec_read_open(dp, sb, sk, sl, svid, &rd);
+    if (rc < 0)
+        return rc;
+    const struct ol_obj_info *si = &rd->info;
+    if (c->src_etag && strcmp(c->src_etag, si->etag) != 0) {
+        rc = -OL_EPRECONDITION;
+        goto out;
+    }
+    /* The copy's attributes: the source's, changed by c->attrs. */
+    rc = blob_attrs(&rd->bv, copy_attr_cb, &ca);
+    for (uint32_t i = 0; rc == 0 && i < c->nattrs && ca.n < OL_OBJ_ATTRS_MAX; i++)
+        if (c->attrs[i].val)
+            attrs[ca.n++] = (struct ol_obj_attr){strdup(c->attrs[i].name), c->attrs[i].val,
+                                                 c->attrs[i].len};
+    if (rc < 0)
+        goto out;
+    struct ol_obj_target t = {.bucket = db, .key = dk, .key_len = dl};
+    rc = ol_ec_write_begin(dp, &t, (int64_t)si->size, &w);
+    if (rc == 0)
+        rc = copy_stream(rd, w, 0, si->size, NULL);
+    if (rc < 0)
+        goto out;
+    struct ol_obj_info info = {
+        .size = si->size,
+        .mtime_ns = c->mtime_ns,
+        .nparts = si->nparts,
+        .meta = c->replace_meta ? c->meta : si->meta,
+        .meta_len = c->replace_meta ? c->meta_len : si->meta_len,
+        .attrs = attrs,
+        .nattrs = ca.n,
+    };
+    memcpy(info.etag, si->etag, sizeof(info.etag));
+    rc = ol_ec_write_commit_object(w, &info, c->dst_cond);
+    w = NULL;
+    if (rc == 0 && out) {
+        memset(out, 0, sizeof(*out));
+        out->size = info.size;
+        out->mtime_ns = info.mtime_ns;
+        out->nparts = info.nparts;
+        memcpy(out->etag, info.etag, sizeof(out->etag));
+    }
+out:
+    for (uint32_t i = 0; i < ca.n; i++)
+        free((char *)attrs[i].name);
+    if (w)
+        ol_ec_write_abort(w);
+    ol_ec_read_close(rd);
+    return rc;
+}
+
+int ol_ec_copy_part(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl,
+                    uint64_t off, uint64_t len, const char *src_etag, const char *bucket,
+                    const char *upload_id, uint32_t part_no, char etag[64])
+{
+    struct ol_ec_reader *rd = NULL;
+    struct ol_ec_writer *w = NULL;
+    int rc = ol_ec_read_open(dp, sb, sk, sl, NULL, &rd);
+    if (rc < 0)
+        return rc;
+    if (src_etag && strcmp(src_etag, rd->info.etag) != 0) {
+        rc = -OL_EPRECONDITION;
+        goto out;
+    }
+    if (len == 0 || off >= rd->info.size || len > rd->info.size - off) {
+        rc = -ERANGE;
+        goto out;
+    }
+    struct ol_obj_target t = {.bucket = bucket, .upload_id = upload_id, .part_no = part_no};
+    rc = ol_ec_write_begin(dp, &t, (int64_t)len, &w);
+    struct ol_md5 md;
+    ol_md5_init(&md);
+    if (rc == 0)
+        rc = copy_stream(rd, w, off, len, &md);
+    if (rc < 0)
+        goto out;
+    uint8_t dig[16];
+    ol_md5_final(&md, dig);
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        etag[2 * i] = hx[dig[i] >> 4];
+        etag[2 * i + 1] = hx[dig[i] & 15];
+    }
+    etag[32] = 0;
+    rc = ol_ec_write_commit_part(w, etag);
+    w = NULL;
+out:
+    if (w)
+        ol_ec_write_abort(w);
+    ol_ec_read_close(rd);
+    return rc;
 }
 
 /* ---- deleting ---- */

@@ -74,6 +74,13 @@ int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, si
                    const char *vid, const char *name, const void *val, size_t len,
                    char vid_out[OL_STORE_VID_MAX]);
 
+int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, const char *svid,
+               const char *db, const char *dk, size_t dl, const struct ol_store_copy_opts *c,
+               struct ol_obj_info *out);
+int ol_ec_copy_part(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl,
+                    uint64_t off, uint64_t len, const char *src_etag, const char *bucket,
+                    const char *upload_id, uint32_t part_no, char etag[64]);
+
 int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len);
 
 int ol_ec_iter_open(struct ol_deploy *dp, const char *bucket, const char *from, size_t from_len,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "deploy/deploy.h"
 #include "obj/ec.h"
 
 struct ol_obj {
@@ -104,16 +105,15 @@ int ol_obj_bucket_list(struct ol_obj *o, int (*fn)(void *ctx, const struct ol_bu
 int ol_obj_bucket_config_put(struct ol_obj *o, const char *bucket, const char *name,
                              const void *val, size_t len)
 {
-    return o->st ? ol_store_bucket_config_put(o->st, bucket, name, val, len) : -ENOTSUP;
+    return o->st ? ol_store_bucket_config_put(o->st, bucket, name, val, len)
+                 : ol_deploy_bucket_config_put(o->dp, bucket, name, val, len);
 }
 
 ssize_t ol_obj_bucket_config_get(struct ol_obj *o, const char *bucket, const char *name,
                                  void *buf, size_t cap)
 {
-    if (o->st)
-        return ol_store_bucket_config_get(o->st, bucket, name, buf, cap);
-    int rc = ol_ec_bucket_get(o->dp, bucket, NULL);
-    return rc < 0 ? rc : -OL_ENOCONFIG;
+    return o->st ? ol_store_bucket_config_get(o->st, bucket, name, buf, cap)
+                 : ol_deploy_bucket_config_get(o->dp, bucket, name, buf, cap);
 }
 
 int ol_obj_versioning_put(struct ol_obj *o, const char *bucket, enum ol_versioning v)
@@ -471,8 +471,12 @@ int ol_obj_copy_object_v(struct ol_obj *o, const char *src_bucket, const char *s
                          const char *dst_key, size_t dst_len, const struct ol_store_copy_opts *c,
                          struct ol_obj_info *out, char vid[OL_STORE_VID_MAX])
 {
-    if (!o->st)
-        return -ENOTSUP;
+    if (!o->st) {
+        if (vid)
+            vid[0] = 0;
+        return ol_ec_copy(o->dp, src_bucket, src_key, src_len, src_vid, dst_bucket, dst_key,
+                          dst_len, c, out);
+    }
     return ol_store_copy_object_v(o->st, src_bucket, src_key, src_len, src_vid, dst_bucket,
                                   dst_key, dst_len, c, out, vid);
 }
@@ -481,9 +485,9 @@ int ol_obj_copy_part(struct ol_obj *o, const char *src_bucket, const char *src_k
                      size_t src_len, uint64_t off, uint64_t len, const char *src_etag,
                      const char *bucket, const char *upload_id, uint32_t part_no, char etag[64])
 {
-    (void)bucket;
     if (!o->st)
-        return -ENOTSUP;
+        return ol_ec_copy_part(o->dp, src_bucket, src_key, src_len, off, len, src_etag, bucket,
+                               upload_id, part_no, etag);
     return ol_store_copy_part(o->st, src_bucket, src_key, src_len, off, len, src_etag, upload_id,
                               part_no, etag);
 }

@@ -48,11 +48,22 @@ def _fresh_bucket(s3):
     return name
 
 
+# The mode the plain `server` fixture runs: one drive ("sd", the default) or
+# six erasure-coded drives ("ec"): OPENLAKE_TEST_MODE=ec runs every S3 test
+# file against erasure sets (scripts/test.sh does both).
+TEST_MODE = os.environ.get("OPENLAKE_TEST_MODE", "sd")
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, request):
     """One server per test module, with a fresh data directory."""
     config = getattr(request.module, "SERVER_CONFIG", None)
-    yield from _serve(helpers.Server(tmp_path_factory.mktemp("srv"), config=config))
+    if TEST_MODE == "sd":
+        srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config)
+    else:
+        srv = helpers.make_mode_server(TEST_MODE, tmp_path_factory.mktemp("srv"), config=config)
+    srv.mode = TEST_MODE
+    yield from _serve(srv)
 
 
 @pytest.fixture
