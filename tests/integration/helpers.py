@@ -664,11 +664,11 @@ def aws_binary():
     return shutil.which("aws")
 
 
-def aws_runner(endpoint, cfgdir):
+def aws_runner(endpoint, cfgdir, binary=None):
     """A function running `aws --endpoint-url ENDPOINT ARGS...` with a clean
     environment (no AWS_* from the caller), path-style addressing and the
     default credentials; it raises with the output on a non-zero exit unless
-    check=False."""
+    check=False.  binary: another aws than aws_binary()'s."""
     cfg = Path(cfgdir) / "config"
     cfg.write_text("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -682,7 +682,7 @@ def aws_runner(endpoint, cfgdir):
         "AWS_PAGER": "",
         "AWS_MAX_ATTEMPTS": "1",
     })
-    binary = aws_binary()
+    binary = binary or aws_binary()
 
     def run(*args, check=True, timeout=300):
         cmd = [binary, "--endpoint-url", endpoint, *map(str, args)]
