@@ -13,6 +13,12 @@ PKGS=(
   # fusermount3; the tests skip the FUSE mount where /dev/fuse is unusable)
   s3cmd rclone s3fs fuse3
 )
+# The AWS SDK for JavaScript check (tests/js, tests/integration/test_js_sdk.py):
+# node and npm from Debian when the commands are missing.  Asked for by
+# command rather than by package: NodeSource's nodejs (newer, which the SDK
+# needs: node >= 20) bundles npm and conflicts with Debian's npm package.
+command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 missing=()
 for p in "${PKGS[@]}"; do

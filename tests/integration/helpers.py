@@ -707,11 +707,11 @@ def aws_binary():
     return shutil.which("aws")
 
 
-def aws_runner(endpoint, cfgdir):
+def aws_runner(endpoint, cfgdir, binary=None):
     """A function running `aws --endpoint-url ENDPOINT ARGS...` with a clean
     environment (no AWS_* from the caller), path-style addressing and the
     default credentials; it raises with the output on a non-zero exit unless
-    check=False."""
+    check=False.  binary: another aws than aws_binary()'s."""
     cfg = Path(cfgdir) / "config"
     cfg.write_text("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -725,7 +725,7 @@ def aws_runner(endpoint, cfgdir):
         "AWS_PAGER": "",
         "AWS_MAX_ATTEMPTS": "1",
     })
-    binary = aws_binary()
+    binary = binary or aws_binary()
 
     def run(*args, check=True, timeout=300):
         cmd = [binary, "--endpoint-url", endpoint, *map(str, args)]
@@ -763,3 +763,24 @@ def bucket_hashes(s3, bucket, prefix=""):
             break
         token = page["NextContinuationToken"]
     return out
+
+
+# ---- both modes, with the EC gaps of issue 11 marked ----
+
+EC_GAP_REASON = "issue 11: EC object layer in progress"
+
+
+def ec_gap():
+    """The mark of a case that fails with EC drives today because the EC
+    object layer is still being unified with one drive's (issue 11):
+    non-strict, so the case starts passing silently when the gap closes."""
+    import pytest
+    return pytest.mark.xfail(strict=False, reason=EC_GAP_REASON)
+
+
+def modes(ec_fails):
+    """Parametrizes the module-scoped mode_server fixture (indirectly) with
+    "sd" and "ec", the EC case marked ec_gap() when ec_fails."""
+    import pytest
+    ec = pytest.param("ec", marks=ec_gap()) if ec_fails else "ec"
+    return pytest.mark.parametrize("mode_server", ["sd", ec], indirect=True)

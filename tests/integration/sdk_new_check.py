@@ -4,7 +4,12 @@ its default checksum behaviour (new SDKs send CRC32 checksums and
 aws-chunked STREAMING-UNSIGNED-PAYLOAD-TRAILER bodies).
 
 usage: sdk_new_check.py ENDPOINT_URL [ACCESS_KEY SECRET_KEY]
-Exits 0 when every step passes, 1 otherwise.  Standalone: no pytest needed.
+
+Runs every check in order, printing "PASS name" or "FAIL name: error" for
+each (a check that needs what an earlier one made fails too when that one
+did), then "OK (N checks)" or "FAIL (M of N checks)".  Exits 0 when every
+check passed, 1 otherwise.  Standalone: no pytest needed;
+tests/integration/test_sdk_new.py lists the same check names.
 """
 
 import base64
@@ -13,6 +18,8 @@ import os
 import sys
 import tempfile
 import traceback
+import urllib.error
+import urllib.request
 import zlib
 
 import boto3
@@ -22,9 +29,15 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 MIB = 1024 * 1024
+CHECKS = []
 
 
-def check(cond, what):
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def expect(cond, what):
     if not cond:
         raise AssertionError(what)
 
@@ -37,126 +50,215 @@ def file_sha256(path):
     return h.hexdigest()
 
 
-def run(endpoint, access, secret):
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                      aws_access_key_id=access, aws_secret_access_key=secret,
-                      config=Config(s3={"addressing_style": "path"},
-                                    retries={"max_attempts": 1}))
-    bucket = f"sdk-new-{os.getpid()}"
-    steps = []
+def crc32_b64(data):
+    return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
 
-    def step(name):
-        steps.append(name)
-        print(f"  {name}", flush=True)
 
-    step("create_bucket")
-    s3.create_bucket(Bucket=bucket)
-    check(bucket in [b["Name"] for b in s3.list_buckets()["Buckets"]], "bucket not listed")
+class Ctx:
+    def __init__(self, s3, s3v4, bucket, tmp):
+        self.s3 = s3
+        self.s3v4 = s3v4
+        self.bucket = bucket
+        self.tmp = tmp
+        self.small = os.urandom(3000)
+        self.src = os.path.join(tmp, "src.bin")
+        self.dst = os.path.join(tmp, "dst.bin")
 
-    step("put_object small (default checksums)")
-    small = os.urandom(3000)
-    r = s3.put_object(Bucket=bucket, Key="small", Body=small)
-    check(r["ETag"] == f'"{hashlib.md5(small).hexdigest()}"', f"ETag {r['ETag']}")
 
-    step("put_object with explicit CRC32 checksum and metadata")
-    r = s3.put_object(Bucket=bucket, Key="crc", Body=b"checksummed", ChecksumAlgorithm="CRC32",
-                      Metadata={"m": "v"}, ContentType="text/plain")
+@check
+def create_bucket(c):
+    c.s3.create_bucket(Bucket=c.bucket)
+    names = [b["Name"] for b in c.s3.list_buckets()["Buckets"]]
+    expect(c.bucket in names, "bucket not listed")
 
-    step("get_object")
-    got = s3.get_object(Bucket=bucket, Key="small")
-    check(got["Body"].read() == small, "small object content differs")
-    got = s3.get_object(Bucket=bucket, Key="crc")
-    check(got["Body"].read() == b"checksummed", "crc object content differs")
-    check(got["Metadata"] == {"m": "v"}, f"metadata {got['Metadata']}")
-    check(got["ContentType"] == "text/plain", f"content type {got['ContentType']}")
-    check("aws-chunked" not in (got.get("ContentEncoding") or ""),
-          "aws-chunked leaked into Content-Encoding")
 
-    step("checksum mode ENABLED returns the CRC32 the SDK sent")
-    want = base64.b64encode(zlib.crc32(small).to_bytes(4, "big")).decode()
-    head = s3.head_object(Bucket=bucket, Key="small", ChecksumMode="ENABLED")
-    check(head.get("ChecksumCRC32") == want, f"CRC32 {head.get('ChecksumCRC32')} != {want}")
-    got = s3.get_object(Bucket=bucket, Key="small", ChecksumMode="ENABLED")
-    check(got.get("ChecksumCRC32") == want, f"GET CRC32 {got.get('ChecksumCRC32')}")
-    check(got["Body"].read() == small, "small object content differs (checksum mode)")
-    head = s3.head_object(Bucket=bucket, Key="small")
-    check("ChecksumCRC32" not in head, "checksum returned without checksum mode")
+@check
+def put_object_default_checksum(c):
+    r = c.s3.put_object(Bucket=c.bucket, Key="small", Body=c.small)
+    expect(r["ETag"] == f'"{hashlib.md5(c.small).hexdigest()}"', f"ETag {r['ETag']}")
+
+
+@check
+def put_object_crc32_metadata(c):
+    c.s3.put_object(Bucket=c.bucket, Key="crc", Body=b"checksummed", ChecksumAlgorithm="CRC32",
+                    Metadata={"m": "v"}, ContentType="text/plain")
+
+
+@check
+def get_object(c):
+    got = c.s3.get_object(Bucket=c.bucket, Key="small")
+    expect(got["Body"].read() == c.small, "small object content differs")
+    got = c.s3.get_object(Bucket=c.bucket, Key="crc")
+    expect(got["Body"].read() == b"checksummed", "crc object content differs")
+    expect(got["Metadata"] == {"m": "v"}, f"metadata {got['Metadata']}")
+    expect(got["ContentType"] == "text/plain", f"content type {got['ContentType']}")
+    expect("aws-chunked" not in (got.get("ContentEncoding") or ""),
+           "aws-chunked leaked into Content-Encoding")
+
+
+@check
+def checksum_mode_enabled(c):
+    """Checksum mode ENABLED returns the CRC32 the SDK sent (and only then)."""
+    want = crc32_b64(c.small)
+    head = c.s3.head_object(Bucket=c.bucket, Key="small", ChecksumMode="ENABLED")
+    expect(head.get("ChecksumCRC32") == want, f"CRC32 {head.get('ChecksumCRC32')} != {want}")
+    got = c.s3.get_object(Bucket=c.bucket, Key="small", ChecksumMode="ENABLED")
+    expect(got.get("ChecksumCRC32") == want, f"GET CRC32 {got.get('ChecksumCRC32')}")
+    expect(got["Body"].read() == c.small, "small object content differs (checksum mode)")
+    head = c.s3.head_object(Bucket=c.bucket, Key="small")
+    expect("ChecksumCRC32" not in head, "checksum returned without checksum mode")
+
+
+@check
+def wrong_crc32_rejected(c):
     try:
-        s3.put_object(Bucket=bucket, Key="bad-crc", Body=b"data", ChecksumCRC32="AAAAAA==")
+        c.s3.put_object(Bucket=c.bucket, Key="bad-crc", Body=b"data", ChecksumCRC32="AAAAAA==")
         raise AssertionError("a wrong CRC32 was accepted")
     except ClientError as e:
-        check(e.response["Error"]["Code"] == "BadDigest", str(e))
+        expect(e.response["Error"]["Code"] == "BadDigest", str(e))
 
-    step("conditional put (IfNoneMatch) and delete_objects")
-    s3.put_object(Bucket=bucket, Key="once", Body=b"1", IfNoneMatch="*")
+
+@check
+def conditional_put(c):
+    c.s3.put_object(Bucket=c.bucket, Key="once", Body=b"1", IfNoneMatch="*")
     try:
-        s3.put_object(Bucket=bucket, Key="once", Body=b"2", IfNoneMatch="*")
+        c.s3.put_object(Bucket=c.bucket, Key="once", Body=b"2", IfNoneMatch="*")
         raise AssertionError("second create-only put succeeded")
     except ClientError as e:
-        check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 412, str(e))
-    r = s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "once"}, {"Key": "nope"}]})
-    check(sorted(d["Key"] for d in r.get("Deleted", [])) == ["nope", "once"], f"deleted {r}")
+        expect(e.response["ResponseMetadata"]["HTTPStatusCode"] == 412, str(e))
 
-    step("get_object range")
-    got = s3.get_object(Bucket=bucket, Key="small", Range="bytes=10-19")
-    check(got["Body"].read() == small[10:20], "range content differs")
 
-    with tempfile.TemporaryDirectory() as d:
-        src = os.path.join(d, "src.bin")
-        with open(src, "wb") as f:
-            for _ in range(20):
-                f.write(os.urandom(MIB))
-        step("upload_file 20 MiB (multipart)")
-        s3.upload_file(src, bucket, "big/file.bin")
-        head = s3.head_object(Bucket=bucket, Key="big/file.bin")
-        check(head["ContentLength"] == 20 * MIB, f"size {head['ContentLength']}")
-        check("-" in head["ETag"], f"expected a multipart ETag, got {head['ETag']}")
-        step("download_file")
-        dst = os.path.join(d, "dst.bin")
-        s3.download_file(bucket, "big/file.bin", dst)
-        check(file_sha256(dst) == file_sha256(src), "downloaded file differs")
-        step("upload_file with small parts")
-        s3.upload_file(src, bucket, "big/parts.bin",
-                       Config=TransferConfig(multipart_threshold=5 * MIB,
-                                             multipart_chunksize=5 * MIB))
-        s3.download_file(bucket, "big/parts.bin", dst)
-        check(file_sha256(dst) == file_sha256(src), "downloaded file (5 MiB parts) differs")
-        step("multipart object checksum and ?partNumber=")
-        head = s3.head_object(Bucket=bucket, Key="big/parts.bin", ChecksumMode="ENABLED")
-        crc = head.get("ChecksumCRC32")
-        if head.get("ChecksumType") == "FULL_OBJECT":
-            with open(src, "rb") as f:
-                whole = zlib.crc32(f.read()).to_bytes(4, "big")
-            check(crc == base64.b64encode(whole).decode(), f"full-object CRC32 {crc}")
-        else:
-            check(crc is None or crc.endswith("-4"), f"composite CRC32 {crc}")
-        part = s3.get_object(Bucket=bucket, Key="big/parts.bin", PartNumber=2)
-        check(part["PartsCount"] == 4, f"parts count {part.get('PartsCount')}")
-        with open(src, "rb") as f:
-            f.seek(5 * MIB)
-            check(part["Body"].read() == f.read(5 * MIB), "part 2 content differs")
+@check
+def delete_objects(c):
+    c.s3.put_object(Bucket=c.bucket, Key="gone", Body=b"1")
+    r = c.s3.delete_objects(Bucket=c.bucket,
+                            Delete={"Objects": [{"Key": "gone"}, {"Key": "nope"}]})
+    expect(sorted(d["Key"] for d in r.get("Deleted", [])) == ["gone", "nope"], f"deleted {r}")
 
-    step("list_objects_v2")
-    r = s3.list_objects_v2(Bucket=bucket)
+
+@check
+def get_object_range(c):
+    got = c.s3.get_object(Bucket=c.bucket, Key="small", Range="bytes=10-19")
+    expect(got["Body"].read() == c.small[10:20], "range content differs")
+
+
+@check
+def copy_object(c):
+    c.s3.copy_object(Bucket=c.bucket, Key="copy", CopySource={"Bucket": c.bucket, "Key": "crc"})
+    got = c.s3.get_object(Bucket=c.bucket, Key="copy")
+    expect(got["Body"].read() == b"checksummed", "copy content differs")
+    expect(got["Metadata"] == {"m": "v"}, f"metadata {got['Metadata']}")
+    c.s3.delete_object(Bucket=c.bucket, Key="copy")
+
+
+@check
+def presigned_get_and_put(c):
+    # Presigned with SigV4 (boto3 presigns S3 URLs with SigV2 unless told,
+    # which OpenLake refuses: docs/S3-COMPATIBILITY.md).
+    url = c.s3v4.generate_presigned_url("put_object", Params={"Bucket": c.bucket, "Key": "pre"},
+                                      ExpiresIn=300)
+    req = urllib.request.Request(url, data=b"presigned body", method="PUT")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        expect(r.status == 200, f"PUT status {r.status}")
+    url = c.s3v4.generate_presigned_url("get_object", Params={"Bucket": c.bucket, "Key": "pre"},
+                                      ExpiresIn=300)
+    with urllib.request.urlopen(url, timeout=30) as r:
+        expect(r.read() == b"presigned body", "presigned GET body differs")
+    c.s3.delete_object(Bucket=c.bucket, Key="pre")
+
+
+@check
+def upload_file_multipart(c):
+    with open(c.src, "wb") as f:
+        for _ in range(20):
+            f.write(os.urandom(MIB))
+    c.s3.upload_file(c.src, c.bucket, "big/file.bin")
+    head = c.s3.head_object(Bucket=c.bucket, Key="big/file.bin")
+    expect(head["ContentLength"] == 20 * MIB, f"size {head['ContentLength']}")
+    expect("-" in head["ETag"], f"expected a multipart ETag, got {head['ETag']}")
+
+
+@check
+def download_file(c):
+    c.s3.download_file(c.bucket, "big/file.bin", c.dst)
+    expect(file_sha256(c.dst) == file_sha256(c.src), "downloaded file differs")
+
+
+@check
+def upload_file_small_parts(c):
+    c.s3.upload_file(c.src, c.bucket, "big/parts.bin",
+                     Config=TransferConfig(multipart_threshold=5 * MIB,
+                                           multipart_chunksize=5 * MIB))
+    c.s3.download_file(c.bucket, "big/parts.bin", c.dst)
+    expect(file_sha256(c.dst) == file_sha256(c.src), "downloaded file (5 MiB parts) differs")
+
+
+@check
+def multipart_checksum_and_part_number(c):
+    head = c.s3.head_object(Bucket=c.bucket, Key="big/parts.bin", ChecksumMode="ENABLED")
+    crc = head.get("ChecksumCRC32")
+    if head.get("ChecksumType") == "FULL_OBJECT":
+        with open(c.src, "rb") as f:
+            whole = crc32_b64(f.read())
+        expect(crc == whole, f"full-object CRC32 {crc}")
+    else:
+        expect(crc is None or crc.endswith("-4"), f"composite CRC32 {crc}")
+    part = c.s3.get_object(Bucket=c.bucket, Key="big/parts.bin", PartNumber=2)
+    expect(part["PartsCount"] == 4, f"parts count {part.get('PartsCount')}")
+    with open(c.src, "rb") as f:
+        f.seek(5 * MIB)
+        expect(part["Body"].read() == f.read(5 * MIB), "part 2 content differs")
+
+
+@check
+def list_objects_v2(c):
+    r = c.s3.list_objects_v2(Bucket=c.bucket)
     keys = [o["Key"] for o in r.get("Contents", [])]
-    check(keys == ["big/file.bin", "big/parts.bin", "crc", "small"], f"keys {keys}")
-    r = s3.list_objects_v2(Bucket=bucket, Delimiter="/")
-    check([p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["big/"], "common prefixes")
+    expect(keys == ["big/file.bin", "big/parts.bin", "crc", "once", "small"], f"keys {keys}")
+    r = c.s3.list_objects_v2(Bucket=c.bucket, Delimiter="/")
+    expect([p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["big/"], "common prefixes")
 
-    step("delete_object")
-    s3.delete_object(Bucket=bucket, Key="small")
+
+@check
+def delete_object(c):
+    c.s3.delete_object(Bucket=c.bucket, Key="small")
     try:
-        s3.head_object(Bucket=bucket, Key="small")
+        c.s3.head_object(Bucket=c.bucket, Key="small")
         raise AssertionError("deleted object still there")
     except ClientError as e:
-        check(e.response["Error"]["Code"] in ("404", "NoSuchKey"), str(e))
-    for k in ["crc", "big/file.bin", "big/parts.bin"]:
-        s3.delete_object(Bucket=bucket, Key=k)
-    check(s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0, "bucket not empty")
+        expect(e.response["Error"]["Code"] in ("404", "NoSuchKey"), str(e))
 
-    step("delete_bucket")
-    s3.delete_bucket(Bucket=bucket)
-    return steps
+
+@check
+def delete_bucket(c):
+    for o in c.s3.list_objects_v2(Bucket=c.bucket).get("Contents", []):
+        c.s3.delete_object(Bucket=c.bucket, Key=o["Key"])
+    expect(c.s3.list_objects_v2(Bucket=c.bucket)["KeyCount"] == 0, "bucket not empty")
+    c.s3.delete_bucket(Bucket=c.bucket)
+
+
+def run(endpoint, access, secret):
+    """Runs every check; returns the names of the failed ones."""
+    def client(**kw):
+        return boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                            aws_access_key_id=access, aws_secret_access_key=secret,
+                            config=Config(s3={"addressing_style": "path"},
+                                          retries={"max_attempts": 1}, **kw))
+
+    failed = []
+    with tempfile.TemporaryDirectory() as tmp:
+        c = Ctx(client(), client(signature_version="s3v4"),
+                f"sdk-new-{os.getpid()}-{os.urandom(3).hex()}", tmp)
+        for fn in CHECKS:
+            try:
+                fn(c)
+                print(f"PASS {fn.__name__}", flush=True)
+            except Exception as e:  # noqa: BLE001 - any failure is the check's
+                failed.append(fn.__name__)
+                msg = " ".join(f"{type(e).__name__}: {e}".split())
+                print(f"FAIL {fn.__name__}: {msg[:600]}", flush=True)
+                traceback.print_exc(file=sys.stderr)
+    return failed
 
 
 def main(argv):
@@ -166,13 +268,11 @@ def main(argv):
     endpoint = argv[1]
     access, secret = (argv[2], argv[3]) if len(argv) == 4 else ("openlake", "openlake-secret")
     print(f"boto3 {boto3.__version__}, botocore {botocore.__version__}, endpoint {endpoint}")
-    try:
-        steps = run(endpoint, access, secret)
-    except Exception:  # noqa: BLE001 - report any failure as exit 1
-        traceback.print_exc()
-        print("FAIL")
+    failed = run(endpoint, access, secret)
+    if failed:
+        print(f"FAIL ({len(failed)} of {len(CHECKS)} checks)")
         return 1
-    print(f"OK ({len(steps)} steps)")
+    print(f"OK ({len(CHECKS)} checks)")
     return 0
 
 
