@@ -671,6 +671,23 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
             strcasecmp(md5, d.parts[i].etag) == 0)
             memcpy(d.parts[i].etag, sp[pn].etag, sizeof(d.parts[i].etag));
     }
+    /* A part number named twice in a row (a client that re-sent a part and
+     * listed both sends) is one part, the upload's current one, as Ceph RGW
+     * accepts it; the entry whose ETag matches the stored part is kept.  A
+     * repeat further on is a descent and stays InvalidPartOrder. */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < d.n; i++) {
+        uint32_t pn = d.parts[i].part_no;
+        if (kept > 0 && d.parts[kept - 1].part_no == pn) {
+            bool prev_ok = pn >= 1 && pn <= MAX_PARTS && sp[pn].present &&
+                           strcasecmp(d.parts[kept - 1].etag, sp[pn].etag) == 0;
+            if (!prev_ok)
+                d.parts[kept - 1] = d.parts[i];
+            continue;
+        }
+        d.parts[kept++] = d.parts[i];
+    }
+    d.n = kept;
     /* The multipart ETag: MD5 over the parts' binary MD5s, then "-N". */
     char mp_etag[64];
     if (ol_s3_multipart_etag(d.parts, d.n, mp_etag) < 0) {

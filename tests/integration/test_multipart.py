@@ -251,3 +251,21 @@ def test_complete_again_versioned(s3, bucket):
     second = _complete(s3, bucket, "v", uid, [(1, etags[0])])
     assert second["VersionId"] == first["VersionId"]
     assert second["ETag"] == first["ETag"]
+
+
+def test_complete_repeated_part_number(s3, bucket):
+    # Part 1 sent twice (the second send replaces the first) and listed
+    # twice in a row: accepted, and the object holds the current part 1.
+    up = s3.create_multipart_upload(Bucket=bucket, Key="dup")
+    uid = up["UploadId"]
+    old1, new1, p2 = os.urandom(5 * MIB), os.urandom(5 * MIB), os.urandom(KIB)
+    e_old = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=1, Body=old1)["ETag"]
+    e_new = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=1, Body=new1)["ETag"]
+    e2 = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=2, Body=p2)["ETag"]
+    with pytest.raises(ClientError) as e:
+        _complete(s3, bucket, "dup", uid, [(1, e_new), (2, e2), (1, e_new)])
+    assert h.error_code(e.value) == "InvalidPartOrder"
+    done = _complete(s3, bucket, "dup", uid, [(1, e_old), (1, e_new), (2, e2)])
+    assert done["ETag"] == h.multipart_etag([new1, p2])
+    got = s3.get_object(Bucket=bucket, Key="dup")["Body"].read()
+    assert h.sha256(got) == h.sha256(new1 + p2)
