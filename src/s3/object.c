@@ -430,7 +430,9 @@ int ol_s3_get_object(struct ol_s3_req *r)
                                     : (uint32_t)part <= info->nparts &&
                                           part_range(info, (uint32_t)part, &pstart, &plen);
         if (!ok) {
-            rc = send_error_hdrs(r, 416, "InvalidPartNumber",
+            /* A part past the last one is a bad argument (400), not an
+             * unsatisfiable range: no Content-Range goes with it. */
+            rc = send_error_hdrs(r, 400, "InvalidPartNumber",
                                  "The requested partnumber is not satisfiable", NULL, 0);
             goto out;
         }
