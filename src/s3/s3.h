@@ -110,6 +110,7 @@ int ol_s3_get_bucket_location(struct ol_s3_req *r);
 int ol_s3_list_objects(struct ol_s3_req *r);        /* v1 and v2 (list-type=2) */
 int ol_s3_put_object(struct ol_s3_req *r);
 int ol_s3_get_object(struct ol_s3_req *r);           /* GET and HEAD */
+int ol_s3_get_object_attributes(struct ol_s3_req *r); /* GET ?attributes (attributes.c) */
 int ol_s3_delete_object(struct ol_s3_req *r);
 int ol_s3_create_multipart(struct ol_s3_req *r);
 int ol_s3_upload_part(struct ol_s3_req *r);

@@ -87,6 +87,15 @@ def run(endpoint, access, secret):
     except ClientError as e:
         check(e.response["Error"]["Code"] == "BadDigest", str(e))
 
+    step("get_object_attributes")
+    r = s3.get_object_attributes(Bucket=bucket, Key="small", ObjectAttributes=[
+        "ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"])
+    check(r["ETag"] == hashlib.md5(small).hexdigest(), f"attributes ETag {r.get('ETag')}")
+    check(r["ObjectSize"] == len(small), f"attributes size {r.get('ObjectSize')}")
+    check(r["StorageClass"] == "STANDARD", f"storage class {r.get('StorageClass')}")
+    check(r.get("Checksum", {}).get("ChecksumCRC32") == want,
+          f"attributes checksum {r.get('Checksum')}")
+
     step("conditional put (IfNoneMatch) and delete_objects")
     s3.put_object(Bucket=bucket, Key="once", Body=b"1", IfNoneMatch="*")
     try:
