@@ -495,7 +495,9 @@ static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, b
                    : put ? ol_s3_put_bucket_lifecycle(r)
                          : del ? ol_s3_delete_bucket_lifecycle(r) : not_allowed(r);
     if (ol_s3_has_param(r, "tagging"))
-        return ol_s3_error(r, OL_S3_NotImplemented, "Bucket tagging is not implemented yet.");
+        return get ? ol_s3_get_bucket_tagging(r)
+                   : put ? ol_s3_put_bucket_tagging(r)
+                         : del ? ol_s3_delete_bucket_tagging(r) : not_allowed(r);
     /* An object's sub-resource: never a plain bucket operation. */
     if (ol_s3_has_param(r, "attributes"))
         return not_allowed(r);

@@ -129,6 +129,10 @@ int ol_s3_delete_objects(struct ol_s3_req *r);
 int ol_s3_get_object_tagging(struct ol_s3_req *r);
 int ol_s3_put_object_tagging(struct ol_s3_req *r);
 int ol_s3_delete_object_tagging(struct ol_s3_req *r);
+/* bucket_tagging.c */
+int ol_s3_get_bucket_tagging(struct ol_s3_req *r);
+int ol_s3_put_bucket_tagging(struct ol_s3_req *r);
+int ol_s3_delete_bucket_tagging(struct ol_s3_req *r);
 /* The x-amz-tagging header ("k1=v1&k2=v2", URL-encoded) of PutObject,
  * CreateMultipartUpload and CopyObject.  Checked before the body is
  * received: true when absent or valid, else false with *msg set (answer
