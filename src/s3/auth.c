@@ -84,6 +84,11 @@ static const char *scope_message(const struct ol_sigv4_auth *auth)
         snprintf(m, sizeof(m), "%sincorrect terminal \"%s\". This endpoint uses \"aws4_request\".",
                  pre, v);
         break;
+    case OL_SIGV4_BAD_EXPIRES_NEGATIVE:
+        return "X-Amz-Expires must be non-negative";
+    case OL_SIGV4_BAD_EXPIRES_RANGE:
+        return "X-Amz-Expires must be less than a week (in seconds); that is, the given "
+               "X-Amz-Expires must be less than 604800 seconds";
     case OL_SIGV4_BAD_CREDENTIAL:
         snprintf(m, sizeof(m),
                  "%sthe Credential is mal-formed; expecting "
@@ -360,7 +365,8 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
     if (auth.presigned) {
         if (auth.request_time > now + cfg->clock_skew_sec)
             FAIL(OL_S3_AccessDenied, "Request is not valid yet");
-        if (now > auth.request_time + auth.expires_sec)
+        /* X-Amz-Expires=0 is over as soon as it is signed. */
+        if (auth.expires_sec == 0 || now > auth.request_time + auth.expires_sec)
             FAIL(OL_S3_AccessDenied, "Request has expired");
     } else {
         int64_t d = now - auth.request_time;

@@ -49,6 +49,7 @@ static const struct ol_s3_code_row ol_s3_codes[OL_S3_CODE_COUNT] = {
     OL_S3_ROW(NoSuchCORSConfiguration, 404),
     OL_S3_ROW(NoSuchKey, 404),
     OL_S3_ROW(NoSuchLifecycleConfiguration, 404),
+    OL_S3_ROW(NoSuchTagSet, 404),
     OL_S3_ROW(NoSuchUpload, 404),
     OL_S3_ROW(NoSuchVersion, 404),
     OL_S3_ROW(NotImplemented, 501),

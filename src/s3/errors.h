@@ -36,6 +36,7 @@ enum ol_s3_code {
     OL_S3_NoSuchCORSConfiguration,
     OL_S3_NoSuchKey,
     OL_S3_NoSuchLifecycleConfiguration,
+    OL_S3_NoSuchTagSet,
     OL_S3_NoSuchUpload,
     OL_S3_NoSuchVersion,
     OL_S3_NotImplemented,

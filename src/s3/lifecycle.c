@@ -67,8 +67,10 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "obj/obj.h"
+#include "s3/checksum.h"
 #include "s3/s3.h"
 #include "s3/settings.h"
+#include "store/format.h"
 #include "store/store.h"
 
 #define OL_LC_SETTING "lifecycle"
@@ -97,7 +99,8 @@
 #define OL_LC_SLICE_MS 100u
 
 struct ol_lc_rule {
-    const char *id; /* NULL when absent */
+    const char *id; /* NULL when absent (a Put assigns one: gen_id) */
+    char gen_id[52];
     bool enabled;
     bool legacy_prefix; /* rule-level <Prefix> instead of <Filter> */
     bool and_filter;    /* <Filter><And><Prefix> */
@@ -577,6 +580,39 @@ static int ol_lc_on_text(void *ctx, const char *path, const char *text, size_t l
     return 0;
 }
 
+/* S3 gives a rule stored without an ID one of its own (a base64 text of a
+ * random UUID), kept with the configuration and returned by Get.  The
+ * stored document is written after the parse, so the ID is assigned once,
+ * at Put. */
+static void ol_lc_assign_ids(struct ol_lc_cfg *c)
+{
+    for (size_t i = 0; i < c->nrules; i++) {
+        struct ol_lc_rule *ru = &c->rules[i];
+        if (ru->id)
+            continue;
+        uint8_t b[16];
+        if (ol_random(b, sizeof(b)) < 0) {
+            /* No entropy: the clock and the rule's place still make the
+             * ID unique within this configuration. */
+            uint64_t t = (uint64_t)ol_wall_ns() ^ (uint64_t)i;
+            for (size_t k = 0; k < sizeof(b); k++)
+                b[k] = (uint8_t)(t >> (8 * (k % 8))) ^ (uint8_t)(k * 37u + i);
+        }
+        b[6] = (uint8_t)((b[6] & 0x0F) | 0x40); /* version 4 */
+        b[8] = (uint8_t)((b[8] & 0x3F) | 0x80); /* variant 1 */
+        char uuid[37];
+        snprintf(uuid, sizeof(uuid),
+                 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        _Static_assert(sizeof(ru->gen_id) > 4 * ((sizeof(uuid) - 1 + 2) / 3),
+                       "gen_id holds the base64 of a UUID text");
+        size_t n = ol_b64_encode((const uint8_t *)uuid, sizeof(uuid) - 1, ru->gen_id);
+        ru->gen_id[n] = '\0';
+        ru->id = ru->gen_id;
+    }
+}
+
 /* Parses and validates a LifecycleConfiguration document.  0 with *out;
  * -EINVAL with *out holding the verdict (code, msg); -ENOMEM. */
 static int ol_lc_parse(const char *doc, size_t len, struct ol_lc_cfg **out)
@@ -605,6 +641,8 @@ static int ol_lc_parse(const char *doc, size_t len, struct ol_lc_cfg **out)
         ol_lc_fail(c, OL_S3_MalformedXML, ol_lc_malformed);
     if (c->msg)
         ret = -EINVAL;
+    else
+        ol_lc_assign_ids(c);
     *out = c;
     c = NULL;
 out:

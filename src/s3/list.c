@@ -391,6 +391,13 @@ out:
     return ret;
 }
 
+/* S3 treats an empty delimiter, start-after or continuation token as if the
+ * parameter were absent: no rollup, no start point, no echo in the reply. */
+static const struct ol_s3_param *ol_list_nonempty(const struct ol_s3_param *p)
+{
+    return p && p->value_len ? p : NULL;
+}
+
 static int ol_list_parse_query(struct ol_s3_req *r, struct ol_list_query *q, const char **why)
 {
     const struct ol_s3_param *p = ol_s3_param(r, "list-type");
@@ -412,7 +419,7 @@ static int ol_list_parse_query(struct ol_s3_req *r, struct ol_list_query *q, con
         return -EINVAL;
     }
     q->p_prefix = ol_s3_param(r, "prefix");
-    q->p_delim = ol_s3_param(r, "delimiter");
+    q->p_delim = ol_list_nonempty(ol_s3_param(r, "delimiter"));
     q->prefix = q->p_prefix ? q->p_prefix->value : "";
     q->plen = q->p_prefix ? q->p_prefix->value_len : 0;
     q->delim = q->p_delim ? q->p_delim->value : "";
@@ -427,8 +434,8 @@ static int ol_list_parse_query(struct ol_s3_req *r, struct ol_list_query *q, con
     }
     p = ol_s3_param(r, "fetch-owner");
     q->fetch_owner = p && strcmp(p->value, "true") == 0;
-    q->p_start_after = ol_s3_param(r, "start-after");
-    q->p_token = ol_s3_param(r, "continuation-token");
+    q->p_start_after = ol_list_nonempty(ol_s3_param(r, "start-after"));
+    q->p_token = ol_list_nonempty(ol_s3_param(r, "continuation-token"));
     if (q->p_token) {
         /* The token wins over start-after: it is where the last page ended. */
         int n = ol_s3_token_decode(q->p_token->value, q->p_token->value_len, q->token,
@@ -439,7 +446,7 @@ static int ol_list_parse_query(struct ol_s3_req *r, struct ol_list_query *q, con
         }
         q->start = q->token;
         q->start_len = (size_t)n;
-    } else if (q->p_start_after && q->p_start_after->value_len) {
+    } else if (q->p_start_after) {
         q->start = q->p_start_after->value;
         q->start_len = q->p_start_after->value_len;
     }
@@ -454,7 +461,9 @@ static void ol_list_objects_xml(struct ol_s3_req *r, const struct ol_list_query 
 
     ol_xml_begin_doc(x, "ListBucketResult");
     ol_xml_str(x, "Name", r->bucket);
-    ol_list_put_param(x, "Prefix", q->p_prefix, q->url);
+    /* ListObjects (v1) leaves the top-level Prefix as sent even with
+     * encoding-type=url; only v2 encodes it (botocore decodes accordingly). */
+    ol_list_put_param(x, "Prefix", q->p_prefix, q->url && q->v2);
     if (q->v2) {
         if (q->p_token)
             ol_xml_text(x, "ContinuationToken", q->p_token->value, q->p_token->value_len);
@@ -619,7 +628,7 @@ int ol_s3_list_uploads(struct ol_s3_req *r)
         goto out;
     }
     const struct ol_s3_param *p_prefix = ol_s3_param(r, "prefix");
-    const struct ol_s3_param *p_delim = ol_s3_param(r, "delimiter");
+    const struct ol_s3_param *p_delim = ol_list_nonempty(ol_s3_param(r, "delimiter"));
     const struct ol_s3_param *p_kmarker = ol_s3_param(r, "key-marker");
     const struct ol_s3_param *p_umarker = ol_s3_param(r, "upload-id-marker");
     c.prefix = p_prefix ? p_prefix->value : "";

@@ -2,6 +2,7 @@
  * (ListParts and ListMultipartUploads are listings: list.c.) */
 #include <errno.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -427,6 +428,180 @@ static bool parts_rle(const struct stored_part *sp, const struct ol_complete_par
     return true;
 }
 
+/* ---- Recently completed uploads ----
+ *
+ * S3 answers a repeated CompleteMultipartUpload of an upload it has already
+ * completed with the same result for a while (a client whose first reply
+ * was lost retries), instead of NoSuchUpload.  The upload itself is gone
+ * once completed, so each bucket keeps a short list of its latest completed
+ * uploads as a bucket setting: one line per upload, newest first,
+ * "<upload id> <expiry ns> <etag> <version id or -> <key in hex>".  The list
+ * is bounded (DONE_MAX lines, each at most an hour old), durable (it is a
+ * committed store value) and only read when an upload id is not found.
+ * One-drive mode only: erasure-coded buckets have no settings. */
+#define DONE_SETTING "mp-completed"
+#define DONE_MAX 32
+#define DONE_TTL_NS (3600LL * 1000000000LL)
+#define DONE_LINE_MAX (40 + 24 + 64 + OL_STORE_VID_MAX + 2 * 1024 + 8)
+#define DONE_CAP (DONE_MAX * DONE_LINE_MAX)
+
+/* Read-modify-write of the list is serialized within the process, so that
+ * two completions in one bucket do not drop each other's line. */
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void done_hex(const char *s, size_t n, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[(unsigned char)s[i] >> 4];
+        out[2 * i + 1] = hex[(unsigned char)s[i] & 0xF];
+    }
+    out[2 * n] = '\0';
+}
+
+/* One parsed line; fields point into the (modified) list buffer. */
+struct done_line {
+    const char *id, *etag, *vid, *key_hex;
+    long long expiry_ns;
+};
+
+/* Splits the line that starts at *pos (NUL-terminating its fields) and moves
+ * *pos past it; false at the end of the list or on a malformed line. */
+static bool done_next(char **pos, char *end, struct done_line *l)
+{
+    char *p = *pos;
+    if (p >= end)
+        return false;
+    char *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl)
+        return false;
+    *nl = '\0';
+    *pos = nl + 1;
+    char *f[5];
+    for (int i = 0; i < 5; i++) {
+        f[i] = p;
+        char *sp = strchr(p, ' ');
+        if (i < 4) {
+            if (!sp)
+                return false;
+            *sp = '\0';
+            p = sp + 1;
+        }
+    }
+    l->id = f[0];
+    l->expiry_ns = strtoll(f[1], NULL, 10);
+    l->etag = f[2];
+    l->vid = f[3];
+    l->key_hex = f[4];
+    return true;
+}
+
+/* Reads the bucket's list into buf (DONE_CAP + 1 bytes); its length, or 0. */
+static size_t done_read(struct ol_s3_req *r, char *buf)
+{
+    ssize_t n = ol_obj_bucket_config_get(r->ctx->obj, r->bucket, DONE_SETTING, buf, DONE_CAP);
+    if (n < 0)
+        n = 0;
+    buf[n] = '\0';
+    return (size_t)n;
+}
+
+/* Adds a completed upload to the bucket's list.  Best effort: a failure
+ * here only means a later retry of the Complete gets NoSuchUpload. */
+static void done_record(struct ol_s3_req *r, const char *id, const char *etag, const char *vid)
+{
+    if (!r->ctx->obj || r->key_len > 1024)
+        return;
+    char *old = malloc(DONE_CAP + 1);
+    char *out = malloc(DONE_CAP);
+    char key_hex[2 * 1024 + 1];
+    if (!old || !out)
+        goto out;
+    done_hex(r->key, r->key_len, key_hex);
+    int w = snprintf(out, DONE_CAP, "%s %lld %s %s %s\n", id, (long long)(r->now_ns + DONE_TTL_NS),
+                     etag, vid[0] ? vid : "-", key_hex);
+    if (w < 0 || w >= DONE_CAP)
+        goto out;
+    size_t o = (size_t)w;
+    pthread_mutex_lock(&done_lock);
+    size_t n = done_read(r, old);
+    char *pos = old;
+    struct done_line l;
+    for (unsigned kept = 1; kept < DONE_MAX && done_next(&pos, old + n, &l);) {
+        if (l.expiry_ns <= r->now_ns || strcmp(l.id, id) == 0)
+            continue;
+        w = snprintf(out + o, DONE_CAP - o, "%s %lld %s %s %s\n", l.id, l.expiry_ns, l.etag,
+                     l.vid, l.key_hex);
+        if (w < 0 || (size_t)w >= DONE_CAP - o)
+            break;
+        o += (size_t)w;
+        kept++;
+    }
+    int rc = ol_obj_bucket_config_put(r->ctx->obj, r->bucket, DONE_SETTING, out, o);
+    pthread_mutex_unlock(&done_lock);
+    if (rc < 0)
+        ol_warn("s3: keeping completed upload %s: %s", id, ol_strerror(rc));
+out:
+    free(old);
+    free(out);
+}
+
+/* Finds an upload of this bucket and key completed within the hour. */
+static bool done_lookup(struct ol_s3_req *r, char etag[64], char vid[OL_STORE_VID_MAX])
+{
+    const struct ol_s3_param *p = ol_s3_param(r, "uploadId");
+    if (!r->ctx->obj || !p || p->value_len == 0 || r->key_len > 1024)
+        return false;
+    char *buf = malloc(DONE_CAP + 1);
+    char key_hex[2 * 1024 + 1];
+    if (!buf)
+        return false;
+    done_hex(r->key, r->key_len, key_hex);
+    size_t n = done_read(r, buf);
+    char *pos = buf;
+    struct done_line l;
+    bool found = false;
+    while (!found && done_next(&pos, buf + n, &l)) {
+        found = strcmp(l.id, p->value) == 0 && l.expiry_ns > r->now_ns &&
+                strcmp(l.key_hex, key_hex) == 0;
+        if (found) {
+            snprintf(etag, 64, "%s", l.etag);
+            snprintf(vid, OL_STORE_VID_MAX, "%s", strcmp(l.vid, "-") == 0 ? "" : l.vid);
+        }
+    }
+    free(buf);
+    return found;
+}
+
+/* The CompleteMultipartUploadResult (ckval "" when the object has no
+ * additional checksum). */
+static int complete_result(struct ol_s3_req *r, const char *etag, const char *vid,
+                           enum ol_ck_algo algo, bool full, const char *ckval)
+{
+    struct ol_xml x;
+    ol_xml_init(&x);
+    ol_xml_begin_doc(&x, "CompleteMultipartUploadResult");
+    char loc[160];
+    snprintf(loc, sizeof(loc), "/%s/", r->bucket);
+    ol_xml_str(&x, "Location", loc);
+    ol_xml_str(&x, "Bucket", r->bucket);
+    ol_xml_text(&x, "Key", r->key, r->key_len);
+    char qetag[72];
+    snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
+    ol_xml_str(&x, "ETag", qetag);
+    if (ckval[0]) {
+        char tag[24];
+        snprintf(tag, sizeof(tag), "Checksum%s", ol_ck_name(algo));
+        ol_xml_str(&x, tag, ckval);
+        ol_xml_str(&x, "ChecksumType", full ? "FULL_OBJECT" : "COMPOSITE");
+    }
+    ol_xml_end_doc(&x);
+    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
+    int rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
+    ol_xml_free(&x);
+    return rc;
+}
+
 int ol_s3_complete_multipart(struct ol_s3_req *r)
 {
     int err;
@@ -439,6 +614,9 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     const char *id = upload_of_request(r, &err, meta, &meta_len);
     if (!id) {
         free(meta);
+        char done_etag[64], done_vid[OL_STORE_VID_MAX];
+        if (err == -OL_ENOUPLOAD && done_lookup(r, done_etag, done_vid))
+            return complete_result(r, done_etag, done_vid, OL_CK_NONE, false, "");
         return ol_s3_error_from(r, err);
     }
     struct ol_store_cond cond;
@@ -495,6 +673,23 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
             strcasecmp(md5, d.parts[i].etag) == 0)
             memcpy(d.parts[i].etag, sp[pn].etag, sizeof(d.parts[i].etag));
     }
+    /* A part number named twice in a row (a client that re-sent a part and
+     * listed both sends) is one part, the upload's current one, as Ceph RGW
+     * accepts it; the entry whose ETag matches the stored part is kept.  A
+     * repeat further on is a descent and stays InvalidPartOrder. */
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < d.n; i++) {
+        uint32_t pn = d.parts[i].part_no;
+        if (kept > 0 && d.parts[kept - 1].part_no == pn) {
+            bool prev_ok = pn >= 1 && pn <= MAX_PARTS && sp[pn].present &&
+                           strcasecmp(d.parts[kept - 1].etag, sp[pn].etag) == 0;
+            if (!prev_ok)
+                d.parts[kept - 1] = d.parts[i];
+            continue;
+        }
+        d.parts[kept++] = d.parts[i];
+    }
+    d.n = kept;
     /* The multipart ETag: MD5 over the parts' binary MD5s, then "-N". */
     char mp_etag[64];
     if (ol_s3_multipart_etag(d.parts, d.n, mp_etag) < 0) {
@@ -563,27 +758,8 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         rc = ol_s3_complete_error(r, rc);
         goto out;
     }
-    struct ol_xml x;
-    ol_xml_init(&x);
-    ol_xml_begin_doc(&x, "CompleteMultipartUploadResult");
-    char loc[160];
-    snprintf(loc, sizeof(loc), "/%s/", r->bucket);
-    ol_xml_str(&x, "Location", loc);
-    ol_xml_str(&x, "Bucket", r->bucket);
-    ol_xml_text(&x, "Key", r->key, r->key_len);
-    char qetag[72];
-    snprintf(qetag, sizeof(qetag), "\"%s\"", info.etag);
-    ol_xml_str(&x, "ETag", qetag);
-    if (ckval[0]) {
-        char tag[24];
-        snprintf(tag, sizeof(tag), "Checksum%s", ol_ck_name(algo));
-        ol_xml_str(&x, tag, ckval);
-        ol_xml_str(&x, "ChecksumType", full ? "FULL_OBJECT" : "COMPOSITE");
-    }
-    ol_xml_end_doc(&x);
-    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
-    rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
-    ol_xml_free(&x);
+    done_record(r, id, info.etag, vid);
+    rc = complete_result(r, info.etag, vid, algo, full, ckval);
 out:
     ol_s3_tag_attr_free(&tags);
     free(sp);

@@ -62,8 +62,9 @@ int ol_s3_write_cond(struct ol_s3_req *r, struct ol_store_cond *cond, char etag_
         cond->if_none_match = true;
     }
     if (im) {
-        if (!etag_unquote(im->p, im->n, etag_buf) || strcmp(etag_buf, "*") == 0 ||
-            etag_buf[0] == 0) {
+        /* "*" asks for any current object: a missing key is 404 NoSuchKey
+         * (the store's -OL_ENOKEY), as S3 answers. */
+        if (!etag_unquote(im->p, im->n, etag_buf) || etag_buf[0] == 0) {
             ol_s3_error(r, OL_S3_NotImplemented,
                         "A header you provided implies functionality that is not implemented");
             return -1;
@@ -430,7 +431,9 @@ int ol_s3_get_object(struct ol_s3_req *r)
                                     : (uint32_t)part <= info->nparts &&
                                           part_range(info, (uint32_t)part, &pstart, &plen);
         if (!ok) {
-            rc = send_error_hdrs(r, 416, "InvalidPartNumber",
+            /* A part past the last one is a bad argument (400), not an
+             * unsatisfiable range: no Content-Range goes with it. */
+            rc = send_error_hdrs(r, 400, "InvalidPartNumber",
                                  "The requested partnumber is not satisfiable", NULL, 0);
             goto out;
         }

@@ -405,7 +405,7 @@ static bool host_bucket(const struct ol_s3_req *r, const char *domain, char out[
 static const char *const known_params[] = {
     /* sub-resources */
     "location", "uploads", "uploadId", "partNumber", "versionId", "delete", "tagging",
-    "versioning", "versions", "cors", "lifecycle",
+    "versioning", "versions", "cors", "lifecycle", "attributes",
     /* listing arguments */
     "list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
     "encoding-type", "fetch-owner", "marker", "key-marker", "upload-id-marker", "max-uploads",
@@ -557,7 +557,12 @@ static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, b
                    : put ? ol_s3_put_bucket_lifecycle(r)
                          : del ? ol_s3_delete_bucket_lifecycle(r) : not_allowed(r);
     if (ol_s3_has_param(r, "tagging"))
-        return ol_s3_error(r, OL_S3_NotImplemented, "Bucket tagging is not implemented yet.");
+        return get ? ol_s3_get_bucket_tagging(r)
+                   : put ? ol_s3_put_bucket_tagging(r)
+                         : del ? ol_s3_delete_bucket_tagging(r) : not_allowed(r);
+    /* An object's sub-resource: never a plain bucket operation. */
+    if (ol_s3_has_param(r, "attributes"))
+        return not_allowed(r);
     if (post && ol_s3_has_param(r, "delete"))
         return ol_s3_delete_objects(r);
     if (put)
@@ -582,6 +587,8 @@ static int dispatch_object(struct ol_s3_req *r, bool get, bool head, bool put, b
         return get ? ol_s3_get_object_tagging(r)
                    : put ? ol_s3_put_object_tagging(r)
                          : del ? ol_s3_delete_object_tagging(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "attributes"))
+        return get ? ol_s3_get_object_attributes(r) : not_allowed(r);
     bool upload = ol_s3_has_param(r, "uploadId");
     if (put) {
         bool copy = ol_s3_header(r, "x-amz-copy-source") != NULL;

@@ -104,6 +104,7 @@ int ol_s3_get_bucket_location(struct ol_s3_req *r);
 int ol_s3_list_objects(struct ol_s3_req *r);        /* v1 and v2 (list-type=2) */
 int ol_s3_put_object(struct ol_s3_req *r);
 int ol_s3_get_object(struct ol_s3_req *r);           /* GET and HEAD */
+int ol_s3_get_object_attributes(struct ol_s3_req *r); /* GET ?attributes (attributes.c) */
 int ol_s3_delete_object(struct ol_s3_req *r);
 int ol_s3_create_multipart(struct ol_s3_req *r);
 int ol_s3_upload_part(struct ol_s3_req *r);
@@ -122,6 +123,10 @@ int ol_s3_delete_objects(struct ol_s3_req *r);
 int ol_s3_get_object_tagging(struct ol_s3_req *r);
 int ol_s3_put_object_tagging(struct ol_s3_req *r);
 int ol_s3_delete_object_tagging(struct ol_s3_req *r);
+/* bucket_tagging.c */
+int ol_s3_get_bucket_tagging(struct ol_s3_req *r);
+int ol_s3_put_bucket_tagging(struct ol_s3_req *r);
+int ol_s3_delete_bucket_tagging(struct ol_s3_req *r);
 /* The x-amz-tagging header ("k1=v1&k2=v2", URL-encoded) of PutObject,
  * CreateMultipartUpload and CopyObject.  Checked before the body is
  * received: true when absent or valid, else false with *msg set (answer

@@ -1336,11 +1336,19 @@ int ol_sigv4_parse_query(struct ol_slice query, struct ol_sigv4_auth *out)
     if (memcmp(out->date.p, out->amz_date, 8) != 0)
         return scope_bad(out, OL_SIGV4_BAD_DATE_MISMATCH, out->date);
     n = decode_small(val[P_EXPIRES], small, sizeof(small));
-    if (n < 1 || n > 7)
+    if (n < 1)
         return OL_SIGV4_EMALFORMED;
-    int expires = digits(small, (size_t)n);
-    if (expires < 1 || expires > MAX_EXPIRES_SEC)
+    /* S3 names the two ways X-Amz-Expires is out of range (400); 0 parses,
+     * and has expired by the time it is checked (auth.c: 403). */
+    bool negative = small[0] == '-';
+    size_t nd = (size_t)n - (negative ? 1 : 0);
+    if (nd == 0 || strspn(small + (negative ? 1 : 0), "0123456789") != nd)
         return OL_SIGV4_EMALFORMED;
+    if (negative)
+        return scope_bad(out, OL_SIGV4_BAD_EXPIRES_NEGATIVE, val[P_EXPIRES]);
+    int expires = nd > 7 ? MAX_EXPIRES_SEC + 1 : digits(small, nd);
+    if (expires > MAX_EXPIRES_SEC)
+        return scope_bad(out, OL_SIGV4_BAD_EXPIRES_RANGE, val[P_EXPIRES]);
     out->expires_sec = expires;
     if (check_signed_headers(val[P_SH], &has_host) != OL_SIGV4_OK)
         return OL_SIGV4_EMALFORMED;

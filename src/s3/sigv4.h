@@ -37,6 +37,8 @@ enum ol_sigv4_bad {
     OL_SIGV4_BAD_DATE_MISMATCH, /* the scope's date is not the date of X-Amz-Date */
     OL_SIGV4_BAD_SERVICE,       /* the scope's service is not "s3" */
     OL_SIGV4_BAD_TERMINATOR,    /* the scope does not end with "aws4_request" */
+    OL_SIGV4_BAD_EXPIRES_NEGATIVE, /* X-Amz-Expires below 0 */
+    OL_SIGV4_BAD_EXPIRES_RANGE,    /* X-Amz-Expires above 604800 (a week) */
 };
 
 /* The credential and signature parts of a request, from either the
@@ -54,7 +56,7 @@ struct ol_sigv4_auth {
     char amz_date[17];              /* yyyymmddTHHMMSSZ, NUL-terminated */
     int64_t request_time;           /* amz_date as Unix seconds */
     bool presigned;
-    int64_t expires_sec;            /* X-Amz-Expires (presigned only), 1..604800 */
+    int64_t expires_sec;            /* X-Amz-Expires (presigned only), 0..604800 */
     /* Set by the parsers when they return OL_SIGV4_EMALFORMED because of one
      * part of the credential scope: which part, and its raw text (a slice of
      * the request, for the message); OL_SIGV4_BAD_NONE otherwise. */

@@ -111,7 +111,10 @@ bool ol_s3_bucket_name_valid(const char *name)
         char ch = name[i];
         if (!ol_s3_is_lower_alnum(ch) && ch != '.' && ch != '-')
             return false;
-        if (ch == '.' && i > 0 && name[i - 1] == '.')
+        /* "..", ".-" and "-." would make an empty or dash-edged label in a
+         * virtual-hosted-style host name; S3 refuses all three. */
+        if (i > 0 && (ch == '.' || name[i - 1] == '.') && (ch == '.' || ch == '-') &&
+            (name[i - 1] == '.' || name[i - 1] == '-'))
             return false;
     }
     if (ol_s3_looks_like_ipv4(name, n))

@@ -118,6 +118,20 @@ def wrong_crc32_rejected(c):
         expect(e.response["Error"]["Code"] == "BadDigest", str(e))
 
 
+
+@check
+def get_object_attributes(c):
+    body = b"attributes" * 100
+    r = c.s3.put_object(Bucket=c.bucket, Key="attrs", Body=body, ChecksumAlgorithm="CRC32")
+    want = r.get("ChecksumCRC32")
+    a = c.s3.get_object_attributes(Bucket=c.bucket, Key="attrs", ObjectAttributes=[
+        "ETag", "Checksum", "ObjectParts", "StorageClass", "ObjectSize"])
+    expect(a["ETag"] == hashlib.md5(body).hexdigest(), f"attributes ETag {a.get('ETag')}")
+    expect(a["ObjectSize"] == len(body), f"attributes size {a.get('ObjectSize')}")
+    expect(a["StorageClass"] == "STANDARD", f"storage class {a.get('StorageClass')}")
+    expect(a.get("Checksum", {}).get("ChecksumCRC32") == want,
+           f"attributes checksum {a.get('Checksum')}")
+
 @check
 def conditional_put(c):
     c.s3.put_object(Bucket=c.bucket, Key="once", Body=b"1", IfNoneMatch="*")

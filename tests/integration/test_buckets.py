@@ -55,7 +55,17 @@ def test_invalid_bucket_name(s3, name):
     assert h.http_status(e.value) == 400
 
 
-@pytest.mark.parametrize("name", ["abc", "a" * 63, "with.dots.ok", "0digits-9"])
+@pytest.mark.parametrize("name", ["a.-b", "a-.b", "my-.bucket", "my.-bucket", "a..b", "10.0.0.1"])
+def test_dot_dash_bucket_names_refused(mode_s3, name):
+    # A dot next to a dash would make a host label that starts or ends with
+    # a dash in a virtual-hosted-style URL; S3 refuses both orders.
+    with pytest.raises(ClientError) as e:
+        mode_s3.create_bucket(Bucket=name)
+    assert h.error_code(e.value) == "InvalidBucketName", e.value.response
+    assert h.http_status(e.value) == 400
+
+
+@pytest.mark.parametrize("name", ["abc", "a" * 63, "with.dots.ok", "0digits-9", "double--dash"])
 def test_valid_edge_bucket_names(s3, name):
     s3.create_bucket(Bucket=name)
     s3.head_bucket(Bucket=name)

@@ -71,3 +71,15 @@ def test_failed_conditional_put_leaves_no_space(make_server):
         r = _put(srv, "cwb", "k", b"z" * (4 * MIB), **{"If-None-Match": "*"})
         assert r.status == 412
     assert s3.get_object(Bucket="cwb", Key="k")["Body"].read() == b"small"
+
+
+def test_if_match_star(server, s3, bucket):
+    # If-Match: * wants any current object: 404 NoSuchKey when there is none
+    # (nothing written), a plain overwrite when there is one.
+    r = _put(server, bucket, "star", b"x", **{"If-Match": "*"})
+    assert r.status == 404, r
+    assert h.parse_error(r.body)["Code"] == "NoSuchKey"
+    assert "star" not in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert _put(server, bucket, "star", b"one").status == 200
+    assert _put(server, bucket, "star", b"two", **{"If-Match": "*"}).status == 200
+    assert s3.get_object(Bucket=bucket, Key="star")["Body"].read() == b"two"

@@ -71,6 +71,26 @@ def rule(**kw):
     return r
 
 
+def test_rule_without_id_gets_one(s3, bucket):
+    # S3 assigns an ID to a rule stored without one, and Get returns it;
+    # each rule gets its own, and a rule's ID stays the same across Gets.
+    rules = [
+        {"Filter": {"Prefix": "a/"}, "Status": "Enabled", "Expiration": {"Days": 30}},
+        {"Filter": {"Prefix": "b/"}, "Status": "Enabled", "Expiration": {"Days": 5}},
+        {"ID": "named", "Filter": {"Prefix": "c/"}, "Status": "Enabled",
+         "Expiration": {"Days": 1}},
+    ]
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": rules})
+    got = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    ids = [g.get("ID") for g in got]
+    assert all(ids) and ids[2] == "named", ids
+    assert ids[0] != ids[1]
+    assert 1 <= len(ids[0]) <= 255
+    again = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    assert [g["ID"] for g in again] == ids
+    assert [g["Filter"]["Prefix"] for g in got] == ["a/", "b/", "c/"]
+
+
 @pytest.mark.parametrize("rules, code", [
     ([rule(Expiration={"Days": 0})], "InvalidArgument"),
     ([rule(Expiration={"Date": datetime.datetime(2031, 1, 1, 12, 0,

@@ -202,3 +202,50 @@ def test_list_after_delete(s3, bucket):
         s3.delete_object(Bucket=bucket, Key=f"d{i}")
     r = s3.list_objects_v2(Bucket=bucket)
     assert [o["Key"] for o in r["Contents"]] == [f"d{i}" for i in range(1, 10, 2)]
+
+
+def _raw_list(srv, bucket, query):
+    r = h.signed_request(srv, "GET", f"/{bucket}?{query}")
+    assert r.status == 200, r.body
+    return r.body
+
+
+def _local_names(body):
+    import xml.etree.ElementTree as ET
+    return [e.tag.split("}")[-1] for e in ET.fromstring(body)]
+
+
+@pytest.mark.parametrize("query", [
+    "list-type=2&delimiter=&continuation-token=&start-after=&prefix=",
+    "delimiter=&marker=&prefix=",
+])
+def test_empty_list_params_are_absent(mode_server, mode_s3, mode_bucket, query):
+    # An empty delimiter, token, start-after, marker or prefix is as if it
+    # were not sent: every key listed, nothing rolled up, no error.
+    _put_all(mode_s3, mode_bucket, ["a/1", "a/2", "b"], b"x")
+    body = _raw_list(mode_server, mode_bucket, query)
+    assert h.xml_find_all(body, "Key") == ["a/1", "a/2", "b"]
+    names = _local_names(body)
+    assert "CommonPrefixes" not in names
+    for absent in ("Delimiter", "ContinuationToken", "StartAfter"):
+        assert absent not in names, body
+
+
+def test_list_v1_url_encoding_leaves_prefix(mode_server, mode_s3, mode_bucket):
+    # S3 (and botocore's decoder) encode Delimiter, Marker, NextMarker, Key
+    # and CommonPrefixes/Prefix in v1, but not the top-level Prefix.
+    _put_all(mode_s3, mode_bucket, ["a b/c d", "a b/e f/g", "a b/h"], b"x")
+    body = _raw_list(mode_server, mode_bucket,
+                     "encoding-type=url&prefix=a%20b%2F&delimiter=%2F&marker=a%20b%2Fa&max-keys=1")
+    import xml.etree.ElementTree as ET
+    root = ET.fromstring(body)
+    top = {e.tag.split("}")[-1]: e.text or "" for e in root}
+    assert top["Prefix"] == "a b/"
+    assert top["Marker"] == "a%20b/a"
+    assert top["EncodingType"] == "url"
+    assert h.xml_find_all(body, "Key") == ["a%20b/c%20d"]
+    assert top["NextMarker"] == "a%20b/c%20d"
+    # v2 encodes the top-level Prefix.
+    body = _raw_list(mode_server, mode_bucket, "list-type=2&encoding-type=url&prefix=a%20b%2F")
+    top = {e.tag.split("}")[-1]: e.text or "" for e in ET.fromstring(body)}
+    assert top["Prefix"] == "a%20b/"

@@ -219,3 +219,53 @@ def test_upload_file_small_threshold(s3, bucket, tmp_path):
     dst = tmp_path / "dst.bin"
     s3.download_file(bucket, "uf", str(dst), Config=cfg)
     assert h.file_sha256(dst) == digest
+
+
+def test_complete_again_answers_same_result(s3, bucket):
+    # A client whose reply was lost sends the Complete again: S3 answers with
+    # the first result for a while after completion, not NoSuchUpload.
+    parts = [os.urandom(5 * MIB), os.urandom(KIB)]
+    uid, etags = _upload_parts(s3, bucket, "again", parts)
+    first = _complete(s3, bucket, "again", uid, zip([1, 2], etags))
+    second = _complete(s3, bucket, "again", uid, zip([1, 2], etags))
+    for k in ("Location", "Bucket", "Key", "ETag"):
+        assert second[k] == first[k], k
+    assert second["ETag"] == h.multipart_etag(parts)
+    # The upload is still gone for everything else, and the record is bound
+    # to the upload's key.
+    with pytest.raises(ClientError) as e:
+        s3.list_parts(Bucket=bucket, Key="again", UploadId=uid)
+    assert h.error_code(e.value) == "NoSuchUpload"
+    with pytest.raises(ClientError) as e:
+        _complete(s3, bucket, "other", uid, zip([1, 2], etags))
+    assert h.error_code(e.value) == "NoSuchUpload"
+
+
+def test_complete_again_versioned(s3, bucket):
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    uid, etags = _upload_parts(s3, bucket, "v", [b"one part"])
+    first = _complete(s3, bucket, "v", uid, [(1, etags[0])])
+    assert first.get("VersionId")
+    # A newer version in between does not change the retried answer.
+    s3.put_object(Bucket=bucket, Key="v", Body=b"newer")
+    second = _complete(s3, bucket, "v", uid, [(1, etags[0])])
+    assert second["VersionId"] == first["VersionId"]
+    assert second["ETag"] == first["ETag"]
+
+
+def test_complete_repeated_part_number(s3, bucket):
+    # Part 1 sent twice (the second send replaces the first) and listed
+    # twice in a row: accepted, and the object holds the current part 1.
+    up = s3.create_multipart_upload(Bucket=bucket, Key="dup")
+    uid = up["UploadId"]
+    old1, new1, p2 = os.urandom(5 * MIB), os.urandom(5 * MIB), os.urandom(KIB)
+    e_old = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=1, Body=old1)["ETag"]
+    e_new = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=1, Body=new1)["ETag"]
+    e2 = s3.upload_part(Bucket=bucket, Key="dup", UploadId=uid, PartNumber=2, Body=p2)["ETag"]
+    with pytest.raises(ClientError) as e:
+        _complete(s3, bucket, "dup", uid, [(1, e_new), (2, e2), (1, e_new)])
+    assert h.error_code(e.value) == "InvalidPartOrder"
+    done = _complete(s3, bucket, "dup", uid, [(1, e_old), (1, e_new), (2, e2)])
+    assert done["ETag"] == h.multipart_etag([new1, p2])
+    got = s3.get_object(Bucket=bucket, Key="dup")["Body"].read()
+    assert h.sha256(got) == h.sha256(new1 + p2)

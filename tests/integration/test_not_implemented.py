@@ -120,7 +120,6 @@ UNIMPLEMENTED = [
     ("SelectObjectContent", "POST", "select&select-type=2",
      XML + b"<SelectObjectContentRequest><Expression>select * from s3object</Expression>"
      b"<ExpressionType>SQL</ExpressionType></SelectObjectContentRequest>", "object"),
-    ("GetObjectAttributes", "GET", "attributes", b"", "object"),
 ]
 
 # Sub-resources outside the router's list of known query parameters: each once

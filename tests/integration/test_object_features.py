@@ -398,10 +398,18 @@ def test_get_part_number(server, s3, bucket):
         h = s3.head_object(Bucket=bucket, Key="pn", PartNumber=i)
         assert h["ContentLength"] == len(p) and h["PartsCount"] == 3
         off += len(p)
+    # Past the last part: 400 InvalidPartNumber, for GET and HEAD, and for
+    # part 2 of a single-part object.
     with pytest.raises(ClientError) as e:
         s3.get_object(Bucket=bucket, Key="pn", PartNumber=4)
-    assert http_status(e.value) == 416
+    assert http_status(e.value) == 400
+    assert e.value.response["Error"]["Code"] == "InvalidPartNumber"
+    with pytest.raises(ClientError) as e:
+        s3.head_object(Bucket=bucket, Key="pn", PartNumber=4)
+    assert http_status(e.value) == 400
     s3.put_object(Bucket=bucket, Key="single", Body=b"abc")
+    r = signed_request(server, "GET", f"/{bucket}/single?partNumber=2")
+    assert r.status == 400 and b"<Code>InvalidPartNumber</Code>" in r.body, r
     assert s3.get_object(Bucket=bucket, Key="single", PartNumber=1)["Body"].read() == b"abc"
     r = signed_request(server, "GET", f"/{bucket}/pn?partNumber=1", headers={"Range": "bytes=0-1"})
     assert r.status == 400

@@ -436,3 +436,30 @@ def test_repeated_or_nul_query_parameters_are_refused(mode_server, plus_bucket):
         r = helpers.http_request(mode_server, "GET", target, sign_custom(mode_server, "GET", target))
         assert r.status == 400, (query, r)
         assert error_of(r)["Code"] == "InvalidArgument"
+
+
+@pytest.mark.parametrize("expires,status,code,message", [
+    # Zero is over as soon as it is signed.
+    ("0", 403, "AccessDenied", "Request has expired"),
+    # Out of range: S3 answers these with AuthorizationQueryParametersError.
+    ("604801", 400, "AuthorizationQueryParametersError",
+     "X-Amz-Expires must be less than a week (in seconds); that is, the given "
+     "X-Amz-Expires must be less than 604800 seconds"),
+    ("99999999999", 400, "AuthorizationQueryParametersError",
+     "X-Amz-Expires must be less than a week (in seconds); that is, the given "
+     "X-Amz-Expires must be less than 604800 seconds"),
+    ("-7", 400, "AuthorizationQueryParametersError", "X-Amz-Expires must be non-negative"),
+])
+def test_presigned_expires_bounds(mode_server, mode_s3, mode_bucket, expires, status, code,
+                                  message):
+    mode_s3.put_object(Bucket=mode_bucket, Key="exp", Body=b"e")
+    path = f"/{mode_bucket}/exp"
+    r = helpers.http_request(mode_server, "GET", presign_custom(mode_server, "GET", path,
+                                                                 expires=expires))
+    assert r.status == status, r
+    err = error_of(r)
+    assert (err["Code"], err["Message"]) == (code, message)
+    # The week itself is allowed.
+    r = helpers.http_request(mode_server, "GET", presign_custom(mode_server, "GET", path,
+                                                                 expires=604800))
+    assert r.status == 200, r

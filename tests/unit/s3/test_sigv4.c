@@ -388,6 +388,12 @@ static void test_presigned_example(void)
     } cases[] = {
         {"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3%2Faws4_request"
          "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=0&X-Amz-SignedHeaders=host&",
+         OL_SIGV4_OK},
+        {"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3%2Faws4_request"
+         "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=-7&X-Amz-SignedHeaders=host&",
+         OL_SIGV4_EMALFORMED},
+        {"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3%2Faws4_request"
+         "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=99999999999&X-Amz-SignedHeaders=host&",
          OL_SIGV4_EMALFORMED},
         {"X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AK%2F20130524%2Fr%2Fs3%2Faws4_request"
          "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=604801&X-Amz-SignedHeaders=host&",
