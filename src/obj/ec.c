@@ -122,14 +122,22 @@ int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name)
         return quorum_err(dp, ex);
     if (ex == 0)
         return -OL_ENOBUCKET;
-    /* Any key (objects, uploads, parts not yet cleaned) on any set keeps it. */
-    for (unsigned s = 0; s < dp->nsets; s++) {
+    /* Any key (objects, uploads) on any set keeps it; the parts of aborted
+     * uploads the cleaner has not reached yet are removed now. */
+    for (int round = 0; round < 2; round++) {
         bool any = false;
-        int rc = ol_eset_list(dp->sets[s], name, NULL, 0, 1, first_key, &any);
+        for (unsigned s = 0; s < dp->nsets && !any; s++) {
+            int rc = ol_eset_list(dp->sets[s], name, NULL, 0, 1, first_key, &any);
+            if (rc < 0)
+                return quorum_err(dp, rc);
+        }
+        if (!any)
+            break;
+        if (round == 1)
+            return -OL_EBUCKETNOTEMPTY;
+        int rc = ol_ec_mp_clean_now(dp, name);
         if (rc < 0)
             return quorum_err(dp, rc);
-        if (any)
-            return -OL_EBUCKETNOTEMPTY;
     }
     unsigned gone = 0;
     for (unsigned i = 0; i < dp->ndrives; i++)
@@ -1070,6 +1078,9 @@ static void iter_position(struct ol_ec_iter *it, const char *from, size_t from_l
 int ol_ec_iter_open(struct ol_deploy *ec, const char *bucket, const char *from,
                        size_t from_len, bool inclusive, struct ol_ec_iter **out)
 {
+    int ex = ol_deploy_bucket_exists(ec, bucket);
+    if (ex <= 0)
+        return ex < 0 ? quorum_err(ec, ex) : -OL_ENOBUCKET;
     struct ol_ec_iter *it = calloc(1, sizeof(*it));
     if (!it)
         return -ENOMEM;

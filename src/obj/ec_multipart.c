@@ -256,7 +256,7 @@ struct part_ent {
     uint32_t part_no;
     uint64_t size;
     int64_t mtime_ns;
-    char md5[33];
+    char etag[64]; /* as stored: the S3 layer's part ETag (MD5, maybe with a checksum) */
     struct ol_version_id vid;
 };
 
@@ -292,10 +292,8 @@ static int part_cb(void *arg, const char *key, size_t klen, const struct ol_eset
     e->size = o->size;
     e->mtime_ns = o->mtime_ns;
     e->vid = o->vid;
-    char etag[64];
-    uint64_t ml, msize;
-    ol_ec_etag_split(o->etag, etag, &ml, &msize);
-    snprintf(e->md5, sizeof(e->md5), "%.32s", etag);
+    /* A part's etag field is the S3 layer's, whole (it may hold ':'). */
+    snprintf(e->etag, sizeof(e->etag), "%s", o->etag);
     return 0;
 }
 
@@ -636,6 +634,12 @@ static int clean_bucket(void *arg, const char *bucket)
     return rc;
 }
 
+int ol_ec_mp_clean_now(struct ol_deploy *ec, const char *bucket)
+{
+    struct clean_ctx c = {.ec = ec};
+    return clean_bucket(&c, bucket);
+}
+
 void ol_ec_mp_cleaner_fiber(void *arg)
 {
     struct ol_deploy *ec = arg;
@@ -764,7 +768,9 @@ static int manifest_build(const struct upload *u, const struct ol_complete_part 
     memcpy(m->id, u->id, sizeof(m->id));
     for (uint32_t i = 0; i < n; i++) {
         const struct part_ent *e = part_find(ps, cp[i].part_no);
-        if (!e || strcasecmp(e->md5, cp[i].etag) != 0)
+        /* An MD5 in hex matches in either case; an encoded one exactly. */
+        if (!e || (e->etag[0] == '~' ? strcmp(e->etag, cp[i].etag)
+                                      : strcasecmp(e->etag, cp[i].etag)) != 0)
             return -OL_EINVALIDPART;
         struct mf_part *mp = &m->parts[i];
         mp->part_no = e->part_no;
@@ -772,7 +778,7 @@ static int manifest_build(const struct upload *u, const struct ol_complete_part 
         memcpy(mp->vid, e->vid.b, sizeof(mp->vid));
         for (int k = 0; k < 16; k++) {
             unsigned v = 0;
-            sscanf(e->md5 + 2 * k, "%2x", &v);
+            sscanf(e->etag + 2 * k, "%2x", &v); /* informational: the MD5 leads */
             mp->md5[k] = (uint8_t)v;
         }
         m->size += e->size;
@@ -1042,7 +1048,7 @@ int ol_ec_part_list(struct ol_deploy *ec, const char *bucket, const char *upload
     for (unsigned i = 0; i < ps.n; i++) {
         struct ol_part_info pi = {.part_no = ps.v[i].part_no, .size = ps.v[i].size,
                                   .mtime_ns = ps.v[i].mtime_ns};
-        snprintf(pi.etag, sizeof(pi.etag), "%s", ps.v[i].md5);
+        snprintf(pi.etag, sizeof(pi.etag), "%s", ps.v[i].etag);
         if (fn(ctx, &pi) != 0)
             break;
     }

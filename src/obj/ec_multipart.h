@@ -76,5 +76,8 @@ void ol_ec_manifest_release(struct ol_deploy *dp, struct ol_ec_manifest *m);
  * removes the parts of aborted uploads and released manifests in bounded
  * batches, resuming after a restart from the cleanup records on the drives. */
 void ol_ec_mp_cleaner_fiber(void *arg);
+/* Removes the parts of bucket's aborted uploads and released manifests now,
+ * on the calling fiber (DeleteBucket of a bucket that holds nothing else). */
+int ol_ec_mp_clean_now(struct ol_deploy *dp, const char *bucket);
 
 #endif

@@ -228,7 +228,8 @@ def multipart_checksum_and_part_number(c):
 def list_objects_v2(c):
     r = c.s3.list_objects_v2(Bucket=c.bucket)
     keys = [o["Key"] for o in r.get("Contents", [])]
-    expect(keys == ["big/file.bin", "big/parts.bin", "crc", "once", "small"], f"keys {keys}")
+    expect(keys == ["attrs", "big/file.bin", "big/parts.bin", "crc", "once", "small"],
+           f"keys {keys}")
     r = c.s3.list_objects_v2(Bucket=c.bucket, Delimiter="/")
     expect([p["Prefix"] for p in r.get("CommonPrefixes", [])] == ["big/"], "common prefixes")
 
