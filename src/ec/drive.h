@@ -109,8 +109,10 @@ struct ol_shard_meta {
 static inline bool ol_shard_frees(const struct ol_shard_meta *newer,
                                   const struct ol_shard_meta *older)
 {
+    /* S3's "null" version replaces the older null one: a version written
+     * suspended, or before versioning (neither flag). */
     if (newer->flags & OL_SHARD_NULL)
-        return (older->flags & OL_SHARD_NULL) != 0;
+        return (older->flags & OL_SHARD_NULL) || !(older->flags & OL_SHARD_KEEP_OLDER);
     return !(newer->flags & OL_SHARD_KEEP_OLDER);
 }
 

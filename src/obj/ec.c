@@ -229,6 +229,100 @@ int ol_ec_cond_check(struct ol_deploy *dp, struct ol_eset *es, const char *bucke
     return 0;
 }
 
+/* ---- versioning ----
+ *
+ * A bucket's state is a bucket setting ("ol.versioning": 'E' or 'S'; unset:
+ * never versioned).  Each version records what it replaces in its flags
+ * (ec/drive.h, ol_shard_frees): enabled keeps every older version;
+ * suspended writes S3's "null" version, which replaces the older null one
+ * (a version written before versioning was enabled is one). */
+
+#define VER_SETTING "ol.versioning"
+
+int ol_ec_versioning_get(struct ol_deploy *dp, const char *bucket, enum ol_versioning *out)
+{
+    char v = 0;
+    ssize_t n = ol_deploy_bucket_config_get(dp, bucket, VER_SETTING, &v, 1);
+    *out = OL_VERSIONING_OFF;
+    if (n == -OL_ENOCONFIG)
+        return 0;
+    if (n < 0)
+        return quorum_err(dp, (int)n);
+    *out = v == 'E' ? OL_VERSIONING_ENABLED : v == 'S' ? OL_VERSIONING_SUSPENDED
+                                                     : OL_VERSIONING_OFF;
+    return 0;
+}
+
+int ol_ec_versioning_put(struct ol_deploy *dp, const char *bucket, enum ol_versioning v)
+{
+    if (v == OL_VERSIONING_OFF)
+        return -EINVAL;
+    char c = v == OL_VERSIONING_ENABLED ? 'E' : 'S';
+    return quorum_err(dp, ol_deploy_bucket_config_put(dp, bucket, VER_SETTING, &c, 1));
+}
+
+/* The flags of a version written in state v. */
+uint32_t ol_ec_ver_flags(enum ol_versioning v)
+{
+    return v == OL_VERSIONING_ENABLED ? OL_SHARD_KEEP_OLDER
+           : v == OL_VERSIONING_SUSPENDED ? OL_SHARD_NULL : 0;
+}
+
+/* A version's S3 id: "null" for a null version or one written before
+ * versioning, else its text form.  Returns whether it is S3's "null". */
+static bool vid_text(const struct ol_eset_obj *o, char vid[OL_STORE_VID_MAX])
+{
+    if ((o->flags & OL_SHARD_NULL) || !(o->flags & OL_SHARD_KEEP_OLDER)) {
+        snprintf(vid, OL_STORE_VID_MAX, "null");
+        return true;
+    }
+    ol_version_id_format(&o->vid, vid);
+    return false;
+}
+
+/* What a commit in state v tells the caller: "" (never versioned), "null"
+ * (suspended) or the new version's id. */
+void ol_ec_commit_vid(enum ol_versioning v, const struct ol_eset_obj *o,
+                      char vid[OL_STORE_VID_MAX])
+{
+    if (!vid)
+        return;
+    if (v == OL_VERSIONING_OFF)
+        vid[0] = 0;
+    else
+        vid_text(o, vid);
+}
+
+/* Resolves an S3 version id of a key to the set's: "null" is the newest
+ * null version.  -OL_ENOVERSION when there is none. */
+static int vid_resolve(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                       const char *vid, struct ol_eset_obj *out)
+{
+    if (strcmp(vid, "null") != 0) {
+        struct ol_version_id want;
+        if (ol_version_id_parse(&want, vid, strlen(vid)) < 0)
+            return -OL_ENOVERSION;
+        memset(out, 0, sizeof(*out));
+        out->vid = want;
+        return 0;
+    }
+    struct ol_eset_obj *v = malloc(sizeof(*v) * OL_EC_MAX_VERSIONS);
+    if (!v)
+        return -ENOMEM;
+    int n = ol_eset_versions(es, bucket, key, klen, v, OL_EC_MAX_VERSIONS);
+    int rc = n < 0 ? n : -OL_ENOVERSION;
+    for (int i = 0; i < n; i++) {
+        char t[OL_STORE_VID_MAX];
+        if (vid_text(&v[i], t)) {
+            *out = v[i];
+            rc = 0;
+            break;
+        }
+    }
+    free(v);
+    return rc;
+}
+
 /* ---- the version's blob ----
  *
  * What every drive keeps beside its shard of a version (ec/eset.h,
@@ -486,28 +580,34 @@ int ol_ec_write_advance(struct ol_ec_writer *w, size_t n)
 }
 
 int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *info,
-                              const struct ol_store_cond *cond)
+                              const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX])
 {
     struct ol_deploy *dp = w->dp;
     give_back(w);
     uint8_t *blob = NULL;
     size_t blen = 0;
-    int rc = ol_ec_blob_of(info, &blob, &blen);
+    enum ol_versioning ver;
+    int rc = ol_ec_versioning_get(dp, w->bucket, &ver);
+    if (rc == 0)
+        rc = ol_ec_blob_of(info, &blob, &blen);
     uint64_t h = 0;
     if (rc == 0 && cond && (cond->if_none_match || cond->if_match)) {
         h = ol_ec_cond_lock(w->bucket, w->key, w->klen);
         rc = ol_ec_cond_check(dp, w->es, w->bucket, w->key, w->klen, cond);
     }
-    /* A multipart object being replaced: its parts are freed once the new
-     * version is in. */
+    /* A multipart object being replaced (not kept as an older version):
+     * its parts are freed once the new version is in. */
     struct ol_ec_manifest *prev = NULL;
-    if (rc == 0)
+    if (rc == 0 && ver == OL_VERSIONING_OFF)
         (void)ol_ec_manifest_prev(dp, w->bucket, w->key, w->klen, &prev);
+    struct ol_eset_obj o;
     if (rc == 0) {
         struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
-                                    .meta = blob, .meta_len = blen};
-        rc = ol_eset_put_commit2(w->p, &ci, NULL);
+                                    .meta = blob, .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
+        rc = ol_eset_put_commit2(w->p, &ci, &o);
         w->p = NULL;
+        if (rc == 0)
+            ol_ec_commit_vid(ver, &o, vid);
     }
     if (h)
         ol_ec_cond_unlock(h);
@@ -562,9 +662,17 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
                     const char *vid, struct ol_ec_reader **out)
 {
     struct ol_version_id want;
-    bool by_vid = vid && strcmp(vid, "null") != 0;
-    if (by_vid && ol_version_id_parse(&want, vid, strlen(vid)) < 0)
-        return -OL_ENOVERSION;
+    bool by_vid = vid != NULL;
+    if (by_vid) {
+        struct ol_eset_obj vo;
+        int vr = vid_resolve(ol_deploy_set_of(dp, bucket, key, key_len), bucket, key, key_len,
+                             vid, &vo);
+        if (vr == -OL_ENOVERSION && ol_deploy_bucket_exists(dp, bucket) == 0)
+            vr = -OL_ENOBUCKET;
+        if (vr < 0)
+            return quorum_err(dp, vr);
+        want = vo.vid;
+    }
     struct ol_ec_reader *r = calloc(1, sizeof(*r));
     if (!r || !(r->key = malloc(key_len ? key_len : 1))) {
         free(r);
@@ -664,16 +772,9 @@ int ol_ec_read_attr(const struct ol_ec_reader *r, const char *name, const uint8_
 
 int ol_ec_read_vid(const struct ol_ec_reader *r, char vid[OL_STORE_VID_MAX])
 {
-    if (!(r->o.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL))) {
-        snprintf(vid, OL_STORE_VID_MAX, "null");
-        return -OL_ENOCONFIG;
-    }
-    if (r->o.flags & OL_SHARD_NULL) {
-        snprintf(vid, OL_STORE_VID_MAX, "null");
-        return 0;
-    }
-    ol_version_id_format(&r->o.vid, vid);
-    return 0;
+    vid_text(&r->o, vid);
+    /* Written before versioning: no id of its own (store.h's contract). */
+    return r->o.flags & (OL_SHARD_KEEP_OLDER | OL_SHARD_NULL) ? 0 : -OL_ENOCONFIG;
 }
 
 const struct ol_obj_info *ol_ec_read_info(const struct ol_ec_reader *r)
@@ -836,7 +937,7 @@ static int copy_stream(struct ol_ec_reader *rd, struct ol_ec_writer *w, uint64_t
 
 int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, const char *svid,
                const char *db, const char *dk, size_t dl, const struct ol_store_copy_opts *c,
-               struct ol_obj_info *out)
+               struct ol_obj_info *out, char vid[OL_STORE_VID_MAX])
 {
     struct ol_ec_reader *rd = NULL;
     struct ol_ec_writer *w = NULL;
@@ -874,7 +975,7 @@ int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, 
         .nattrs = ca.n,
     };
     memcpy(info.etag, si->etag, sizeof(info.etag));
-    rc = ol_ec_write_commit_object(w, &info, c->dst_cond);
+    rc = ol_ec_write_commit_object(w, &info, c->dst_cond, vid);
     w = NULL;
     if (rc == 0 && out) {
         memset(out, 0, sizeof(*out));
@@ -954,6 +1055,74 @@ int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size
     return 0;
 }
 
+int ol_ec_delete_v(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                   const char *vid, struct ol_store_del_res *res)
+{
+    struct ol_store_del_res scratch;
+    if (!res)
+        res = &scratch;
+    memset(res, 0, sizeof(*res));
+    enum ol_versioning ver;
+    int rc = ol_ec_versioning_get(dp, bucket, &ver);
+    if (rc < 0)
+        return rc;
+    struct ol_eset *es = ol_deploy_set_of(dp, bucket, key, key_len);
+    if (!vid) {
+        if (ver == OL_VERSIONING_OFF)
+            return ol_ec_delete(dp, bucket, key, key_len);
+        int ex = ol_deploy_bucket_exists(dp, bucket);
+        if (ex <= 0)
+            return ex < 0 ? quorum_err(dp, ex) : -OL_ENOBUCKET;
+        struct ol_eset_obj o;
+        rc = ol_eset_delete_marker(es, bucket, key, key_len, ol_ec_ver_flags(ver), ol_wall_ns(), &o);
+        if (rc < 0)
+            return quorum_err(dp, rc);
+        res->marker = true;
+        vid_text(&o, res->vid);
+        return 0;
+    }
+    struct ol_eset_obj o;
+    rc = vid_resolve(es, bucket, key, key_len, vid, &o);
+    if (rc == 0 && strcmp(vid, "null") != 0) {
+        /* The version must exist: S3 answers an unknown id NoSuchVersion. */
+        struct ol_eset_obj *v = malloc(sizeof(*v) * OL_EC_MAX_VERSIONS);
+        int n = v ? ol_eset_versions(es, bucket, key, key_len, v, OL_EC_MAX_VERSIONS) : -ENOMEM;
+        rc = n < 0 ? n : -OL_ENOVERSION;
+        for (int i = 0; i < n; i++)
+            if (memcmp(&v[i].vid, &o.vid, sizeof(o.vid)) == 0) {
+                o = v[i];
+                rc = 0;
+            }
+        free(v);
+    }
+    if (rc == -OL_ENOVERSION && ol_deploy_bucket_exists(dp, bucket) == 0)
+        rc = -OL_ENOBUCKET;
+    if (rc < 0)
+        return quorum_err(dp, rc);
+    rc = ol_eset_delete_version(es, bucket, key, key_len, &o.vid);
+    if (rc < 0)
+        return quorum_err(dp, rc);
+    res->marker = (o.flags & OL_SHARD_DELETE_MARKER) != 0;
+    snprintf(res->vid, sizeof(res->vid), "%s", vid);
+    return 0;
+}
+
+int ol_ec_latest_marker(struct ol_deploy *dp, const char *bucket, const char *key,
+                        size_t key_len, char vid[OL_STORE_VID_MAX], int64_t *mtime_ns)
+{
+    struct ol_eset_obj o;
+    int n = ol_eset_versions(ol_deploy_set_of(dp, bucket, key, key_len), bucket, key, key_len,
+                             &o, 1);
+    if (n <= 0)
+        return n < 0 ? quorum_err(dp, n) : 0;
+    if (!(o.flags & OL_SHARD_DELETE_MARKER))
+        return 0;
+    vid_text(&o, vid);
+    if (mtime_ns)
+        *mtime_ns = o.mtime_ns;
+    return 1;
+}
+
 /* ---- listing ----
  *
  * Keys of every set merged in byte order, a page of EC_ITER_PAGE keys per
@@ -981,6 +1150,7 @@ struct ol_ec_iter {
     size_t floor_len;
     struct ec_ent *tmp;
     unsigned ntmp;
+    bool markers; /* keys whose newest version is a delete marker too */
 };
 
 static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn)
@@ -1018,8 +1188,10 @@ static int iter_fill(struct ol_ec_iter *it)
     const struct ec_ent *bound = NULL; /* the smallest last key of a full set page */
     for (unsigned s = 0; s < it->ec->nsets; s++) {
         unsigned before = it->ntmp;
-        int rc = ol_eset_list(it->ec->sets[s], it->bucket, it->cur, it->cur_len, EC_ITER_PAGE,
-                              iter_cb, it);
+        int rc = it->markers ? ol_eset_list_markers(it->ec->sets[s], it->bucket, it->cur,
+                                                    it->cur_len, EC_ITER_PAGE, iter_cb, it)
+                             : ol_eset_list(it->ec->sets[s], it->bucket, it->cur, it->cur_len,
+                                            EC_ITER_PAGE, iter_cb, it);
         if (rc < 0)
             return rc;
         if (it->ntmp - before == EC_ITER_PAGE) {
@@ -1141,3 +1313,87 @@ void ol_ec_iter_close(struct ol_ec_iter *it)
     free(it);
 }
 
+
+/* ---- every version (ListObjectVersions, lifecycle) ----
+ *
+ * The keys (delete markers included) in order, and each key's readable
+ * versions newest first, from the set that holds it. */
+
+struct ol_ec_viter {
+    struct ol_deploy *dp;
+    struct ol_ec_iter *keys;
+    char key[OL_DRIVE_MAX_KEY];
+    size_t klen;
+    struct ol_eset_obj *v;
+    int nv, pos;
+};
+
+int ol_ec_viter_open(struct ol_deploy *dp, const char *bucket, struct ol_ec_viter **out)
+{
+    struct ol_ec_viter *it = calloc(1, sizeof(*it));
+    if (!it || !(it->v = malloc(sizeof(*it->v) * OL_EC_MAX_VERSIONS))) {
+        free(it);
+        return -ENOMEM;
+    }
+    it->dp = dp;
+    int rc = ol_ec_iter_open(dp, bucket, NULL, 0, true, &it->keys);
+    if (rc < 0) {
+        free(it->v);
+        free(it);
+        return rc;
+    }
+    it->keys->markers = true;
+    *out = it;
+    return 0;
+}
+
+int ol_ec_viter_seek(struct ol_ec_viter *it, const char *from, size_t from_len)
+{
+    it->nv = it->pos = 0;
+    return ol_ec_iter_seek(it->keys, from, from_len, true);
+}
+
+int ol_ec_viter_next(struct ol_ec_viter *it, const char **key, size_t *key_len,
+                     struct ol_version_info *vi)
+{
+    /* Each round returns a version or moves to the next key. */
+    while (it->pos >= it->nv) {
+        const char *k;
+        size_t kl;
+        struct ol_obj_info info;
+        int rc = ol_ec_iter_next(it->keys, &k, &kl, &info);
+        if (rc != 0)
+            return rc;
+        memcpy(it->key, k, kl);
+        it->klen = kl;
+        struct ol_eset *es = ol_deploy_set_of(it->dp, it->keys->bucket, k, kl);
+        it->nv = ol_eset_versions(es, it->keys->bucket, k, kl, it->v, OL_EC_MAX_VERSIONS);
+        if (it->nv < 0)
+            return quorum_err(it->dp, it->nv);
+        it->pos = 0;
+    }
+    const struct ol_eset_obj *o = &it->v[it->pos];
+    memset(vi, 0, sizeof(*vi));
+    vi->is_latest = it->pos == 0;
+    vi->is_marker = (o->flags & OL_SHARD_DELETE_MARKER) != 0;
+    vid_text(o, vi->vid);
+    if (!vi->is_marker) {
+        uint64_t ml, msize;
+        ol_ec_etag_split(o->etag, vi->info.etag, &ml, &msize);
+        vi->info.size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
+    }
+    vi->info.mtime_ns = o->mtime_ns;
+    it->pos++;
+    *key = it->key;
+    *key_len = it->klen;
+    return 0;
+}
+
+void ol_ec_viter_close(struct ol_ec_viter *it)
+{
+    if (!it)
+        return;
+    ol_ec_iter_close(it->keys);
+    free(it->v);
+    free(it);
+}

@@ -22,6 +22,8 @@ struct ol_ec_reader;
 struct ol_ec_writer;
 struct ol_ec_iter;
 
+/* The most versions of one key a call looks at. */
+#define OL_EC_MAX_VERSIONS 1024u
 /* The S3 metadata blob's bound in a stored object. */
 #define OL_EC_META_MAX (64u << 10)
 
@@ -57,7 +59,7 @@ void ol_ec_write_set_release(struct ol_ec_writer *w, ol_store_release_fn fn, voi
 int ol_ec_write_room(struct ol_ec_writer *w, uint8_t **p, size_t *len);
 int ol_ec_write_advance(struct ol_ec_writer *w, size_t n);
 int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *info,
-                              const struct ol_store_cond *cond);
+                              const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX]);
 int ol_ec_write_commit_part(struct ol_ec_writer *w, const char *etag);
 void ol_ec_write_abort(struct ol_ec_writer *w);
 
@@ -76,12 +78,24 @@ int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, si
 
 int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, const char *svid,
                const char *db, const char *dk, size_t dl, const struct ol_store_copy_opts *c,
-               struct ol_obj_info *out);
+               struct ol_obj_info *out, char vid[OL_STORE_VID_MAX]);
 int ol_ec_copy_part(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl,
                     uint64_t off, uint64_t len, const char *src_etag, const char *bucket,
                     const char *upload_id, uint32_t part_no, char etag[64]);
 
 int ol_ec_delete(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len);
+int ol_ec_delete_v(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
+                   const char *vid, struct ol_store_del_res *res);
+int ol_ec_latest_marker(struct ol_deploy *dp, const char *bucket, const char *key,
+                        size_t key_len, char vid[OL_STORE_VID_MAX], int64_t *mtime_ns);
+int ol_ec_versioning_get(struct ol_deploy *dp, const char *bucket, enum ol_versioning *out);
+int ol_ec_versioning_put(struct ol_deploy *dp, const char *bucket, enum ol_versioning v);
+/* The flags of a version written in versioning state v, and the id a commit
+ * in that state reports ("" unversioned, "null" suspended, else the id). */
+struct ol_eset_obj;
+uint32_t ol_ec_ver_flags(enum ol_versioning v);
+void ol_ec_commit_vid(enum ol_versioning v, const struct ol_eset_obj *o,
+                      char vid[OL_STORE_VID_MAX]);
 
 int ol_ec_iter_open(struct ol_deploy *dp, const char *bucket, const char *from, size_t from_len,
                     bool inclusive, struct ol_ec_iter **out);
@@ -89,6 +103,13 @@ int ol_ec_iter_next(struct ol_ec_iter *it, const char **key, size_t *key_len,
                     struct ol_obj_info *info);
 int ol_ec_iter_seek(struct ol_ec_iter *it, const char *from, size_t from_len, bool inclusive);
 void ol_ec_iter_close(struct ol_ec_iter *it);
+
+struct ol_ec_viter;
+int ol_ec_viter_open(struct ol_deploy *dp, const char *bucket, struct ol_ec_viter **out);
+int ol_ec_viter_seek(struct ol_ec_viter *it, const char *from, size_t from_len);
+int ol_ec_viter_next(struct ol_ec_viter *it, const char **key, size_t *key_len,
+                     struct ol_version_info *vi);
+void ol_ec_viter_close(struct ol_ec_viter *it);
 
 /* obj/ec_multipart.c */
 int ol_ec_upload_create(struct ol_deploy *dp, const char *bucket, const char *key,
@@ -103,7 +124,7 @@ int ol_ec_upload_list(struct ol_deploy *dp, const char *bucket,
 int ol_ec_upload_complete(struct ol_deploy *dp, const char *bucket, const char *upload_id,
                           const struct ol_complete_part *parts, uint32_t nparts,
                           uint64_t min_part_bytes, struct ol_obj_info *info,
-                          const struct ol_store_cond *cond);
+                          const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX]);
 int ol_ec_upload_abort(struct ol_deploy *dp, const char *bucket, const char *upload_id);
 
 #endif

@@ -791,7 +791,8 @@ static int manifest_build(const struct upload *u, const struct ol_complete_part 
 
 int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *upload_id,
                           const struct ol_complete_part *cp, uint32_t n, uint64_t min_part_bytes,
-                          struct ol_obj_info *info, const struct ol_store_cond *cond)
+                          struct ol_obj_info *info, const struct ol_store_cond *cond,
+                          char vid[OL_STORE_VID_MAX])
 {
     struct upload *u = NULL;
     uint64_t ch = 0;
@@ -844,19 +845,28 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
         if (rc < 0)
             goto out;
     }
-    /* Replacing a multipart object: its parts go once the new one is in. */
-    (void)ol_ec_manifest_prev(ec, bucket, key, klen, &prev);
+    enum ol_versioning ver;
+    rc = ol_ec_versioning_get(ec, bucket, &ver);
+    if (rc < 0)
+        goto out;
+    /* Replacing a multipart object (not kept as an older version): its
+     * parts go once the new one is in. */
+    if (ver == OL_VERSIONING_OFF)
+        (void)ol_ec_manifest_prev(ec, bucket, key, klen, &prev);
     struct ol_eset_put *p = NULL;
     rc = ol_eset_put_begin(es, bucket, key, klen, &p);
     if (rc == 0) {
         ol_eset_put_expect(p, len);
         rc = ol_eset_put_write(p, obj, len);
         struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
-                                    .meta_len = blen};
+                                    .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
+        struct ol_eset_obj o;
         if (rc == 0)
-            rc = ol_eset_put_commit2(p, &ci, NULL);
+            rc = ol_eset_put_commit2(p, &ci, &o);
         else
             ol_eset_put_abort(p);
+        if (rc == 0)
+            ol_ec_commit_vid(ver, &o, vid);
     }
     if (rc < 0)
         goto out;

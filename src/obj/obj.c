@@ -40,6 +40,7 @@ struct ol_obj_iter {
 
 struct ol_obj_viter {
     struct ol_store_viter *sd;
+    struct ol_ec_viter *ec;
 };
 
 static int obj_new(struct ol_store *st, struct ol_deploy *dp, struct ol_obj **out)
@@ -118,15 +119,15 @@ ssize_t ol_obj_bucket_config_get(struct ol_obj *o, const char *bucket, const cha
 
 int ol_obj_versioning_put(struct ol_obj *o, const char *bucket, enum ol_versioning v)
 {
-    return o->st ? ol_store_versioning_put(o->st, bucket, v) : -ENOTSUP;
+    return o->st ? ol_store_versioning_put(o->st, bucket, v) : ol_ec_versioning_put(o->dp, bucket, v);
 }
 
 int ol_obj_versioning_get(struct ol_obj *o, const char *bucket, enum ol_versioning *out)
 {
     if (o->st)
         return ol_store_versioning_get(o->st, bucket, out);
-    *out = OL_VERSIONING_OFF;
-    return ol_ec_bucket_get(o->dp, bucket, NULL);
+    int rc = ol_ec_bucket_get(o->dp, bucket, NULL);
+    return rc < 0 ? rc : ol_ec_versioning_get(o->dp, bucket, out);
 }
 
 /* ---- writing ---- */
@@ -199,9 +200,7 @@ int ol_obj_write_commit_object_v(struct ol_obj_writer *w, const struct ol_obj_in
         rc = ol_store_write_commit_object_v(w->sd, w->bucket, w->key, w->key_len, info, cond,
                                             vid);
     } else {
-        if (vid)
-            vid[0] = 0;
-        rc = ol_ec_write_commit_object(w->ec, info, cond);
+        rc = ol_ec_write_commit_object(w->ec, info, cond, vid);
     }
     free(w);
     return rc;
@@ -299,17 +298,14 @@ int ol_obj_delete_v(struct ol_obj *o, const char *bucket, const char *key, size_
 {
     if (o->st)
         return ol_store_delete_v(o->st, bucket, key, key_len, vid, res);
-    if (vid)
-        return -ENOTSUP;
-    if (res)
-        memset(res, 0, sizeof(*res));
-    return ol_ec_delete(o->dp, bucket, key, key_len);
+    return ol_ec_delete_v(o->dp, bucket, key, key_len, vid, res);
 }
 
 int ol_obj_latest_marker(struct ol_obj *o, const char *bucket, const char *key, size_t key_len,
                          char vid[OL_STORE_VID_MAX], int64_t *mtime_ns)
 {
-    return o->st ? ol_store_latest_marker(o->st, bucket, key, key_len, vid, mtime_ns) : 0;
+    return o->st ? ol_store_latest_marker(o->st, bucket, key, key_len, vid, mtime_ns)
+                 : ol_ec_latest_marker(o->dp, bucket, key, key_len, vid, mtime_ns);
 }
 
 /* ---- listing ---- */
@@ -356,12 +352,11 @@ void ol_obj_iter_close(struct ol_obj_iter *it)
 
 int ol_obj_viter_open(struct ol_obj *o, const char *bucket, struct ol_obj_viter **out)
 {
-    if (!o->st)
-        return -ENOTSUP;
     struct ol_obj_viter *it = calloc(1, sizeof(*it));
     if (!it)
         return -ENOMEM;
-    int rc = ol_store_viter_open(o->st, bucket, &it->sd);
+    int rc = o->st ? ol_store_viter_open(o->st, bucket, &it->sd)
+                   : ol_ec_viter_open(o->dp, bucket, &it->ec);
     if (rc < 0) {
         free(it);
         return rc;
@@ -372,20 +367,25 @@ int ol_obj_viter_open(struct ol_obj *o, const char *bucket, struct ol_obj_viter 
 
 int ol_obj_viter_seek(struct ol_obj_viter *it, const char *from, size_t from_len)
 {
-    return ol_store_viter_seek(it->sd, from, from_len);
+    return it->sd ? ol_store_viter_seek(it->sd, from, from_len)
+                  : ol_ec_viter_seek(it->ec, from, from_len);
 }
 
 int ol_obj_viter_next(struct ol_obj_viter *it, const char **key, size_t *key_len,
                       struct ol_version_info *vi)
 {
-    return ol_store_viter_next(it->sd, key, key_len, vi);
+    return it->sd ? ol_store_viter_next(it->sd, key, key_len, vi)
+                  : ol_ec_viter_next(it->ec, key, key_len, vi);
 }
 
 void ol_obj_viter_close(struct ol_obj_viter *it)
 {
     if (!it)
         return;
-    ol_store_viter_close(it->sd);
+    if (it->sd)
+        ol_store_viter_close(it->sd);
+    else
+        ol_ec_viter_close(it->ec);
     free(it);
 }
 
@@ -452,10 +452,8 @@ int ol_obj_upload_complete_if(struct ol_obj *o, const char *bucket, const char *
     if (o->st)
         return ol_store_upload_complete_if(o->st, upload_id, parts, nparts, min_part_bytes, info,
                                            cond, vid);
-    if (vid)
-        vid[0] = 0;
     return ol_ec_upload_complete(o->dp, bucket, upload_id, parts, nparts, min_part_bytes, info,
-                                 cond);
+                                 cond, vid);
 }
 
 int ol_obj_upload_abort(struct ol_obj *o, const char *bucket, const char *upload_id)
@@ -471,12 +469,9 @@ int ol_obj_copy_object_v(struct ol_obj *o, const char *src_bucket, const char *s
                          const char *dst_key, size_t dst_len, const struct ol_store_copy_opts *c,
                          struct ol_obj_info *out, char vid[OL_STORE_VID_MAX])
 {
-    if (!o->st) {
-        if (vid)
-            vid[0] = 0;
+    if (!o->st)
         return ol_ec_copy(o->dp, src_bucket, src_key, src_len, src_vid, dst_bucket, dst_key,
-                          dst_len, c, out);
-    }
+                          dst_len, c, out, vid);
     return ol_store_copy_object_v(o->st, src_bucket, src_key, src_len, src_vid, dst_bucket,
                                   dst_key, dst_len, c, out, vid);
 }
