@@ -1099,9 +1099,19 @@ int ol_ec_delete_v(struct ol_deploy *dp, const char *bucket, const char *key, si
         rc = -OL_ENOBUCKET;
     if (rc < 0)
         return quorum_err(dp, rc);
+    /* A multipart version's parts go after it, never before. */
+    struct ol_ec_manifest *mf = NULL;
+    char etag[64];
+    uint64_t ml, msize;
+    ol_ec_etag_split(o.etag, etag, &ml, &msize);
+    if (!(o.flags & OL_SHARD_DELETE_MARKER) && msize != UINT64_MAX)
+        (void)ol_ec_manifest_load(dp, bucket, key, key_len, &o, ml, &mf);
     rc = ol_eset_delete_version(es, bucket, key, key_len, &o.vid);
-    if (rc < 0)
+    if (rc < 0) {
+        ol_ec_manifest_free(mf);
         return quorum_err(dp, rc);
+    }
+    ol_ec_manifest_release(dp, mf);
     res->marker = (o.flags & OL_SHARD_DELETE_MARKER) != 0;
     snprintf(res->vid, sizeof(res->vid), "%s", vid);
     return 0;
