@@ -1,9 +1,29 @@
 /* The S3 layer: what every handler shares.
  *
  * router.c turns an HTTP request into an ol_s3_req (bucket, key, query
- * parameters, authenticated user) and calls one handler by operation.
- * Handlers live in files by family: bucket.c, object.c, list.c, multipart.c.
- * Each handler sends exactly one response: a success or ol_s3_error().
+ * parameters, authenticated user: auth.c, sigv4.c, sigv2.c) and calls one
+ * handler by operation; request.c holds what every handler uses to read the
+ * request and answer it.  Each handler sends exactly one response: a success
+ * or ol_s3_error().  Handlers never know which backend stores the data: they
+ * call the object layer (obj/obj.h) through r->ctx->obj.
+ *
+ * Handler files, by family:
+ *   bucket.c         ListBuckets, CreateBucket, HeadBucket, DeleteBucket, location
+ *   list.c           ListObjects v1/v2, ListParts, ListMultipartUploads
+ *   object.c, body.c PutObject, GetObject/HeadObject, DeleteObject; receiving bodies
+ *   multipart.c      Create/UploadPart/Complete/Abort, the abandoned-upload reaper
+ *   copy.c           CopyObject, UploadPartCopy
+ *   delete.c         DeleteObjects
+ *   attributes.c     GetObjectAttributes
+ *   tagging.c        object tags; bucket_tagging.c: bucket tags
+ *   versioning.c     bucket versioning, ListObjectVersions
+ *   cors.c           bucket CORS, preflights, CORS headers on responses
+ *   lifecycle.c      bucket lifecycle rules and the lifecycle worker
+ *   settings.c       the bucket-settings documents those three share
+ *   checksum.c       additional checksums (headers, trailers, parts)
+ *   meta.c           the metadata blob stored with an object
+ *   admin.c          /_openlake/admin/... of an erasure-coded deployment
+ *   errors.c, xml.c, util.c  error table, XML writer/parser, dates and names
  */
 #ifndef OL_S3_S3_H
 #define OL_S3_S3_H
@@ -54,6 +74,8 @@ struct ol_s3_req {
     const char *payload_sha256; /* expected hex SHA-256 of the body, or NULL */
 };
 
+/* Frees the body decoder (router.c, after the handler). */
+void ol_s3_body_free(struct ol_s3_req *r);
 /* Body access for handlers: decodes aws-chunked framing and checks a signed
  * payload's SHA-256 at the end (-OL_ESHA256 -> XAmzContentSHA256Mismatch). */
 ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len);

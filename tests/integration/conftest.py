@@ -48,21 +48,24 @@ def _fresh_bucket(s3):
     return name
 
 
-# The mode the plain `server` fixture runs: one drive ("sd", the default) or
-# six erasure-coded drives ("ec"): OPENLAKE_TEST_MODE=ec runs every S3 test
-# file against erasure sets (scripts/test.sh does both).
-TEST_MODE = os.environ.get("OPENLAKE_TEST_MODE", "sd")
+# The modes the plain `server` fixture runs every test module in: one drive
+# ("sd") and six erasure-coded drives, 4+2 ("ec").  OPENLAKE_TEST_MODES=sd (or
+# ec) runs one of them.
+TEST_MODES = [m for m in os.environ.get("OPENLAKE_TEST_MODES", "sd,ec").split(",") if m]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=TEST_MODES)
 def server(tmp_path_factory, request):
-    """One server per test module, with a fresh data directory."""
+    """One server per test module and mode, with fresh data directories: every
+    test that takes `server` (or `s3`, `bucket`) runs against one drive and
+    against erasure-coded drives.  srv.mode says which."""
     config = getattr(request.module, "SERVER_CONFIG", None)
-    if TEST_MODE == "sd":
+    mode = request.param
+    if mode == "sd":
         srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config)
     else:
-        srv = helpers.make_mode_server(TEST_MODE, tmp_path_factory.mktemp("srv"), config=config)
-    srv.mode = TEST_MODE
+        srv = helpers.make_mode_server(mode, tmp_path_factory.mktemp(mode), config=config)
+    srv.mode = mode
     yield from _serve(srv)
 
 
