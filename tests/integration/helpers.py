@@ -765,22 +765,11 @@ def bucket_hashes(s3, bucket, prefix=""):
     return out
 
 
-# ---- both modes, with the EC gaps of issue 11 marked ----
-
-EC_GAP_REASON = "issue 11: EC object layer in progress"
+# ---- both modes ----
 
 
-def ec_gap():
-    """The mark of a case that fails with EC drives today because the EC
-    object layer is still being unified with one drive's (issue 11):
-    non-strict, so the case starts passing silently when the gap closes."""
-    import pytest
-    return pytest.mark.xfail(strict=False, reason=EC_GAP_REASON)
-
-
-def modes(ec_fails):
+def modes():
     """Parametrizes the module-scoped mode_server fixture (indirectly) with
-    "sd" and "ec", the EC case marked ec_gap() when ec_fails."""
+    "sd" and "ec"."""
     import pytest
-    ec = pytest.param("ec", marks=ec_gap()) if ec_fails else "ec"
-    return pytest.mark.parametrize("mode_server", ["sd", ec], indirect=True)
+    return pytest.mark.parametrize("mode_server", ["sd", "ec"], indirect=True)

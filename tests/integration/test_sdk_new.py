@@ -5,8 +5,6 @@
   per mode, each check it prints is one case here.
 - The aws CLI of that python (v1, on the same botocore, so with the same
   default checksums): cp, multipart cp, s3api checksum mode, sync, rm, mb/rb.
-
-Cases failing with EC drives today are marked h.ec_gap() (issue 11).
 """
 
 import base64
@@ -27,25 +25,13 @@ SCRIPT = Path(__file__).with_name("sdk_new_check.py")
 # The checks of sdk_new_check.py, in the order it runs them.
 CHECKS = [
     "create_bucket", "put_object_default_checksum", "put_object_crc32_metadata", "get_object",
-    "checksum_mode_enabled", "wrong_crc32_rejected", "conditional_put", "delete_objects",
+    "checksum_mode_enabled", "wrong_crc32_rejected", "get_object_attributes", "conditional_put",
+    "delete_objects",
     "get_object_range", "copy_object", "presigned_get_and_put", "upload_file_multipart",
     "download_file", "upload_file_small_parts", "multipart_checksum_and_part_number",
     "list_objects_v2", "delete_object", "delete_bucket",
 ]
 RAN_ALL = "script_ran_every_check"
-
-# Failing with EC drives today (issue 11): PutObject with the SDK's default
-# checksum (an aws-chunked trailer) and CreateMultipartUpload with a checksum
-# algorithm answer 501, CopyObject is not implemented, and a PUT whose
-# x-amz-checksum-crc32 header is wrong is stored instead of refused
-# (wrong_crc32_rejected).  The rest have nothing to read.
-EC_GAPS = {
-    "put_object_default_checksum", "put_object_crc32_metadata", "get_object",
-    "checksum_mode_enabled", "wrong_crc32_rejected", "conditional_put", "delete_objects",
-    "get_object_range", "copy_object", "upload_file_multipart", "download_file",
-    "upload_file_small_parts", "multipart_checksum_and_part_number", "list_objects_v2",
-}
-
 
 def _new_python():
     for cand in ("/root/.pyenv/shims/python3", shutil.which("python3")):
@@ -95,8 +81,7 @@ def _cases():
     out = []
     for mode in ("sd", "ec"):
         for name in CHECKS + [RAN_ALL]:
-            marks = [h.ec_gap()] if mode == "ec" and name in EC_GAPS else []
-            out.append(pytest.param(mode, name, marks=marks, id=f"{mode}-{name}"))
+            out.append(pytest.param(mode, name, id=f"{mode}-{name}"))
     return out
 
 
@@ -145,7 +130,7 @@ def aws(mode_server, tmp_path_factory):
     return h.aws_runner(mode_server.endpoint, tmp_path_factory.mktemp("awsnew"), binary=binary)
 
 
-@h.modes(ec_fails=False)
+@h.modes()
 def test_cli_mb_ls_rb(aws, mode_server):
     b = h.unique_bucket("cli")
     aws("s3", "mb", f"s3://{b}")
@@ -154,7 +139,7 @@ def test_cli_mb_ls_rb(aws, mode_server):
     assert b not in aws("s3", "ls").stdout
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 @pytest.mark.parametrize("size", [3000, 20 * h.MIB], ids=["small", "multipart"])
 def test_cli_cp_round_trip(aws, mode_server, mode_s3, mode_bucket, tmp_path, size):
     src = tmp_path / "src.bin"
@@ -168,7 +153,7 @@ def test_cli_cp_round_trip(aws, mode_server, mode_s3, mode_bucket, tmp_path, siz
     assert h.file_sha256(dst) == digest
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 def test_cli_s3api_checksum_mode(aws, mode_server, mode_bucket, tmp_path):
     body = os.urandom(10000)
     src = tmp_path / "body"
@@ -182,7 +167,7 @@ def test_cli_s3api_checksum_mode(aws, mode_server, mode_bucket, tmp_path):
     assert out.read_bytes() == body
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 def test_cli_sync_ls_rm(aws, mode_server, mode_s3, mode_bucket, tmp_path):
     up = tmp_path / "up"
     want = {}

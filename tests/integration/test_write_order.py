@@ -17,9 +17,8 @@ last, a listing shows its size and ETag, and in a versioning-enabled bucket
 the version marked IsLatest (the top of ListObjectVersions) is the one
 that PUT returned.
 
-With EC drives every case fails today (the PUT that started first wins, and
-versioning is not implemented there): marked h.ec_gap() until issue 11's
-object layer serves EC.
+Both modes: on EC drives the version id is taken when a PUT commits, so the
+order is the same as on one drive.
 """
 
 import time
@@ -90,7 +89,7 @@ CASES = {
 }
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 @pytest.mark.parametrize("case", list(CASES))
 def test_last_completed_put_wins(mode_server, mode_s3, mode_bucket, case):
     sizes, order = CASES[case]
@@ -98,7 +97,7 @@ def test_last_completed_put_wins(mode_server, mode_s3, mode_bucket, case):
     check_current(mode_s3, mode_bucket, "k", bodies[order[-1]])
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 def test_last_completed_put_wins_over_existing(mode_server, mode_s3, mode_bucket):
     """Same, over an object that exists before the race."""
     mode_s3.put_object(Bucket=mode_bucket, Key="k", Body=b"before")
@@ -106,7 +105,7 @@ def test_last_completed_put_wins_over_existing(mode_server, mode_s3, mode_bucket
     check_current(mode_s3, mode_bucket, "k", bodies[0])
 
 
-@h.modes(ec_fails=True)
+@h.modes()
 @pytest.mark.parametrize("case", ["two-small", "three"])
 def test_last_completed_put_is_latest_version(mode_server, mode_s3, mode_bucket, case):
     mode_s3.put_bucket_versioning(Bucket=mode_bucket,
