@@ -244,6 +244,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
      * wait on the stack meanwhile. */
     uint8_t first[FIRST_BYTES];
     ssize_t nfirst = 0;
+    size_t first_off = 0;
     if (len != 0) {
         nfirst = ol_s3_body_read(r, first, len > 0 && (uint64_t)len < sizeof(first)
                                                ? (size_t)len
@@ -297,12 +298,16 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
         size_t n = 0;
         bool eof = false;
         if (nfirst > 0) {
-            /* The first bytes, read before the writer existed (room is at
-             * least a 4 KiB page, the first bytes at most one). */
-            OL_ASSERT((size_t)nfirst <= want);
-            memcpy(p, first, (size_t)nfirst);
-            n = (size_t)nfirst;
-            nfirst = 0;
+            /* The first bytes, read before the writer existed: a store
+             * writer's room is at least a 4 KiB page, the first bytes at
+             * most one; an erasure set's room may end sooner (a small
+             * stripe), so they may take more than one round. */
+            n = (size_t)nfirst < want ? (size_t)nfirst : want;
+            memcpy(p, first + first_off, n);
+            first_off += n;
+            nfirst -= (ssize_t)n;
+            if (nfirst > 0)
+                want = n; /* the rest of them first, next round */
         }
         while (n < want && !eof) {
             ssize_t got = ol_s3_body_read(r, p + n, want - n);

@@ -82,14 +82,3 @@ def test_missing_bucket(s3):
     with pytest.raises(ClientError) as e:
         s3.get_bucket_tagging(Bucket=h.unique_bucket("nobucket"))
     assert h.error_code(e.value) == "NoSuchBucket"
-
-
-def test_erasure_coded_mode_answers_501(mode_server, mode_s3, mode_bucket):
-    if mode_server.mode != "ec":
-        pytest.skip("one-drive mode is tested above")
-    with pytest.raises(ClientError) as e:
-        mode_s3.put_bucket_tagging(Bucket=mode_bucket, Tagging=tagset({"a": "b"}))
-    assert h.http_status(e.value) == 501
-    with pytest.raises(ClientError) as e:
-        mode_s3.get_bucket_tagging(Bucket=mode_bucket)
-    assert h.http_status(e.value) == 501

@@ -74,12 +74,3 @@ def test_versions_and_errors(server, s3, bucket):
     r = h.signed_request(server, "GET", f"/{bucket}?attributes",
                          headers={"x-amz-object-attributes": "ETag"})
     assert r.status == 405, r
-
-
-def test_erasure_coded_mode_answers_501(mode_server, mode_s3, mode_bucket):
-    if mode_server.mode != "ec":
-        pytest.skip("one-drive mode is tested above")
-    mode_s3.put_object(Bucket=mode_bucket, Key="k", Body=b"x")
-    r = h.signed_request(mode_server, "GET", f"/{mode_bucket}/k?attributes",
-                         headers={"x-amz-object-attributes": "ETag"})
-    assert r.status == 501, r

@@ -1,9 +1,8 @@
 """Security regressions of the S3 handlers (issue 10), in both modes.
 
 Each test names the issue item it covers.  Every test runs against one drive
-("sd") and against six erasure-coded drives ("ec") through mode_server; where
-EC mode lacks a feature (CORS, tagging, CopyObject) the test checks that mode's
-answer (501) and that nothing unsafe comes back instead.
+("sd") and against six erasure-coded drives ("ec") through mode_server, and
+expects the same answers from both.
 """
 
 import base64
@@ -126,16 +125,12 @@ def test_response_override_with_crlf_is_refused(mode_server, mode_s3, mode_bucke
 
 
 def test_response_override_plain_still_works(mode_server, mode_s3, mode_bucket):
-    """The check refuses control bytes only: a normal override still applies
-    (one drive; EC mode does not implement overrides and answers 501)."""
+    """The check refuses control bytes only: a normal override still applies."""
     mode_s3.put_object(Bucket=mode_bucket, Key="o", Body=b"hello")
     target = f"/{mode_bucket}/o?response-content-type=text%2Fplain%3B%20charset%3Dutf-8"
     r = signed_request(mode_server, "GET", target)
-    if mode_server.mode == "sd":
-        assert r.status == 200, r
-        assert r.header("content-type") == "text/plain; charset=utf-8"
-    else:
-        assert r.status == 501, r
+    assert r.status == 200, r
+    assert r.header("content-type") == "text/plain; charset=utf-8"
 
 
 def test_stored_header_with_control_byte_is_refused(mode_server, mode_bucket):
@@ -181,13 +176,10 @@ def test_cors_value_with_crlf_is_refused(mode_server, mode_bucket, field):
            b'<' + field.encode() + b'>x-ok&#13;&#10;Set-Cookie: pwn=1</' + field.encode() + b'>'
            b'</CORSRule></CORSConfiguration>')
     r = put_cors(srv, mode_bucket, doc)
-    if srv.mode == "sd":
-        assert r.status == 400, r
-        assert parse_error(r.body)["Code"] in ("InvalidRequest", "MalformedXML")
-        r = signed_request(srv, "GET", f"/{mode_bucket}?cors")
-        assert r.status == 404, r  # nothing stored
-    else:
-        assert r.status == 501, r
+    assert r.status == 400, r
+    assert parse_error(r.body)["Code"] in ("InvalidRequest", "MalformedXML")
+    r = signed_request(srv, "GET", f"/{mode_bucket}?cors")
+    assert r.status == 404, r  # nothing stored
     for data in (unsigned_raw(srv, "GET", f"/{mode_bucket}/nokey", {"Origin": "http://a"}),
                  signed_raw(srv, "GET", f"/{mode_bucket}/nokey", {"Origin": "http://a"})):
         head = raw_head_bytes(srv, data)
@@ -203,21 +195,16 @@ def test_cors_value_with_crlf_is_refused(mode_server, mode_bucket, field):
 def test_tagging_header_refuses_nul_and_bad_utf8(mode_server, mode_s3, mode_bucket, tagging):
     """Item 6: NUL passed the character check (strchr matched the set's
     terminator) and %FF stored invalid UTF-8.  Both get 400 InvalidTag and
-    store nothing (EC mode does not implement tagging: 501)."""
+    store nothing."""
     srv = mode_server
     r = signed_request(srv, "PUT", f"/{mode_bucket}/t", body=b"x",
                        headers={"x-amz-tagging": tagging})
-    if srv.mode == "sd":
-        assert r.status == 400, r
-        assert parse_error(r.body)["Code"] == "InvalidTag"
-    else:
-        assert r.status == 501, r
+    assert r.status == 400, r
+    assert parse_error(r.body)["Code"] == "InvalidTag"
     assert signed_request(srv, "HEAD", f"/{mode_bucket}/t").status == 404
 
 
 def test_tagging_header_accepts_valid_unicode(mode_server, mode_s3, mode_bucket):
-    if mode_server.mode == "ec":
-        pytest.skip("EC mode does not implement tagging")
     q = urllib.parse.urlencode({"clé": "välue ü+-=._:/@", "k2": ""})
     mode_s3.put_object(Bucket=mode_bucket, Key="u", Body=b"x", Tagging=q)
     tags = mode_s3.get_object_tagging(Bucket=mode_bucket, Key="u")["TagSet"]
@@ -231,10 +218,6 @@ def test_put_object_tagging_xml_refuses_controls(mode_server, mode_s3, mode_buck
     """Item 6, the XML form: C1 controls (U+0085), TAB, CR/LF and
     noncharacters decoded from references are refused."""
     srv = mode_server
-    if srv.mode == "ec":
-        r = signed_request(srv, "PUT", f"/{mode_bucket}/x?tagging", body=b"<Tagging/>")
-        assert r.status == 501, r
-        return
     mode_s3.put_object(Bucket=mode_bucket, Key="x", Body=b"x")
     doc = (f"<Tagging><TagSet><Tag><Key>k</Key><Value>{value}</Value></Tag>"
            f"</TagSet></Tagging>").encode()
@@ -254,11 +237,8 @@ def test_lifecycle_tag_filter_refuses_controls(mode_server, mode_bucket):
         md5 = base64.b64encode(hashlib.md5(doc).digest()).decode()
         r = signed_request(srv, "PUT", f"/{mode_bucket}?lifecycle", body=doc,
                            headers={"Content-MD5": md5})
-        if srv.mode == "sd":
-            assert r.status == 400, (key, r)
-            assert parse_error(r.body)["Code"] == "InvalidArgument"
-        else:
-            assert r.status == 501, r
+        assert r.status == 400, (key, r)
+        assert parse_error(r.body)["Code"] == "InvalidArgument"
 
 
 @pytest.mark.parametrize("key", ["%FF", "a%C0%80", "a%ED%A0%80b", "x%F4%90%80%80", "t%E2%82"])
@@ -342,9 +322,6 @@ def test_user_metadata_over_2kib_is_refused(mode_server, mode_s3, mode_bucket, o
         return signed_request(srv, "PUT", f"/{mode_bucket}/{key}", headers=h)
 
     r = attempt(big, "big")
-    if op == "copy" and srv.mode == "ec":
-        assert r.status == 501, r
-        return
     assert r.status == 400, r
     assert parse_error(r.body)["Code"] == "MetadataTooLarge"
     assert signed_request(srv, "HEAD", f"/{mode_bucket}/big").status == 404
@@ -419,8 +396,6 @@ def origin_view(srv, bucket, origin, conns=8):
 
 def test_cors_cache_invalidation_on_every_thread(mode_server, mode_s3, mode_bucket):
     srv = mode_server
-    if srv.mode == "ec":
-        pytest.skip("EC mode has no CORS configuration")
     assert srv.threads >= 2
     assert origin_view(srv, mode_bucket, "http://a") == {(None, None)}
     assert put_cors(srv, mode_bucket, cors_doc("http://a", "x-one")).status == 200
@@ -449,8 +424,7 @@ def test_cors_document_cap(mode_server, mode_bucket):
     doc = (body + pad + "</CORSConfiguration>").encode()
     assert len(doc) > 64 * 1024
     r = put_cors(srv, mode_bucket, doc)
-    assert r.status in (400, 501), r
-    if srv.mode == "sd":
-        assert parse_error(r.body)["Code"] == "MalformedXML"
-        assert signed_request(srv, "GET", f"/{mode_bucket}?cors").status == 404
+    assert r.status == 400, r
+    assert parse_error(r.body)["Code"] == "MalformedXML"
+    assert signed_request(srv, "GET", f"/{mode_bucket}?cors").status == 404
     alive(srv)
