@@ -69,11 +69,6 @@ void ol_obj_close(struct ol_obj *o)
     free(o);
 }
 
-struct ol_store *ol_obj_store(const struct ol_obj *o)
-{
-    return o->st;
-}
-
 struct ol_deploy *ol_obj_deploy(const struct ol_obj *o)
 {
     return o->dp;

@@ -45,10 +45,8 @@ int ol_obj_open_store(struct ol_store *st, struct ol_obj **out);
 /* Erasure sets: the layer serves the deployment dp (borrowed). */
 int ol_obj_open_ec(struct ol_deploy *dp, struct ol_obj **out);
 void ol_obj_close(struct ol_obj *o);
-/* The one drive's store, or NULL with erasure sets (admin and metrics only:
- * no handler may use it). */
-struct ol_store *ol_obj_store(const struct ol_obj *o);
-/* The deployment, or NULL on one drive. */
+/* The deployment, or NULL on one drive (the admin routes only: no handler
+ * may go around the layer). */
 struct ol_deploy *ol_obj_deploy(const struct ol_obj *o);
 
 /* ---- buckets ---- */
