@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/cfg.h"
+#include "core/clock.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/hlc.h"
@@ -671,6 +672,85 @@ void ol_ec_manifest_release(struct ol_deploy *ec, struct ol_ec_manifest *m)
             part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
     }
     ol_ec_manifest_free(m);
+}
+
+/* ---- copies of multipart objects ----
+ *
+ * Two manifests never share a part object: the release of one (an
+ * overwrite, a DELETE) hands its upload's parts to the cleaner.  So a copy
+ * of a multipart object copies every part by reference (ol_eset_copy: each
+ * drive shares its shard's extents, no byte moves) to a part object of a
+ * fresh upload id in the destination bucket, and the caller writes a new
+ * manifest naming them.  The fresh id has no upload record: if the copy
+ * fails, its parts are handed to the cleaner; a crash before the manifest
+ * is in leaves them orphaned (garbage, as section 7 of docs/EC.md says of a
+ * crash between the steps of Complete). */
+
+int ol_ec_manifest_share(struct ol_deploy *ec, const struct ol_ec_manifest *m, const char *bucket,
+                         char id[40], uint8_t **rec, size_t *len)
+{
+    char nid[MP_ID_LEN + 1], sk[MP_PKEY_LEN + 1], dk[MP_PKEY_LEN + 1];
+    int rc = new_upload_id(nid);
+    if (rc < 0)
+        return rc;
+    /* Every part's copy must be in its source's set, or nothing is copied. */
+    for (uint32_t i = 0; i < m->n; i++) {
+        part_key(m->id, m->parts[i].part_no, sk);
+        part_key(nid, m->parts[i].part_no, dk);
+        if (ol_deploy_set_of(ec, m->bucket, sk, MP_PKEY_LEN) !=
+            ol_deploy_set_of(ec, bucket, dk, MP_PKEY_LEN))
+            return -EXDEV;
+    }
+    size_t n = sizeof(struct mf_head) + (size_t)m->n * sizeof(struct mf_part);
+    uint8_t *obj = malloc(n);
+    if (!obj)
+        return -ENOMEM;
+    struct mf_head h = {.magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = m->n,
+                        .size = m->size};
+    memcpy(h.upload_id, nid, MP_ID_LEN);
+    memcpy(obj, &h, sizeof(h));
+    struct mf_part *np = (struct mf_part *)(obj + sizeof(h));
+    memcpy(np, m->parts, (size_t)m->n * sizeof(struct mf_part));
+    uint32_t copied = 0;
+    for (uint32_t i = 0; i < m->n && rc == 0; i++) {
+        part_key(m->id, m->parts[i].part_no, sk);
+        part_key(nid, m->parts[i].part_no, dk);
+        struct ol_version_id vid;
+        memcpy(vid.b, m->parts[i].vid, sizeof(vid.b));
+        struct ol_eset_commit ci = {.etag = NULL, .mtime_ns = ol_wall_ns()};
+        struct ol_eset_obj o;
+        rc = ol_eset_copy(ol_deploy_set_of(ec, bucket, dk, MP_PKEY_LEN), m->bucket, sk,
+                          MP_PKEY_LEN, &vid, bucket, dk, MP_PKEY_LEN, &ci, &o);
+        if (rc == 0) {
+            memcpy(np[i].vid, o.vid.b, sizeof(np[i].vid));
+            copied++;
+        }
+    }
+    if (rc < 0) {
+        /* A part the manifest names that is gone reads as a damaged object,
+         * as a GET of the source would. */
+        if (rc == -OL_ENOKEY)
+            rc = -OL_ECORRUPT;
+        if (copied > 0)
+            ol_ec_manifest_unshare(ec, bucket, nid);
+        free(obj);
+        return rc;
+    }
+    uint32_t crc = ol_crc32c(obj, n);
+    memcpy(obj + offsetof(struct mf_head, crc), &crc, sizeof(crc));
+    snprintf(id, 40, "%s", nid);
+    *rec = obj;
+    *len = n;
+    return 0;
+}
+
+void ol_ec_manifest_unshare(struct ol_deploy *ec, const char *bucket, const char *id)
+{
+    if (clean_mark(ec, bucket, id) == 0)
+        clean_kick();
+    else
+        ol_log_limited(OL_LOG_WARN, "EC multipart: parts of copy %s in %s left orphaned", id,
+                       bucket);
 }
 
 /* Deletes every stored part of upload id that keep (may be NULL) does not
