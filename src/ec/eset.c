@@ -2437,10 +2437,9 @@ static void copy_fan_vid(struct ol_eset *es, const char *bucket, const char *key
     fan_unref(f);
 }
 
-int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key,
-                 size_t src_klen, const struct ol_version_id *src_vid, const char *bucket,
-                 const char *key, size_t klen, const struct ol_eset_commit *cm,
-                 struct ol_eset_obj *out)
+int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key, size_t src_klen,
+                 const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                 size_t klen, const struct ol_eset_commit *cm, struct ol_eset_obj *out)
 {
     if (!valid_name(src_bucket, src_klen) || !valid_name(bucket, klen) ||
         cm->meta_len > OL_ESET_META_MAX || (cm->meta_len && !cm->meta) ||

@@ -13,10 +13,10 @@
  * from the node's hybrid logical clock (core/hlc.h), taken when the PUT
  * commits (after its last byte is written, right before the shards are
  * committed): version ids order versions, and of two concurrent PUTs of one
- * key the one that completes last wins, as S3 says.  A version is *readable* when at least k drives hold a committed
- * shard of it whose metadata agree (the same vid, geometry, rotation, size,
- * etag, and the shard index that the drive's slot implies under the
- * rotation they record).  Reads take the
+ * key the one that completes last wins, as S3 says.  A version is *readable*
+ * when at least k drives hold a committed shard of it whose metadata agree
+ * (the same vid, geometry, rotation, size, etag, and the shard index that the
+ * drive's slot implies under the rotation they record).  Reads take the
  * newest readable version: a newer version that reached fewer than k drives
  * (a failed PUT, or one still in flight) never hides an older readable one,
  * and every byte of one read comes from one version.  The drives' COMPLETE
@@ -259,10 +259,9 @@ int ol_eset_put(struct ol_eset *es, const char *bucket, const char *key, size_t 
  * -OL_ENOKEY (no such source version, or a delete marker), -OL_EQUORUM,
  * -ENOSPC, -EOPNOTSUPP (a drive cannot copy by reference: stream), -EINVAL
  * (names, a blob over OL_ESET_META_MAX, unknown flags). */
-int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key,
-                 size_t src_klen, const struct ol_version_id *src_vid, const char *bucket,
-                 const char *key, size_t klen, const struct ol_eset_commit *cm,
-                 struct ol_eset_obj *out);
+int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key, size_t src_klen,
+                 const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                 size_t klen, const struct ol_eset_commit *cm, struct ol_eset_obj *out);
 
 /* ---- GET / HEAD ---- */
 

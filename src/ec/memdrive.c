@@ -220,21 +220,20 @@ static int store_locked(struct ol_memdrive *md, const char *bucket, const char *
     struct md_obj *o = find_obj(md, bucket, key, klen, &pos);
     for (unsigned i = 0; o && i < o->nver; i++) {
         if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
-            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0 &&
-            ol_shard_frees(&o->ver[i].sm, sm))
+            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0 && ol_shard_frees(&o->ver[i].sm, sm))
             return OL_DRIVE_SUPERSEDED;
     }
     if (!o) {
         if (md->nobjs == md->cap) {
             size_t ncap = md->cap ? md->cap * 2 : 64;
             struct md_obj **no = realloc(md->objs, ncap * sizeof(*no));
-            if (!no) 
+            if (!no)
                 return -ENOMEM;
             md->objs = no;
             md->cap = ncap;
         }
         o = calloc(1, sizeof(*o));
-        if (!o) 
+        if (!o)
             return -ENOMEM;
         strcpy(o->bucket, bucket);
         memcpy(o->key, key, klen);
@@ -252,12 +251,12 @@ static int store_locked(struct ol_memdrive *md, const char *bucket, const char *
         keep_flags = v->sm.flags & OL_SHARD_COMPLETE;
         free_ver(v);
     } else {
-        if (o->nver == OL_MEMDRIVE_MAX_VERSIONS) 
+        if (o->nver == OL_MEMDRIVE_MAX_VERSIONS)
             return -EAGAIN;
         if (o->nver == o->cap) {
             unsigned ncap = o->cap ? o->cap * 2 : 4;
             struct md_version *nv = realloc(o->ver, ncap * sizeof(*nv));
-            if (!nv) 
+            if (!nv)
                 return -ENOMEM;
             o->ver = nv;
             o->cap = ncap;

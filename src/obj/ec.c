@@ -874,8 +874,8 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
     if (rd->mf) {
         char field[80];
         snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, info->size);
-        struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
-                                    .meta_len = blen};
+        struct ol_eset_commit ci = {
+            .etag = field, .mtime_ns = info->mtime_ns, .meta = blob, .meta_len = blen};
         struct ol_eset_put *p = NULL;
         rc = ol_eset_put_begin(es, db, dk, dl, &p);
         if (rc == 0) {
@@ -887,8 +887,8 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
                 ol_eset_put_abort(p);
         }
     } else {
-        struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns, .meta = blob,
-                                    .meta_len = blen};
+        struct ol_eset_commit ci = {
+            .etag = info->etag, .mtime_ns = info->mtime_ns, .meta = blob, .meta_len = blen};
         rc = ol_eset_copy(es, rd->bucket, rd->key, rd->klen, &rd->o.vid, db, dk, dl, &ci, NULL);
     }
 out:

@@ -778,8 +778,8 @@ int ol_ec_manifest_share(struct ol_deploy *ec, const struct ol_ec_manifest *m, c
     uint8_t *obj = malloc(n);
     if (!obj)
         return -ENOMEM;
-    struct mf_head h = {.magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = m->n,
-                        .size = m->size};
+    struct mf_head h = {
+        .magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = m->n, .size = m->size};
     memcpy(h.upload_id, nid, MP_ID_LEN);
     memcpy(obj, &h, sizeof(h));
     struct mf_part *np = (struct mf_part *)(obj + sizeof(h));
