@@ -167,6 +167,25 @@ struct ol_drive_ops {
                         size_t meta_len);
     /* Drops a writer.  Consumes w. */
     void (*shard_abort)(void *w);
+    /* Copy by reference (CopyObject): makes shard version sm->vid of
+     * bucket/key out of this drive's shard of version src_vid of
+     * src_bucket/src_key (the same or another key, bucket or both), sharing
+     * its bytes (the store shares the shard's extents; nothing is read or
+     * rewritten), with metadata sm and the blob meta (meta_len <=
+     * OL_DRIVE_META_MAX, borrowed; NULL/0: none) stamped sm->meta_stamp.
+     * The shard keeps what it is: sm's k, m, shard, rotation, unit_bytes and
+     * size must equal the source shard's (-EINVAL otherwise), so a copied
+     * version keeps the SOURCE's rotation, whatever the key's own placement
+     * says (readers take a version's rotation from its metadata).  Phase 1
+     * as shard_commit: durable, not COMPLETE, frees nothing; 0,
+     * OL_DRIVE_SUPERSEDED, -OL_ENOKEY (no such source version here),
+     * -EAGAIN (too many incomplete versions of the destination key), or an
+     * error.  Optional: NULL when the drive cannot share bytes (the set then
+     * answers -EOPNOTSUPP and the caller streams the copy). */
+    int (*shard_copy)(void *d, const char *src_bucket, const char *src_key, size_t src_klen,
+                      const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                      size_t klen, const struct ol_shard_meta *sm, const void *meta,
+                      size_t meta_len);
 
     /* Marks version vid COMPLETE and frees the older versions of the key
      * that it replaces (ol_shard_frees), in one step.  0 also when vid is

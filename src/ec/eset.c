@@ -49,6 +49,7 @@ struct ol_eset {
         _Atomic uint64_t reads, degraded_reads, heals_on_read, shards_healed_on_read;
         _Atomic uint64_t puts, puts_failed, list_slow_keys, list_skipped;
         _Atomic uint64_t read_timeouts, puts_full;
+        _Atomic uint64_t copies, copies_failed;
     } st;
 };
 
@@ -171,6 +172,8 @@ void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
     out->list_skipped = es->st.list_skipped;
     out->read_timeouts = es->st.read_timeouts;
     out->puts_full = es->st.puts_full;
+    out->copies = es->st.copies;
+    out->copies_failed = es->st.copies_failed;
 }
 
 static bool valid_name(const char *bucket, size_t klen)
@@ -219,9 +222,10 @@ static void obj_from_meta(const struct ol_shard_meta *sm, unsigned shards, struc
  * every call is done.  Shard writers are not fanned out here: see the
  * per-shard writer fibers of the PUT below.  Every field is
  * touched by fibers of one loop only, so no atomics are needed. */
-enum fan_op { FAN_VERSIONS, FAN_MARK, FAN_READ, FAN_DELETE, FAN_SETMETA };
+enum fan_op { FAN_VERSIONS, FAN_MARK, FAN_READ, FAN_DELETE, FAN_SETMETA, FAN_COPY };
 
 struct fan;
+struct copy_src;
 
 struct fan_call {
     struct fan *f;
@@ -253,6 +257,9 @@ struct fan {
     const void *meta;
     size_t meta_len;
     uint64_t meta_stamp;
+    /* COPY: the source and the new version (borrowed, as SETMETA's blob);
+     * the fan's bucket and key are the destination. */
+    const struct copy_src *copy;
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     char key[OL_DRIVE_MAX_KEY];
     struct fan_call c[OL_EC_MAX_UNITS];
@@ -277,6 +284,7 @@ static struct fan *fan_new(struct ol_eset *es, const char *bucket, const char *k
     f->meta = NULL;
     f->meta_len = 0;
     f->meta_stamp = 0;
+    f->copy = NULL;
     if (vid)
         f->vid = *vid;
     snprintf(f->bucket, sizeof(f->bucket), "%s", bucket);
@@ -307,6 +315,8 @@ static void fan_unref(struct fan *f)
     }
     free(f);
 }
+
+static int fan_copy_exec(const struct fan *f, const struct fan_call *c, const struct ol_drive *d);
 
 static void fan_exec(struct fan_call *c)
 {
@@ -348,6 +358,9 @@ static void fan_exec(struct fan_call *c)
         break;
     case FAN_DELETE:
         c->rc = d->ops->delete_version(d->d, f->bucket, f->key, f->klen, &f->vid);
+        break;
+    case FAN_COPY:
+        c->rc = fan_copy_exec(f, c, d);
         break;
     default:
         OL_ASSERT(0);
@@ -2377,5 +2390,139 @@ int ol_eset_heal_all_cb(struct ol_eset *es, struct ol_eset_heal_stats *st,
     }
 out:
     free(b.name);
+    return rc;
+}
+
+/* ---- COPY by reference ----
+ *
+ * Each holder of the source version copies its own shard onto the
+ * destination key (drive.h, shard_copy): the copy keeps the source's
+ * rotation and each shard stays on its drive, so no byte moves.  The
+ * destination key's own rotation does not matter: every reader takes a
+ * version's rotation from its shard metadata (consistent, read_res, verify,
+ * rebuild), only a PUT computes it from the key. */
+
+struct copy_src {
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    const char *key;
+    size_t klen;
+    struct ol_version_id vid; /* the source version */
+    struct ol_shard_meta sm;  /* the new version's (shard set per drive) */
+    const void *meta;         /* its blob, sm.meta_len bytes */
+};
+
+static int fan_copy_exec(const struct fan *f, const struct fan_call *c, const struct ol_drive *d)
+{
+    const struct copy_src *cs = f->copy;
+    if (!d->ops->shard_copy)
+        return -EOPNOTSUPP;
+    struct ol_shard_meta sm = cs->sm;
+    sm.shard = (uint8_t)c->shard;
+    return d->ops->shard_copy(d->d, cs->bucket, cs->key, cs->klen, &cs->vid, f->bucket, f->key,
+                              f->klen, &sm, cs->meta, sm.meta_len);
+}
+
+/* One call of op (FAN_MARK or FAN_DELETE) of version vid of bucket/key on
+ * the drives in `slots`, all at once (best effort). */
+static void copy_fan_vid(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, uint8_t op, uint32_t slots)
+{
+    struct fan *f = fan_new(es, bucket, key, klen, vid);
+    if (!f)
+        return;
+    for (unsigned s = 0; s < es->n; s++)
+        if (slots & (1u << s))
+            fan_add(f, op, s, s);
+    fan_run(f, 0);
+    fan_unref(f);
+}
+
+int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key, size_t src_klen,
+                 const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                 size_t klen, const struct ol_eset_commit *cm, struct ol_eset_obj *out)
+{
+    if (!valid_name(src_bucket, src_klen) || !valid_name(bucket, klen) ||
+        cm->meta_len > OL_ESET_META_MAX || (cm->meta_len && !cm->meta) ||
+        (cm->flags & ~(uint32_t)(OL_SHARD_KEEP_OLDER | OL_SHARD_NULL)))
+        return -EINVAL;
+    for (unsigned s = 0; s < es->n; s++)
+        if (!es->drive[s].ops->shard_copy)
+            return -EOPNOTSUPP;
+    struct copy_src *cs = calloc(1, sizeof(*cs));
+    struct eset_res *r = res_alloc(es);
+    struct fan *f = NULL;
+    int rc = -ENOMEM;
+    if (!cs || !r)
+        goto out;
+    rc = resolve_pinned(es, src_bucket, src_key, src_klen, src_vid, &r);
+    if (rc < 0)
+        goto out; /* -OL_ENOKEY also for a delete marker */
+    /* Only the holders can share their shard; a copy on fewer than the
+     * write quorum would be acknowledged with less redundancy than a PUT,
+     * so it is refused and the caller streams (which reconstructs). */
+    if (popcount(r->have) < es->quorum) {
+        rc = -OL_EQUORUM;
+        goto out;
+    }
+    snprintf(cs->bucket, sizeof(cs->bucket), "%s", src_bucket);
+    cs->key = src_key;
+    cs->klen = src_klen;
+    cs->vid = r->win.vid;
+    cs->meta = cm->meta_len ? cm->meta : NULL;
+    struct ol_shard_meta *sm = &cs->sm;
+    *sm = r->win; /* geometry, rotation, unit, size: the source's */
+    /* The version id now, right before the shards are committed, as a
+     * PUT's: of a copy and a PUT of one key, the one that completes last
+     * wins. */
+    ol_hlc_version_id(es->hlc, &sm->vid);
+    sm->flags = (uint8_t)cm->flags;
+    sm->mtime_ns = cm->mtime_ns;
+    if (cm->etag) {
+        memset(sm->etag, 0, sizeof(sm->etag));
+        strncpy(sm->etag, cm->etag, sizeof(sm->etag) - 1);
+    }
+    sm->meta_stamp = ol_version_id_stamp(&sm->vid);
+    sm->meta_len = (uint32_t)cm->meta_len;
+    sm->meta_crc = cm->meta_len ? ol_crc32c(cm->meta, cm->meta_len) : 0;
+    f = fan_new(es, bucket, key, klen, &sm->vid);
+    if (!f) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    f->copy = cs;
+    for (unsigned s = 0; s < es->n; s++)
+        if (r->have & (1u << s))
+            fan_add(f, FAN_COPY, s, (s + es->n - r->win.rotation % es->n) % es->n);
+    fan_run(f, 0);
+    uint32_t committed = 0;
+    unsigned durable = 0, full = 0, unsupported = 0;
+    for (unsigned i = 0; i < f->n; i++) {
+        int e = f->c[i].rc;
+        if (e == 0)
+            committed |= 1u << f->c[i].slot;
+        durable += e == 0 || e == OL_DRIVE_SUPERSEDED;
+        full += e == -ENOSPC;
+        unsupported += e == -EOPNOTSUPP;
+    }
+    fan_unref(f);
+    f = NULL;
+    if (durable < es->quorum) {
+        copy_fan_vid(es, bucket, key, klen, &sm->vid, FAN_DELETE, committed);
+        rc = unsupported ? -EOPNOTSUPP : full > 0 ? -ENOSPC : -OL_EQUORUM;
+        goto out;
+    }
+    /* Phase 2, as a PUT's; a drive that missed the copy (it lacked the
+     * source's shard, or failed) gets its shard from a heal, rebuilt with
+     * the version's own rotation. */
+    copy_fan_vid(es, bucket, key, klen, &sm->vid, FAN_MARK, committed);
+    sm->shard = 0;
+    obj_from_meta(sm, durable, out);
+    rc = 0;
+out:
+    atomic_fetch_add(&es->st.copies, 1);
+    if (rc < 0)
+        atomic_fetch_add(&es->st.copies_failed, 1);
+    res_free(r);
+    free(cs);
     return rc;
 }

@@ -2,17 +2,21 @@
  *
  * An erasure set stores each object version as k+m shards (ec/stripe.h), one
  * per drive of the set, through the drive interface (ec/drive.h).  Shard i of
- * an object goes to drive slot (i + r) % (k+m), r being the object's rotation
- * from ec/placement.h (deployment id, "bucket/key").  docs/EC.md, section 5,
- * is the design; this header is the contract.
+ * a version is on drive slot (i + r) % (k+m), r being its rotation: for a PUT
+ * the key's, from ec/placement.h (deployment id, "bucket/key"); a version made
+ * by ol_eset_copy keeps its source's.  Every version records its rotation in
+ * its shard metadata, and reads, listings and heals take it from there, never
+ * from the key.  docs/EC.md, section 5, is the design; this header is the
+ * contract.
  *
  * Versions.  Every PUT and DELETE writes a new version with a fresh version id
  * from the node's hybrid logical clock (core/hlc.h), taken when the PUT
  * commits (after its last byte is written, right before the shards are
  * committed): version ids order versions, and of two concurrent PUTs of one
- * key the one that completes last wins, as S3 says.  A version is *readable* when at least k drives hold a committed
- * shard of it whose metadata agree (the same vid, geometry, rotation, size,
- * etag, and the shard index that the drive's slot implies).  Reads take the
+ * key the one that completes last wins, as S3 says.  A version is *readable*
+ * when at least k drives hold a committed shard of it whose metadata agree
+ * (the same vid, geometry, rotation, size, etag, and the shard index that the
+ * drive's slot implies under the rotation they record).  Reads take the
  * newest readable version: a newer version that reached fewer than k drives
  * (a failed PUT, or one still in flight) never hides an older readable one,
  * and every byte of one read comes from one version.  The drives' COMPLETE
@@ -234,6 +238,31 @@ void ol_eset_put_abort(struct ol_eset_put *p);
 int ol_eset_put(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                 const void *buf, size_t len, const char *etag, struct ol_eset_obj *out);
 
+/* ---- COPY ---- */
+
+/* CopyObject by reference: makes a new version of bucket/key out of version
+ * src_vid of src_bucket/src_key (NULL: its newest readable version) of the
+ * same set, each drive sharing its own shard's bytes (drive.h, shard_copy):
+ * no object byte is read or written, whatever the size.  The new version
+ * has the source's size, geometry and ROTATION (not the destination key's:
+ * a version's rotation is read from its metadata, so the copy reads, heals
+ * and lists like any version), and cm's etag (NULL: the source's stored
+ * etag), mtime, blob and flags.  As a PUT: the version id is taken right
+ * before the shards are committed (of a copy and a PUT of one key, the one
+ * that completes last wins), the copy succeeds when the write quorum of
+ * drives (k+1; k when m = 0) committed, and is then marked COMPLETE (which
+ * frees the older versions it replaces); with fewer it is rolled back.
+ * Only drives holding a good shard of the source can copy: a source held by
+ * fewer than the write quorum answers -OL_EQUORUM at once (stream the copy
+ * then: a read reconstructs).  A drive that lacks the source shard gets the
+ * copy's shard from the next heal.  out (may be NULL) gets the new version.
+ * -OL_ENOKEY (no such source version, or a delete marker), -OL_EQUORUM,
+ * -ENOSPC, -EOPNOTSUPP (a drive cannot copy by reference: stream), -EINVAL
+ * (names, a blob over OL_ESET_META_MAX, unknown flags). */
+int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key, size_t src_klen,
+                 const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                 size_t klen, const struct ol_eset_commit *cm, struct ol_eset_obj *out);
+
 /* ---- GET / HEAD ---- */
 
 /* Resolves the newest readable version (vid == NULL) or the given one. */
@@ -344,6 +373,8 @@ struct ol_eset_stats {
     uint64_t list_skipped;   /* keys a listing skipped as unreadable now */
     uint64_t read_timeouts;  /* reads that gave up on a slow shard (read_timeout_ms) */
     uint64_t puts_full;      /* PUTs failed with -ENOSPC */
+    uint64_t copies;         /* ol_eset_copy calls */
+    uint64_t copies_failed;  /* ... that failed */
 };
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out);
 

@@ -208,6 +208,81 @@ static void md_shard_abort(void *w)
     free(wr);
 }
 
+/* Stores shard version sm of bucket/key (md locked): a new version, or the
+ * rewrite of an existing one of the same vid (heal).  On success takes
+ * *mcopy (the blob, meta_len bytes), *data (len bytes) and *crc (one per
+ * block), setting them NULL.  0, OL_DRIVE_SUPERSEDED, -EAGAIN, -ENOMEM. */
+static int store_locked(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,
+                        const struct ol_shard_meta *sm, uint8_t **mcopy, size_t meta_len,
+                        uint8_t **data, uint64_t len, uint32_t **crc)
+{
+    size_t pos;
+    struct md_obj *o = find_obj(md, bucket, key, klen, &pos);
+    for (unsigned i = 0; o && i < o->nver; i++) {
+        if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
+            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0 && ol_shard_frees(&o->ver[i].sm, sm))
+            return OL_DRIVE_SUPERSEDED;
+    }
+    if (!o) {
+        if (md->nobjs == md->cap) {
+            size_t ncap = md->cap ? md->cap * 2 : 64;
+            struct md_obj **no = realloc(md->objs, ncap * sizeof(*no));
+            if (!no)
+                return -ENOMEM;
+            md->objs = no;
+            md->cap = ncap;
+        }
+        o = calloc(1, sizeof(*o));
+        if (!o)
+            return -ENOMEM;
+        strcpy(o->bucket, bucket);
+        memcpy(o->key, key, klen);
+        o->klen = (uint32_t)klen;
+        memmove(&md->objs[pos + 1], &md->objs[pos], (md->nobjs - pos) * sizeof(md->objs[0]));
+        md->objs[pos] = o;
+        md->nobjs++;
+    }
+    struct md_version *v;
+    int at = find_ver(o, &sm->vid);
+    uint8_t keep_flags = 0;
+    if (at >= 0) {
+        /* A rewrite of the same version (heal): same object, new bytes. */
+        v = &o->ver[at];
+        keep_flags = v->sm.flags & OL_SHARD_COMPLETE;
+        free_ver(v);
+    } else {
+        if (o->nver == OL_MEMDRIVE_MAX_VERSIONS)
+            return -EAGAIN;
+        if (o->nver == o->cap) {
+            unsigned ncap = o->cap ? o->cap * 2 : 4;
+            struct md_version *nv = realloc(o->ver, ncap * sizeof(*nv));
+            if (!nv)
+                return -ENOMEM;
+            o->ver = nv;
+            o->cap = ncap;
+        }
+        unsigned i = 0;
+        while (i < o->nver && ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0)
+            i++;
+        memmove(&o->ver[i + 1], &o->ver[i], (o->nver - i) * sizeof(o->ver[0]));
+        o->nver++;
+        v = &o->ver[i];
+        memset(v, 0, sizeof(*v));
+    }
+    v->sm = *sm;
+    v->sm.flags = (uint8_t)((sm->flags & ~OL_SHARD_COMPLETE) | keep_flags);
+    v->sm.meta_len = (uint32_t)meta_len;
+    v->sm.meta_crc = meta_len ? ol_crc32c(*mcopy, meta_len) : 0;
+    v->meta = *mcopy;
+    *mcopy = NULL;
+    v->data = *data;
+    v->len = len;
+    v->crc = *crc;
+    *data = NULL;
+    *crc = NULL;
+    return 0;
+}
+
 static int md_shard_commit(void *w, const struct ol_shard_meta *sm, const void *meta,
                            size_t meta_len)
 {
@@ -245,88 +320,80 @@ static int md_shard_commit(void *w, const struct ol_shard_meta *sm, const void *
     rc = enter(md, true);
     if (rc < 0)
         goto out;
-    size_t pos;
-    struct md_obj *o = find_obj(md, wr->bucket, wr->key, wr->klen, &pos);
-    for (unsigned i = 0; o && i < o->nver; i++) {
-        if ((o->ver[i].sm.flags & OL_SHARD_COMPLETE) &&
-            ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0 &&
-            ol_shard_frees(&o->ver[i].sm, sm)) {
-            rc = OL_DRIVE_SUPERSEDED;
-            goto unlock;
-        }
-    }
-    if (!o) {
-        if (md->nobjs == md->cap) {
-            size_t ncap = md->cap ? md->cap * 2 : 64;
-            struct md_obj **no = realloc(md->objs, ncap * sizeof(*no));
-            if (!no) {
-                rc = -ENOMEM;
-                goto unlock;
-            }
-            md->objs = no;
-            md->cap = ncap;
-        }
-        o = calloc(1, sizeof(*o));
-        if (!o) {
-            rc = -ENOMEM;
-            goto unlock;
-        }
-        strcpy(o->bucket, wr->bucket);
-        memcpy(o->key, wr->key, wr->klen);
-        o->klen = wr->klen;
-        memmove(&md->objs[pos + 1], &md->objs[pos], (md->nobjs - pos) * sizeof(md->objs[0]));
-        md->objs[pos] = o;
-        md->nobjs++;
-    }
-    struct md_version *v;
-    int at = find_ver(o, &sm->vid);
-    uint8_t keep_flags = 0;
-    if (at >= 0) {
-        /* A rewrite of the same version (heal): same object, new bytes. */
-        v = &o->ver[at];
-        keep_flags = v->sm.flags & OL_SHARD_COMPLETE;
-        free_ver(v);
-    } else {
-        if (o->nver == OL_MEMDRIVE_MAX_VERSIONS) {
-            rc = -EAGAIN;
-            goto unlock;
-        }
-        if (o->nver == o->cap) {
-            unsigned ncap = o->cap ? o->cap * 2 : 4;
-            struct md_version *nv = realloc(o->ver, ncap * sizeof(*nv));
-            if (!nv) {
-                rc = -ENOMEM;
-                goto unlock;
-            }
-            o->ver = nv;
-            o->cap = ncap;
-        }
-        unsigned i = 0;
-        while (i < o->nver && ol_version_id_cmp(&o->ver[i].sm.vid, &sm->vid) > 0)
-            i++;
-        memmove(&o->ver[i + 1], &o->ver[i], (o->nver - i) * sizeof(o->ver[0]));
-        o->nver++;
-        v = &o->ver[i];
-        memset(v, 0, sizeof(*v));
-    }
-    v->sm = *sm;
-    v->sm.flags = (uint8_t)((sm->flags & ~OL_SHARD_COMPLETE) | keep_flags);
-    v->sm.meta_len = (uint32_t)meta_len;
-    v->sm.meta_crc = meta_len ? ol_crc32c(mcopy, meta_len) : 0;
-    v->meta = mcopy;
-    mcopy = NULL;
-    v->data = wr->buf;
-    v->len = wr->len;
-    v->crc = crc;
-    wr->buf = NULL;
-    crc = NULL;
-    md->st.commits++;
-unlock:
+    rc = store_locked(md, wr->bucket, wr->key, wr->klen, sm, &mcopy, meta_len, &wr->buf, wr->len,
+                      &crc);
+    md->st.commits += rc == 0;
     pthread_mutex_unlock(&md->mu);
 out:
     free(crc);
     free(mcopy);
     md_shard_abort(wr);
+    return rc;
+}
+
+/* Shares nothing (the bytes are in memory): the copy duplicates the shard,
+ * which is what a test needs to see; the store drive shares extents. */
+static int md_shard_copy(void *d, const char *src_bucket, const char *src_key, size_t src_klen,
+                         const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                         size_t klen, const struct ol_shard_meta *sm, const void *meta,
+                         size_t meta_len)
+{
+    struct ol_memdrive *md = d;
+    uint8_t *mcopy = NULL, *data = NULL;
+    uint32_t *crc = NULL;
+    if (!valid_name(src_bucket, src_klen) || !valid_name(bucket, klen) ||
+        meta_len > OL_DRIVE_META_MAX || (meta_len && !meta))
+        return -EINVAL;
+    if (meta_len) {
+        mcopy = malloc(meta_len);
+        if (!mcopy)
+            return -ENOMEM;
+        memcpy(mcopy, meta, meta_len);
+    }
+    int rc = enter(md, true);
+    if (rc < 0)
+        goto out;
+    struct md_obj *so = find_obj(md, src_bucket, src_key, src_klen, NULL);
+    int at = so ? find_ver(so, src_vid) : -1;
+    if (at < 0) {
+        rc = -OL_ENOKEY;
+        goto unlock;
+    }
+    const struct md_version *v = &so->ver[at];
+    const struct ol_shard_meta *s = &v->sm;
+    if (s->k != sm->k || s->m != sm->m || s->shard != sm->shard || s->rotation != sm->rotation ||
+        s->unit_bytes != sm->unit_bytes || s->size != sm->size) {
+        rc = -EINVAL;
+        goto unlock;
+    }
+    /* As shard_begin: a key with too many incomplete versions refuses. */
+    struct md_obj *o = find_obj(md, bucket, key, klen, NULL);
+    unsigned incomplete = 0;
+    for (unsigned i = 0; o && i < o->nver; i++)
+        incomplete += !(o->ver[i].sm.flags & OL_SHARD_COMPLETE);
+    if (incomplete >= OL_MEMDRIVE_MAX_INCOMPLETE) {
+        rc = -EAGAIN;
+        goto unlock;
+    }
+    size_t nblocks = (v->len + OL_MEMDRIVE_BLOCK_BYTES - 1) / OL_MEMDRIVE_BLOCK_BYTES;
+    data = malloc(v->len ? v->len : 1);
+    crc = malloc((nblocks ? nblocks : 1) * sizeof(*crc));
+    if (!data || !crc) {
+        rc = -ENOMEM;
+        goto unlock;
+    }
+    /* The stored bytes and their CRCs as they are: a corrupt source block
+     * stays corrupt in the copy (the store's shared extents behave so). */
+    memcpy(data, v->data, v->len);
+    memcpy(crc, v->crc, nblocks * sizeof(*crc));
+    rc = store_locked(md, bucket, key, klen, sm, &mcopy, meta_len, &data, v->len, &crc);
+    md->st.copies += rc == 0;
+unlock:
+    pthread_mutex_unlock(&md->mu);
+out:
+    free(mcopy);
+    free(data);
+    free(crc);
     return rc;
 }
 
@@ -537,6 +604,7 @@ const struct ol_drive_ops ol_memdrive_ops = {
     .shard_write = md_shard_write,
     .shard_commit = md_shard_commit,
     .shard_abort = md_shard_abort,
+    .shard_copy = md_shard_copy,
     .mark_complete = md_mark_complete,
     .versions = md_versions,
     .set_meta = md_set_meta,

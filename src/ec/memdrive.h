@@ -9,6 +9,9 @@
  * versions of one key are kept (shard_begin answers -EAGAIN beyond).  Like the
  * real store it computes a CRC32C per 64 KiB block of each shard at commit and
  * verifies the blocks a read touches, so flipped bytes read as -OL_ECORRUPT.
+ * shard_copy duplicates the shard's bytes and block CRCs in memory (a
+ * corrupt source block stays corrupt in the copy, as with the store's shared
+ * extents) and counts it in stats.copies, not in reads or commits.
  *
  * Faults (any thread, any time):
  *   offline      every call fails with -EIO (writers already open fail too)
@@ -68,6 +71,7 @@ struct ol_memdrive_stats {
     uint64_t reads;      /* read_shard calls */
     uint64_t read_bytes; /* bytes they asked for */
     uint64_t commits;    /* shard_commit calls that stored a shard */
+    uint64_t copies;     /* shard_copy calls that stored a shard */
     uint64_t versions;   /* versions calls */
     uint64_t failed;     /* calls that failed because of an injected fault */
 };

@@ -591,6 +591,79 @@ static void sd_shard_abort(void *w)
     free(sw);
 }
 
+/* Copy by reference: the source shard's store version is copied onto the
+ * destination key with ol_store_copy_object_v (its extents are shared, no
+ * byte is read or written) and the new version's entry meta.  Phase 1: the
+ * entry is written unmarked, as a commit's. */
+static int sd_shard_copy(void *d, const char *src_bucket, const char *src_key, size_t src_klen,
+                         const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                         size_t klen, const struct ol_shard_meta *sm, const void *meta,
+                         size_t meta_len)
+{
+    struct ol_storedrive *sd = d;
+    struct ol_store *st;
+    struct sd_scan sc = {0};
+    uint8_t *blob = NULL;
+    int rc = sd_store_w(sd, &st);
+    if (rc < 0)
+        return rc;
+    if (src_klen == 0 || src_klen > OL_DRIVE_MAX_KEY || klen == 0 || klen > OL_DRIVE_MAX_KEY ||
+        strlen(src_bucket) > OL_DRIVE_MAX_BUCKET || strlen(bucket) > OL_DRIVE_MAX_BUCKET ||
+        meta_len > OL_DRIVE_META_MAX || (meta_len && !meta))
+        return -EINVAL;
+    rc = ensure_bucket(st, bucket);
+    if (rc < 0)
+        goto out;
+    blob = malloc(SD_META_HEAD_MAX + SD_META_TAIL + meta_len);
+    if (!blob) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    struct ol_shard_meta unmarked = *sm;
+    unmarked.flags &= (uint8_t)~OL_SHARD_COMPLETE;
+    unmarked.meta_len = (uint32_t)meta_len;
+    unmarked.meta_crc = meta_len ? ol_crc32c(meta, meta_len) : 0;
+    struct ol_store_copy_opts o = {
+        .replace_meta = true,
+        .meta = blob,
+        .meta_len = (uint32_t)meta_encode(&unmarked, meta, blob),
+        .mtime_ns = sm->mtime_ns,
+    };
+    /* A second round only when a concurrent rewrite of the source (its
+     * mark_complete, a set_meta, a heal) replaced the store version picked. */
+    for (unsigned round = 0; round < 3; round++) {
+        scan_free(&sc);
+        int n = scan(st, src_bucket, src_key, src_klen, &sc, NULL, NULL);
+        rc = n < 0 ? n : 0;
+        int at = rc == 0 ? pick(&sc, src_vid) : -1;
+        if (rc == 0 && at < 0)
+            rc = -OL_ENOKEY;
+        if (rc < 0)
+            break;
+        const struct ol_shard_meta *s = &sc.v[at].sm;
+        if (s->k != sm->k || s->m != sm->m || s->shard != sm->shard ||
+            s->rotation != sm->rotation || s->unit_bytes != sm->unit_bytes || s->size != sm->size) {
+            rc = -EINVAL;
+            break;
+        }
+        struct ol_obj_info info;
+        char svid[OL_STORE_VID_MAX];
+        rc = ol_store_copy_object_v(st, src_bucket, src_key, src_klen, sc.v[at].svid, bucket, key,
+                                    klen, &o, &info, svid);
+        if (rc != -OL_ENOVERSION)
+            break;
+        rc = -OL_ENOKEY;
+    }
+    if (rc == -OL_EMARKER)
+        rc = -OL_ENOKEY;
+    if (rc == 0)
+        sd_wrote(sd);
+out:
+    free(blob);
+    scan_free(&sc);
+    return sd_note(sd, rc);
+}
+
 /* Copies store version v onto its own key by reference (no data copied, one
  * atomic store write) with the entry meta of sm and the version's blob meta
  * (sm->meta_len bytes; NULL: v's own blob, read back from the store), and
@@ -968,6 +1041,7 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .shard_write = sd_shard_write,
     .shard_commit = sd_shard_commit,
     .shard_abort = sd_shard_abort,
+    .shard_copy = sd_shard_copy,
     .mark_complete = sd_mark_complete,
     .versions = sd_versions,
     .set_meta = sd_set_meta,

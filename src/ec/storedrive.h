@@ -19,8 +19,13 @@
  * never answers OL_DRIVE_SUPERSEDED: it always keeps the shard, which is safe
  * (an older version is freed by the newer one's mark).
  *
- * A bucket is created (with versioning ENABLED) on demand by shard_begin, so
- * a replaced, empty drive accepts shards during a heal.
+ * shard_copy (a copy by reference) copies the source shard's store version
+ * onto the destination key with ol_store_copy_object_v and the new version's
+ * entry meta (unmarked): one store write, the shard's extents shared, no byte
+ * read or written.
+ *
+ * A bucket is created (with versioning ENABLED) on demand by shard_begin and
+ * shard_copy, so a replaced, empty drive accepts shards during a heal.
  *
  * Drive states (docs/EC.md, section 5.5).  A drive is ONLINE, OFFLINE or
  * FULL (and the admin's switch, ol_storedrive_set_offline, takes it out

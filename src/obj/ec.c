@@ -887,10 +887,16 @@ int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, si
 
 /* ---- copies ----
  *
- * A copy streams the source's bytes into a new version of the target (the
- * shards of another key sit on other drives of the set, or another set, so
- * there is nothing to share by reference yet); a copy onto itself that
- * only changes metadata or tags rewrites the blob alone. */
+ * A copy whose source and destination keys are in the same erasure set is
+ * made by reference: each drive shares its shard's extents with the new
+ * version (ol_eset_copy), which keeps the source's rotation, so it costs a
+ * few metadata writes per drive whatever the size.  A multipart source is
+ * copied as a new manifest naming by-reference copies of its parts
+ * (ol_ec_manifest_share).  Otherwise the source's bytes are streamed into a
+ * new version of the target: another set, an object written before
+ * versions had blobs (its metadata leads its bytes), a source on fewer
+ * drives than a PUT needs (the streamed read reconstructs), or drives that
+ * cannot copy by reference. */
 
 struct copy_attrs {
     struct ol_obj_attr *v;
@@ -935,6 +941,90 @@ static int copy_stream(struct ol_ec_reader *rd, struct ol_ec_writer *w, uint64_t
     return 0;
 }
 
+/* Whether a by-reference copy failed in a way that streaming may not. */
+static bool copy_ref_declined(int rc)
+{
+    return rc == -EXDEV || rc == -EOPNOTSUPP || rc == -OL_EQUORUM;
+}
+
+/* CopyObject by reference of the version rd has open onto db/dk with info's
+ * metadata, attributes, ETag and mtime.  -EXDEV when it cannot be (another
+ * set, a legacy object): the caller streams; -EOPNOTSUPP and -OL_EQUORUM
+ * too (nothing was written). */
+static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *db, const char *dk,
+                    size_t dl, const struct ol_obj_info *info, const struct ol_store_cond *cond,
+                    char vid[OL_STORE_VID_MAX])
+{
+    struct ol_eset *es = ol_deploy_set_of(dp, db, dk, dl);
+    if (!rd->mf && (es != rd->es || rd->data_off != 0))
+        return -EXDEV;
+    int ex = ol_deploy_bucket_exists(dp, db);
+    if (ex <= 0)
+        return ex < 0 ? ex : -OL_ENOBUCKET;
+    uint8_t *blob = NULL, *rec = NULL;
+    size_t blen = 0, rlen = 0;
+    char id[40] = "";
+    uint64_t h = 0;
+    struct ol_ec_manifest *prev = NULL;
+    enum ol_versioning ver;
+    int rc = ol_ec_versioning_get(dp, db, &ver);
+    if (rc == 0)
+        rc = ol_ec_blob_of(info, &blob, &blen);
+    /* A manifest's parts first: they are no key's yet, so no lock is held
+     * while they are copied. */
+    if (rc == 0 && rd->mf)
+        rc = ol_ec_manifest_share(dp, rd->mf, db, id, &rec, &rlen);
+    if (rc < 0)
+        goto out;
+    if (cond && (cond->if_none_match || cond->if_match)) {
+        h = ol_ec_cond_lock(db, dk, dl);
+        rc = ol_ec_cond_check(dp, es, db, dk, dl, cond);
+        if (rc < 0)
+            goto out;
+    }
+    /* A multipart object being replaced (not kept as an older version):
+     * its parts go once the copy is in. */
+    if (ver == OL_VERSIONING_OFF)
+        (void)ol_ec_manifest_prev(dp, db, dk, dl, &prev);
+    struct ol_eset_obj o;
+    if (rd->mf) {
+        char field[80];
+        snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, info->size);
+        struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
+                                    .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
+        struct ol_eset_put *p = NULL;
+        rc = ol_eset_put_begin(es, db, dk, dl, &p);
+        if (rc == 0) {
+            ol_eset_put_expect(p, rlen);
+            rc = ol_eset_put_write(p, rec, rlen);
+            if (rc == 0)
+                rc = ol_eset_put_commit2(p, &ci, &o);
+            else
+                ol_eset_put_abort(p);
+        }
+    } else {
+        struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
+                                    .meta = blob, .meta_len = blen,
+                                    .flags = ol_ec_ver_flags(ver)};
+        rc = ol_eset_copy(es, rd->bucket, rd->key, rd->klen, &rd->o.vid, db, dk, dl, &ci, &o);
+    }
+    if (rc == 0)
+        ol_ec_commit_vid(ver, &o, vid);
+out:
+    if (h)
+        ol_ec_cond_unlock(h);
+    if (rc == 0) {
+        ol_ec_manifest_release(dp, prev);
+    } else {
+        ol_ec_manifest_free(prev);
+        if (id[0])
+            ol_ec_manifest_unshare(dp, db, id);
+    }
+    free(rec);
+    free(blob);
+    return rc;
+}
+
 int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, const char *svid,
                const char *db, const char *dk, size_t dl, const struct ol_store_copy_opts *c,
                struct ol_obj_info *out, char vid[OL_STORE_VID_MAX])
@@ -959,12 +1049,6 @@ int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, 
                                                  c->attrs[i].len};
     if (rc < 0)
         goto out;
-    struct ol_obj_target t = {.bucket = db, .key = dk, .key_len = dl};
-    rc = ol_ec_write_begin(dp, &t, (int64_t)si->size, &w);
-    if (rc == 0)
-        rc = copy_stream(rd, w, 0, si->size, NULL);
-    if (rc < 0)
-        goto out;
     struct ol_obj_info info = {
         .size = si->size,
         .mtime_ns = c->mtime_ns,
@@ -975,8 +1059,19 @@ int ol_ec_copy(struct ol_deploy *dp, const char *sb, const char *sk, size_t sl, 
         .nattrs = ca.n,
     };
     memcpy(info.etag, si->etag, sizeof(info.etag));
-    rc = ol_ec_write_commit_object(w, &info, c->dst_cond, vid);
-    w = NULL;
+    rc = copy_ref(dp, rd, db, dk, dl, &info, c->dst_cond, vid);
+    if (copy_ref_declined(rc)) {
+        struct ol_obj_target t = {.bucket = db, .key = dk, .key_len = dl};
+        rc = ol_ec_write_begin(dp, &t, (int64_t)si->size, &w);
+        if (rc == 0)
+            rc = copy_stream(rd, w, 0, si->size, NULL);
+        if (rc < 0)
+            goto out;
+        rc = ol_ec_write_commit_object(w, &info, c->dst_cond, vid);
+        w = NULL;
+    } else if (rc < 0) {
+        rc = quorum_err(dp, rc);
+    }
     if (rc == 0 && out) {
         memset(out, 0, sizeof(*out));
         out->size = info.size;
@@ -990,6 +1085,45 @@ out:
     if (w)
         ol_ec_write_abort(w);
     ol_ec_read_close(rd);
+    return rc;
+}
+
+static bool is_md5_hex(const char *s)
+{
+    size_t i = 0;
+    for (; s[i] && i < 33; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return false;
+    return i == 32;
+}
+
+/* UploadPartCopy of the whole version rd has open, by reference: -EXDEV
+ * when it cannot be (a manifest, a legacy object, an ETag that is not the
+ * MD5 of the bytes, the part's key in another set). */
+static int copy_part_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *bucket,
+                         const char *upload_id, uint32_t part_no, char etag[64])
+{
+    if (rd->mf || rd->data_off != 0 || !is_md5_hex(rd->info.etag))
+        return -EXDEV;
+    char *key = NULL;
+    size_t klen = 0;
+    int rc = ol_ec_part_target(dp, bucket, upload_id, part_no, &key, &klen);
+    if (rc < 0)
+        return rc;
+    int ex = ol_deploy_bucket_exists(dp, bucket);
+    struct ol_eset *es = ol_deploy_set_of(dp, bucket, key, klen);
+    if (ex <= 0) {
+        rc = ex < 0 ? ex : -OL_ENOBUCKET;
+    } else if (es != rd->es) {
+        rc = -EXDEV;
+    } else {
+        struct ol_eset_commit ci = {.etag = rd->info.etag, .mtime_ns = ol_wall_ns()};
+        rc = ol_eset_copy(es, rd->bucket, rd->key, rd->klen, &rd->o.vid, bucket, key, klen, &ci,
+                          NULL);
+    }
+    if (rc == 0)
+        snprintf(etag, 64, "%s", rd->info.etag);
+    free(key);
     return rc;
 }
 
@@ -1009,6 +1143,16 @@ int ol_ec_copy_part(struct ol_deploy *dp, const char *sb, const char *sk, size_t
     if (len == 0 || off >= rd->info.size || len > rd->info.size - off) {
         rc = -ERANGE;
         goto out;
+    }
+    /* A whole single-PUT source (its ETag is the MD5 of its bytes, the
+     * part's ETag) is copied by reference; a range, or a multipart source
+     * whose part ETag must be computed, is streamed. */
+    if (off == 0 && len == rd->info.size) {
+        rc = copy_part_ref(dp, rd, bucket, upload_id, part_no, etag);
+        if (!copy_ref_declined(rc)) {
+            rc = quorum_err(dp, rc);
+            goto out;
+        }
     }
     struct ol_obj_target t = {.bucket = bucket, .upload_id = upload_id, .part_no = part_no};
     rc = ol_ec_write_begin(dp, &t, (int64_t)len, &w);

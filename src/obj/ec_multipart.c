@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/cfg.h"
+#include "core/clock.h"
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/hlc.h"
@@ -675,6 +676,148 @@ void ol_ec_manifest_release(struct ol_deploy *ec, struct ol_ec_manifest *m)
             part_delete(ec, m->bucket, m->id, m->parts[i].part_no);
     }
     ol_ec_manifest_free(m);
+}
+
+/* ---- copies of multipart objects ----
+ *
+ * Two manifests never share a part object: the release of one (an
+ * overwrite, a DELETE) hands its upload's parts to the cleaner.  So a copy
+ * of a multipart object copies every part by reference (ol_eset_copy: each
+ * drive shares its shard's extents, no byte moves) to a part object of a
+ * fresh upload id in the destination bucket, and the caller writes a new
+ * manifest naming them.  The fresh id has no upload record: if the copy
+ * fails, its parts are handed to the cleaner; a crash before the manifest
+ * is in leaves them orphaned (garbage, as section 7 of docs/EC.md says of a
+ * crash between the steps of Complete). */
+
+#define MP_SHARE_FIBERS 8u /* part copies of one CopyObject in flight at once */
+
+/* The part copies of one ol_ec_manifest_share, run by up to
+ * MP_SHARE_FIBERS fibers on the caller's loop (each part costs a few drive
+ * round trips of metadata; the store batches concurrent commits), or
+ * inline outside a fiber.  Every field is touched by fibers of one loop. */
+struct share_job {
+    struct ol_deploy *ec;
+    const struct ol_ec_manifest *m;
+    const char *bucket;
+    const char *nid;
+    struct mf_part *np; /* the new manifest's entries: the copies' vids */
+    uint32_t next;      /* the next part to copy */
+    unsigned running;
+    struct ol_fiber *waiter;
+    int rc; /* the first error; no part is started after it */
+};
+
+static int share_part(struct share_job *j, uint32_t i)
+{
+    char sk[MP_PKEY_LEN + 1], dk[MP_PKEY_LEN + 1];
+    part_key(j->m->id, j->m->parts[i].part_no, sk);
+    part_key(j->nid, j->m->parts[i].part_no, dk);
+    struct ol_version_id vid;
+    memcpy(vid.b, j->m->parts[i].vid, sizeof(vid.b));
+    struct ol_eset_commit ci = {.etag = NULL, .mtime_ns = ol_wall_ns()};
+    struct ol_eset_obj o;
+    int rc = ol_eset_copy(ol_deploy_set_of(j->ec, j->bucket, dk, MP_PKEY_LEN), j->m->bucket, sk,
+                          MP_PKEY_LEN, &vid, j->bucket, dk, MP_PKEY_LEN, &ci, &o);
+    if (rc == 0)
+        memcpy(j->np[i].vid, o.vid.b, sizeof(j->np[i].vid));
+    return rc;
+}
+
+/* Copies parts until none is left or one failed. */
+static void share_work(struct share_job *j)
+{
+    while (j->rc == 0 && j->next < j->m->n) {
+        uint32_t i = j->next++;
+        int rc = share_part(j, i);
+        if (rc < 0 && j->rc == 0)
+            j->rc = rc;
+    }
+}
+
+static void share_fiber(void *arg)
+{
+    struct share_job *j = arg;
+    share_work(j);
+    if (--j->running == 0 && j->waiter)
+        ol_fiber_wake(j->waiter);
+}
+
+static void share_run(struct share_job *j)
+{
+    struct ol_loop *loop = ol_loop_current();
+    struct ol_fiber *me = ol_fiber_current();
+    unsigned want = j->m->n < MP_SHARE_FIBERS ? j->m->n : MP_SHARE_FIBERS;
+    for (unsigned f = 1; me && loop && f < want; f++) {
+        j->running++;
+        if (ol_fiber_spawn(loop, share_fiber, j) != 0) {
+            j->running--;
+            break; /* no fiber left: fewer helpers (backpressure) */
+        }
+    }
+    share_work(j); /* the caller is one of the workers */
+    j->waiter = me;
+    for (unsigned guard = 0; j->running > 0 && guard < (1u << 20); guard++)
+        ol_fiber_park();
+    OL_ASSERT(j->running == 0);
+    j->waiter = NULL;
+}
+
+int ol_ec_manifest_share(struct ol_deploy *ec, const struct ol_ec_manifest *m, const char *bucket,
+                         char id[40], uint8_t **rec, size_t *len)
+{
+    char nid[MP_ID_LEN + 1], sk[MP_PKEY_LEN + 1], dk[MP_PKEY_LEN + 1];
+    int rc = new_upload_id(nid);
+    if (rc < 0)
+        return rc;
+    /* Every part's copy must be in its source's set, or nothing is copied. */
+    for (uint32_t i = 0; i < m->n; i++) {
+        part_key(m->id, m->parts[i].part_no, sk);
+        part_key(nid, m->parts[i].part_no, dk);
+        if (ol_deploy_set_of(ec, m->bucket, sk, MP_PKEY_LEN) !=
+            ol_deploy_set_of(ec, bucket, dk, MP_PKEY_LEN))
+            return -EXDEV;
+    }
+    size_t n = sizeof(struct mf_head) + (size_t)m->n * sizeof(struct mf_part);
+    uint8_t *obj = malloc(n);
+    if (!obj)
+        return -ENOMEM;
+    struct mf_head h = {
+        .magic = MF_MAGIC, .version = MP_REC_VERSION, .nparts = m->n, .size = m->size};
+    memcpy(h.upload_id, nid, MP_ID_LEN);
+    memcpy(obj, &h, sizeof(h));
+    struct mf_part *np = (struct mf_part *)(obj + sizeof(h));
+    memcpy(np, m->parts, (size_t)m->n * sizeof(struct mf_part));
+    struct share_job j = {.ec = ec, .m = m, .bucket = bucket, .nid = nid, .np = np};
+    share_run(&j);
+    rc = j.rc;
+    if (rc < 0) {
+        /* A part the manifest names that is gone reads as a damaged object,
+         * as a GET of the source would. */
+        if (rc == -OL_ENOKEY)
+            rc = -OL_ECORRUPT;
+        /* Also a copy that failed may have left shards (rolled back best
+         * effort): every part started goes to the cleaner. */
+        if (j.next > 0)
+            ol_ec_manifest_unshare(ec, bucket, nid);
+        free(obj);
+        return rc;
+    }
+    uint32_t crc = ol_crc32c(obj, n);
+    memcpy(obj + offsetof(struct mf_head, crc), &crc, sizeof(crc));
+    snprintf(id, 40, "%s", nid);
+    *rec = obj;
+    *len = n;
+    return 0;
+}
+
+void ol_ec_manifest_unshare(struct ol_deploy *ec, const char *bucket, const char *id)
+{
+    if (clean_mark(ec, bucket, id) == 0)
+        clean_kick();
+    else
+        ol_log_limited(OL_LOG_WARN, "EC multipart: parts of copy %s in %s left orphaned", id,
+                       bucket);
 }
 
 /* Deletes every stored part of upload id that keep (may be NULL) does not

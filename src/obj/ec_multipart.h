@@ -72,6 +72,21 @@ int ol_ec_manifest_prev(struct ol_deploy *dp, const char *bucket, const char *ke
  * the parts are removed in the background) and frees m; NULL is a no-op.
  * Call it only once the key no longer refers to m. */
 void ol_ec_manifest_release(struct ol_deploy *dp, struct ol_ec_manifest *m);
+/* CopyObject of a multipart object: copies every part of m by reference
+ * (ol_eset_copy) to a part object of a fresh upload id in bucket (the
+ * destination's), and returns that id and the body of a manifest naming the
+ * copies (*rec, malloc'ed, *len bytes): the caller writes it as the
+ * destination object (etag field "<etag>:0:<size>", the blob beside), and
+ * calls ol_ec_manifest_unshare(id) if that write fails.  -EXDEV, before
+ * anything is written, when a part's copy would be in another erasure set
+ * (stream the object then); on another error the parts copied so far are
+ * handed to the cleaner (-OL_ECORRUPT: a part the manifest names is gone;
+ * -OL_EQUORUM, -EOPNOTSUPP: stream instead). */
+int ol_ec_manifest_share(struct ol_deploy *dp, const struct ol_ec_manifest *m, const char *bucket,
+                         char id[40], uint8_t **rec, size_t *len);
+/* Hands the parts of upload id (a copy that no object refers to) to the
+ * cleaner. */
+void ol_ec_manifest_unshare(struct ol_deploy *dp, const char *bucket, const char *id);
 /* The cleaner (loop 0, started by the drive monitor; arg: the deployment):
  * removes the parts of aborted uploads and released manifests in bounded
  * batches, resuming after a restart from the cleanup records on the drives. */

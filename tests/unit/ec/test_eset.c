@@ -14,11 +14,12 @@
 #include <time.h>
 
 #include "core/err.h"
-#include "core/loop.h"
 #include "core/hlc.h"
+#include "core/loop.h"
 #include "ec/codec.h"
 #include "ec/eset.h"
 #include "ec/memdrive.h"
+#include "ec/placement.h"
 #include "ec/stripe.h"
 
 #include "check.h"
@@ -1406,6 +1407,183 @@ static void test_versioned(void)
     set_close(&s);
 }
 
+/* ---- CopyObject by reference (ol_eset_copy) ---- */
+
+static unsigned rotation_for(const char *bucket, const char *key)
+{
+    struct ol_ec_placement pl;
+    struct ol_ec_target t;
+    if (ol_ec_placement_init(&pl, 6, 4, 2, (const uint8_t *)"eset-test-deploy") < 0)
+        abort();
+    ol_ec_place(&pl, bucket, key, strlen(key), &t);
+    return t.rotation;
+}
+
+/* Whether every drive holding a shard of bucket/key's newest version holds
+ * the shard that rotation `rot` puts on its slot, recorded with `rot`. */
+static unsigned holders_with_rotation(struct set *s, const char *bucket, const char *key,
+                                      unsigned rot)
+{
+    unsigned n = 0;
+    for (unsigned d = 0; d < s->n; d++) {
+        struct ol_shard_meta sm;
+        if (ol_memdrive_ops.versions(s->md[d], bucket, key, strlen(key), &sm, 1, NULL) != 1)
+            continue;
+        n += sm.rotation == rot && sm.shard == (d + s->n - rot) % s->n;
+    }
+    return n;
+}
+
+static void test_copy(void)
+{
+    struct set s;
+    const uint32_t unit = 4096;
+    set_open(&s, 4, 2, unit);
+    struct obj src = {.key = "src", .size = 5 * 4 * 4096 + 777, .seed = 42};
+    struct ol_eset_obj so, co, st;
+    CHECK_EQ(put_obj(&s, "b", &src, &so), 0);
+    unsigned rs = rotation_for("b", "src");
+    /* A destination whose own placement rotates otherwise: the copy must
+     * keep the source's. */
+    struct obj dst = {.size = src.size, .seed = src.seed};
+    for (unsigned i = 0; i < 100; i++) {
+        snprintf(dst.key, sizeof(dst.key), "dst%u", i);
+        if (rotation_for("b", dst.key) != rs)
+            break;
+    }
+    CHECK(rotation_for("b", dst.key) != rs);
+    size_t dl = strlen(dst.key);
+
+    /* No byte read or written: each drive copies its own shard. */
+    for (unsigned d = 0; d < s.n; d++)
+        ol_memdrive_stats_reset(s.md[d]);
+    struct ol_eset_commit cm = {.etag = "copied", .mtime_ns = 5, .meta = "blob!", .meta_len = 5};
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, NULL, "b", dst.key, dl, &cm, &co), 0);
+    CHECK_EQ(co.shards, 6);
+    CHECK_EQ(co.size, src.size);
+    CHECK(ol_version_id_cmp(&co.vid, &so.vid) > 0);
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_memdrive_stats ms;
+        ol_memdrive_stats(s.md[d], &ms);
+        CHECK_EQ(ms.reads, 0);
+        CHECK_EQ(ms.commits, 0);
+        CHECK_EQ(ms.copies, 1);
+    }
+    CHECK_EQ(holders_with_rotation(&s, "b", dst.key, rs), 6);
+    /* It reads byte-identical, with its own etag, mtime and blob. */
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    char blob[16];
+    size_t blen = 0;
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", dst.key, dl, NULL, &st, blob, sizeof(blob), &blen), 0);
+    CHECK(blen == 5 && memcmp(blob, "blob!", 5) == 0);
+    CHECK(strcmp(st.etag, "copied") == 0 && st.mtime_ns == 5);
+    CHECK(ol_version_id_cmp(&st.vid, &co.vid) == 0);
+    /* Listed (the fast rule, every drive agreeing), and the source intact. */
+    struct obj both[2] = {dst, src};
+    qsort(both, 2, sizeof(both[0]), cmp_key);
+    check_list(&s, "b", both, 2, 10);
+    CHECK_EQ(check_obj(&s, "b", &src), 0);
+
+    /* Losing m drives: still byte-identical (degraded reads over the
+     * recorded rotation). */
+    ol_memdrive_set_offline(s.md[(rs + 0) % 6], true);
+    ol_memdrive_set_offline(s.md[(rs + 2) % 6], true);
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    ol_memdrive_set_offline(s.md[(rs + 0) % 6], false);
+    ol_memdrive_set_offline(s.md[(rs + 2) % 6], false);
+
+    /* Two drives wiped: the heal rebuilds the copy's shards where the
+     * version's rotation (not the key's) puts them; then two other drives
+     * may go. */
+    ol_memdrive_wipe(s.md[1]);
+    ol_memdrive_wipe(s.md[4]);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", dst.key, dl, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 2);
+    CHECK_EQ(holders_with_rotation(&s, "b", dst.key, rs), 6);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", dst.key, dl, &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 0);
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "src", 3, &hs), 0);
+    ol_memdrive_set_offline(s.md[0], true);
+    ol_memdrive_set_offline(s.md[3], true);
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", dst.key, dl, NULL, &st, blob, sizeof(blob), &blen), 0);
+    CHECK(blen == 5 && memcmp(blob, "blob!", 5) == 0);
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[3], false);
+
+    /* A second copy onto the destination replaces the first (freed on
+     * every drive), and a PUT then replaces it with the key's own
+     * rotation. */
+    struct obj src2 = {.key = "src2", .size = 3000, .seed = 43};
+    CHECK_EQ(put_obj(&s, "b", &src2, NULL), 0);
+    struct ol_eset_commit cm2 = {.etag = NULL, .mtime_ns = 6};
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src2", 4, NULL, "b", dst.key, dl, &cm2, &co), 0);
+    dst.size = src2.size;
+    dst.seed = src2.seed;
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    CHECK_EQ(ol_eset_stat_meta(s.es, "b", dst.key, dl, NULL, &st, blob, sizeof(blob), &blen), 0);
+    CHECK(blen == 0 && strcmp(st.etag, "e43") == 0); /* the source's etag, no blob */
+    CHECK_EQ(holders_with_rotation(&s, "b", dst.key, rotation_for("b", "src2")), 6);
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_shard_meta vm[4];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[d], "b", dst.key, dl, vm, 4, NULL), 1);
+    }
+    dst.seed = 44;
+    dst.size = 70000;
+    CHECK_EQ(put_obj(&s, "b", &dst, NULL), 0);
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    CHECK_EQ(holders_with_rotation(&s, "b", dst.key, rotation_for("b", dst.key)), 6);
+
+    /* A copy onto the source's own key: a new version, same bytes. */
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, &so.vid, "b", "src", 3, &cm, &co), 0);
+    CHECK(ol_version_id_cmp(&co.vid, &so.vid) > 0);
+    CHECK_EQ(check_obj(&s, "b", &src), 0);
+    CHECK_EQ(ol_eset_stat(s.es, "b", "src", 3, &so.vid, &st), -OL_ENOKEY); /* freed */
+
+    /* A drive that lacked the source's shard misses the copy's; a heal
+     * gives it one, rebuilt with the version's rotation. */
+    ol_memdrive_wipe(s.md[2]);
+    struct obj c3 = {.key = "c3", .size = src.size, .seed = src.seed};
+    for (unsigned i = 0; i < 100 && rotation_for("b", c3.key) == rs; i++)
+        snprintf(c3.key, sizeof(c3.key), "c3-%u", i);
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, NULL, "b", c3.key, strlen(c3.key), &cm, &co), 0);
+    CHECK_EQ(co.shards, 5);
+    CHECK_EQ(check_obj(&s, "b", &c3), 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", c3.key, strlen(c3.key), &hs), 0);
+    CHECK_EQ(hs.shards_rebuilt, 1);
+    CHECK_EQ(holders_with_rotation(&s, "b", c3.key, rs), 6);
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", "src", 3, &hs), 0);
+    CHECK_EQ(ol_eset_heal_object(s.es, "b", dst.key, dl, &hs), 0);
+
+    /* Refusals: a source on fewer drives than the write quorum (the caller
+     * streams), failing drives (rolled back: the previous version stays),
+     * no source, a delete marker. */
+    ol_memdrive_set_offline(s.md[0], true);
+    ol_memdrive_set_offline(s.md[5], true);
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, NULL, "b", dst.key, dl, &cm, NULL), -OL_EQUORUM);
+    ol_memdrive_set_offline(s.md[0], false);
+    ol_memdrive_set_offline(s.md[5], false);
+    ol_memdrive_fail_nth(s.md[1], 1);
+    ol_memdrive_fail_nth(s.md[3], 1);
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, NULL, "b", dst.key, dl, &cm, NULL), -OL_EQUORUM);
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    for (unsigned d = 0; d < s.n; d++) {
+        struct ol_shard_meta vm[4];
+        CHECK_EQ(ol_memdrive_ops.versions(s.md[d], "b", dst.key, dl, vm, 4, NULL), 1);
+    }
+    CHECK_EQ(ol_eset_copy(s.es, "b", "nope", 4, NULL, "b", dst.key, dl, &cm, NULL), -OL_ENOKEY);
+    CHECK_EQ(ol_eset_delete(s.es, "b", "src2", 4), 0);
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src2", 4, NULL, "b", dst.key, dl, &cm, NULL), -OL_ENOKEY);
+    struct ol_eset_commit bad = {.flags = OL_SHARD_DELETE_MARKER};
+    CHECK_EQ(ol_eset_copy(s.es, "b", "src", 3, NULL, "b", dst.key, dl, &bad, NULL), -EINVAL);
+    CHECK_EQ(check_obj(&s, "b", &dst), 0);
+    set_close(&s);
+}
+
 int main(void)
 {
     ol_hlc_init(&hlc, 7, 0xabcdef, NULL, NULL);
@@ -1423,6 +1601,7 @@ int main(void)
     test_meta();
     test_set_meta();
     test_versioned();
+    test_copy();
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     printf("%s (%.1f s)\n", failures ? "FAIL" : "PASS", secs);

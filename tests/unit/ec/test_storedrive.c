@@ -18,6 +18,7 @@
 #include "core/err.h"
 #include "core/hlc.h"
 #include "ec/eset.h"
+#include "ec/placement.h"
 #include "ec/storedrive.h"
 #include "store/store.h"
 
@@ -370,6 +371,154 @@ static void test_versions_and_meta(void)
     CHECK(store_versions(2, "ver") == 1);
 }
 
+static unsigned rotation_for(const char *key)
+{
+    struct ol_ec_placement pl;
+    struct ol_ec_target t;
+    if (ol_ec_placement_init(&pl, N, 4, 2, (const uint8_t *)"storedrive-test!") < 0)
+        abort();
+    ol_ec_place(&pl, "bkt", key, strlen(key), &t);
+    return t.rotation;
+}
+
+/* Drives whose newest version of key records rotation rot and the shard
+ * that rot puts on their slot. */
+static unsigned holders_with_rotation(const char *key, unsigned rot)
+{
+    unsigned n = 0;
+    for (unsigned d = 0; d < N; d++) {
+        struct ol_shard_meta sm;
+        if (ol_storedrive_ops.versions(sd[d], "bkt", key, strlen(key), &sm, 1, NULL) == 1)
+            n += sm.rotation == rot && sm.shard == (d + N - rot) % N;
+    }
+    return n;
+}
+
+static uint64_t segment_bytes_all(void)
+{
+    uint64_t b = 0;
+    for (unsigned d = 0; d < N; d++) {
+        struct ol_store_stats ss;
+        ol_store_stats(ol_storedrive_store(sd[d]), &ss);
+        b += ss.segment_bytes;
+    }
+    return b;
+}
+
+/* 0 when key reads back as n bytes of seed. */
+static int check_key(const char *key, uint64_t seed, size_t n)
+{
+    uint8_t *want = malloc(n + 1), *got = malloc(n + 1);
+    struct ol_eset_obj o;
+    gen(seed, want, n);
+    int rc = ol_eset_read(es, "bkt", key, strlen(key), NULL, 0, n, got, &o);
+    if (rc == 0 && (o.size != n || memcmp(want, got, n) != 0))
+        rc = -EBADMSG;
+    free(want);
+    free(got);
+    return rc;
+}
+
+/* CopyObject by reference over real stores: the shards' extents are shared
+ * (no segment grows), the copy keeps the source's rotation, reads after the
+ * source is gone and after two drives are wiped, heals, and is replaced by a
+ * second copy and by a PUT. */
+static void test_copy_by_reference(void)
+{
+    const size_t n = 6u << 20;
+    uint8_t *buf = malloc(n);
+    gen(77, buf, n);
+    CHECK_RC(ol_eset_put(es, "bkt", "cp/src", 6, buf, n, "e77", NULL), 0);
+    free(buf);
+    unsigned rs = rotation_for("cp/src");
+    char dst[32] = "cp/dst";
+    for (unsigned i = 0; i < 100 && rotation_for(dst) == rs; i++)
+        snprintf(dst, sizeof(dst), "cp/dst%u", i);
+    CHECK(rotation_for(dst) != rs);
+    size_t dl = strlen(dst);
+    uint64_t seg0 = segment_bytes_all();
+    struct ol_eset_commit cm = {.etag = "copy", .mtime_ns = 9, .meta = "m=1", .meta_len = 3};
+    struct ol_eset_obj o;
+    CHECK_RC(ol_eset_copy(es, "bkt", "cp/src", 6, NULL, "bkt", dst, dl, &cm, &o), 0);
+    CHECK(o.size == n && o.shards == N);
+    /* 6 MiB of shards (plus parity) were not written again. */
+    uint64_t seg1 = segment_bytes_all();
+    fprintf(stderr, "copy of %zu bytes: segments grew by %llu bytes\n", n,
+            (unsigned long long)(seg1 - seg0));
+    CHECK(seg1 - seg0 < n / 8);
+    CHECK(holders_with_rotation(dst, rs) == N);
+    CHECK(check_key(dst, 77, n) == 0);
+    uint8_t got[16];
+    size_t len = 0;
+    CHECK_RC(ol_eset_stat_meta(es, "bkt", dst, dl, NULL, &o, got, sizeof(got), &len), 0);
+    CHECK(len == 3 && memcmp(got, "m=1", 3) == 0 && strcmp(o.etag, "copy") == 0);
+    CHECK(store_versions(0, dst) == 1); /* marked (one more copy by reference) */
+
+    /* The source goes: the copy still reads (the extents are shared). */
+    CHECK_RC(ol_eset_delete(es, "bkt", "cp/src", 6), 0);
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    (void)ol_eset_heal_object(es, "bkt", "cp/src", 6, &hs);
+    CHECK(check_key(dst, 77, n) == 0);
+
+    /* Two drives wiped: reads, then the heal rebuilds their shards with the
+     * copy's rotation; two other drives may then go. */
+    wipe(0);
+    wipe(5);
+    CHECK(check_key(dst, 77, n) == 0);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_object(es, "bkt", dst, dl, &hs), 0);
+    CHECK(hs.shards_rebuilt == 2);
+    CHECK(holders_with_rotation(dst, rs) == N);
+    ol_storedrive_set_offline(sd[1], true);
+    ol_storedrive_set_offline(sd[2], true);
+    CHECK(check_key(dst, 77, n) == 0);
+    ol_storedrive_set_offline(sd[1], false);
+    ol_storedrive_set_offline(sd[2], false);
+    memset(&hs, 0, sizeof(hs));
+    CHECK_RC(ol_eset_heal_all(es, &hs), 0); /* the other keys the wipes lost */
+    CHECK(hs.unrecoverable == 0);
+
+    /* A second copy onto the destination, then a PUT over it: one store
+     * version of the key left on each drive each time. */
+    CHECK_RC(put_obj(30, 3030), 0);
+    CHECK_RC(ol_eset_copy(es, "bkt", "obj/0030", 8, NULL, "bkt", dst, dl, &cm, &o), 0);
+    CHECK(check_key(dst, 3030, obj_size(30)) == 0);
+    CHECK(holders_with_rotation(dst, rotation_for("obj/0030")) == N);
+    for (unsigned d = 0; d < N; d++)
+        CHECK(store_versions(d, dst) == 1);
+    buf = malloc(1000);
+    gen(31, buf, 1000);
+    CHECK_RC(ol_eset_put(es, "bkt", dst, dl, buf, 1000, "p", NULL), 0);
+    free(buf);
+    CHECK(check_key(dst, 31, 1000) == 0);
+    CHECK(holders_with_rotation(dst, rotation_for(dst)) == N);
+    for (unsigned d = 0; d < N; d++)
+        CHECK(store_versions(d, dst) == 1);
+    /* A copy onto its own key. */
+    CHECK_RC(ol_eset_copy(es, "bkt", dst, dl, NULL, "bkt", dst, dl, &cm, &o), 0);
+    CHECK(check_key(dst, 31, 1000) == 0);
+    for (unsigned d = 0; d < N; d++)
+        CHECK(store_versions(d, dst) == 1);
+    /* The drive refuses a copy whose metadata does not describe the source
+     * shard, and a source version it does not hold. */
+    struct ol_shard_meta vm[2];
+    CHECK_RC(ol_storedrive_ops.versions(sd[0], "bkt", dst, dl, vm, 2, NULL), 1);
+    struct ol_shard_meta wrong = vm[0];
+    ol_hlc_version_id(&hlc, &wrong.vid);
+    wrong.shard = (uint8_t)((wrong.shard + 1) % N);
+    CHECK_RC(ol_storedrive_ops.shard_copy(sd[0], "bkt", dst, dl, &vm[0].vid, "bkt", "cp/x", 4,
+                                          &wrong, NULL, 0),
+             -EINVAL);
+    CHECK_RC(ol_storedrive_ops.shard_copy(sd[0], "bkt", dst, dl, &wrong.vid, "bkt", "cp/x", 4,
+                                          &vm[0], NULL, 0),
+             -OL_ENOKEY);
+    CHECK(store_versions(0, "cp/x") == 0);
+    CHECK_RC(ol_eset_delete(es, "bkt", dst, dl), 0);
+    memset(&hs, 0, sizeof(hs));
+    (void)ol_eset_heal_object(es, "bkt", dst, dl, &hs);
+}
+
 int main(void)
 {
     if (!mkdtemp(root)) {
@@ -607,6 +756,7 @@ int main(void)
     CHECK_RC(ol_storedrive_bucket_delete(sd[0], "other"), 0);
 
     test_versions_and_meta();
+    test_copy_by_reference();
 
     ol_eset_destroy(es);
     for (unsigned i = 0; i < N; i++) {
