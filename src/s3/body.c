@@ -244,6 +244,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
      * wait on the stack meanwhile. */
     uint8_t first[FIRST_BYTES];
     ssize_t nfirst = 0;
+    size_t first_off = 0;
     if (len != 0) {
         nfirst = ol_s3_body_read(r, first, len > 0 && (uint64_t)len < sizeof(first)
                                                ? (size_t)len
@@ -297,12 +298,16 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
         size_t n = 0;
         bool eof = false;
         if (nfirst > 0) {
-            /* The first bytes, read before the writer existed (room is at
-             * least a 4 KiB page, the first bytes at most one). */
-            OL_ASSERT((size_t)nfirst <= want);
-            memcpy(p, first, (size_t)nfirst);
-            n = (size_t)nfirst;
-            nfirst = 0;
+            /* The first bytes, read before the writer existed, as many as
+             * the room takes: it may be smaller than they are (an erasure
+             * set's stripe buffer for a body of unknown length starts at k
+             * bytes and grows), and then the rest goes in the next rounds,
+             * before any further body byte is read. */
+            size_t take = (size_t)nfirst < want ? (size_t)nfirst : want;
+            memcpy(p, first + first_off, take);
+            n = take;
+            first_off += take;
+            nfirst -= (ssize_t)take;
         }
         while (n < want && !eof) {
             ssize_t got = ol_s3_body_read(r, p + n, want - n);
