@@ -2152,7 +2152,8 @@ static int merge_open(struct merge *mg, struct ol_eset *es, const char *bucket, 
     memset(mg, 0, sizeof(*mg));
     mg->es = es;
     mg->bucket = bucket;
-    memcpy(mg->key, after, alen);
+    if (alen) /* after may be NULL then, and memcpy's arguments never may */
+        memcpy(mg->key, after, alen);
     mg->klen = alen;
     for (unsigned s = 0; s < es->n; s++) {
         mg->src[s].page = malloc(ESET_LIST_PAGE * sizeof(struct ol_drive_entry));

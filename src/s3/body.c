@@ -298,16 +298,16 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
         size_t n = 0;
         bool eof = false;
         if (nfirst > 0) {
-            /* The first bytes, read before the writer existed: a store
-             * writer's room is at least a 4 KiB page, the first bytes at
-             * most one; an erasure set's room may end sooner (a small
-             * stripe), so they may take more than one round. */
-            n = (size_t)nfirst < want ? (size_t)nfirst : want;
-            memcpy(p, first + first_off, n);
-            first_off += n;
-            nfirst -= (ssize_t)n;
-            if (nfirst > 0)
-                want = n; /* the rest of them first, next round */
+            /* The first bytes, read before the writer existed, as many as
+             * the room takes: it may be smaller than they are (an erasure
+             * set's stripe buffer for a body of unknown length starts at k
+             * bytes and grows), and then the rest goes in the next rounds,
+             * before any further body byte is read. */
+            size_t take = (size_t)nfirst < want ? (size_t)nfirst : want;
+            memcpy(p, first + first_off, take);
+            n = take;
+            first_off += take;
+            nfirst -= (ssize_t)take;
         }
         while (n < want && !eof) {
             ssize_t got = ol_s3_body_read(r, p + n, want - n);

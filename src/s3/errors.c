@@ -112,8 +112,10 @@ enum ol_s3_code ol_s3_code_from_err(int err)
     case -OL_ESHA256: return OL_S3_XAmzContentSHA256Mismatch;
     case -OL_ECHUNKSIG: return OL_S3_SignatureDoesNotMatch;
     case -OL_EINCOMPLETE: return OL_S3_IncompleteBody;
+    case -ECONNRESET: return OL_S3_IncompleteBody; /* the body ended early */
     case -OL_EBADDIGEST: return OL_S3_BadDigest;
     case -OL_EBADREQUEST: return OL_S3_InvalidRequest;
+    case -EPROTO: return OL_S3_InvalidRequest; /* broken chunked framing */
     case -ETIMEDOUT: return OL_S3_RequestTimeout;
     /* ol_xml_parse reports any malformed or refused request document so. */
     case -EBADMSG: return OL_S3_MalformedXML;

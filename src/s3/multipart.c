@@ -311,7 +311,8 @@ int ol_s3_multipart_etag(const struct ol_complete_part *parts, uint32_t n, char 
         for (int k = 0; ok && k < 16; k++) {
             int h = hexval(e[2 * k]), l = hexval(e[2 * k + 1]);
             ok = h >= 0 && l >= 0;
-            bin[k] = (uint8_t)(h << 4 | l);
+            if (ok) /* -1 << 4 is undefined */
+                bin[k] = (uint8_t)(h << 4 | l);
         }
         if (!ok) {
             EVP_MD_CTX_free(md);

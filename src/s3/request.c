@@ -137,12 +137,14 @@ int ol_s3_error_from(struct ol_s3_req *r, int err)
         return ol_s3_error(r, OL_S3_SignatureDoesNotMatch,
                            "A chunk signature of the aws-chunked body does not match.");
     case OL_EINCOMPLETE:
+    case ECONNRESET: /* the client closed before the end of its body */
         return ol_s3_error(r, OL_S3_IncompleteBody,
                            "You did not provide the number of bytes specified by the Content-Length HTTP header.");
     case OL_EBADDIGEST:
         return ol_s3_error(r, OL_S3_BadDigest,
                            "The Content-MD5 you specified did not match what we received.");
     case OL_EBADREQUEST:
+    case EPROTO: /* ol_http_body_read: broken chunked framing */
         return ol_s3_error(r, OL_S3_InvalidRequest, "The request body framing is malformed.");
     case ETIMEDOUT:
         return ol_s3_error(r, OL_S3_RequestTimeout,

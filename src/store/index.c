@@ -255,7 +255,8 @@ static int attr_rec(const uint8_t **p, const uint8_t *end, const uint8_t **name,
 int ol_attrs_find(const uint8_t *attrs, size_t len, const char *name, const uint8_t **val,
                   size_t *val_len)
 {
-    const uint8_t *p = attrs, *end = attrs + len;
+    /* No attributes may come as NULL: NULL + 0 is undefined in C. */
+    const uint8_t *p = attrs, *end = attrs ? attrs + len : attrs;
     size_t want = strlen(name);
     for (uint32_t guard = 0; p && p < end && guard < OL_ATTRS_MAX; guard++) {
         const uint8_t *n, *v;

@@ -1003,8 +1003,12 @@ int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key
         return rc;
     if (!it->o_has && !it->v_has)
         return 1;
-    const uint8_t *ok = it->ok + it->pl, *vkey_k = it->vk + it->pl;
-    size_t okl = it->okl - it->pl, vkl = it->vkl - it->pl - OL_IDX_VSUFFIX;
+    /* Only the cursors that hold a key point anywhere (NULL + n is
+     * undefined). */
+    const uint8_t *ok = it->o_has ? it->ok + it->pl : NULL;
+    const uint8_t *vkey_k = it->v_has ? it->vk + it->pl : NULL;
+    size_t okl = it->o_has ? it->okl - it->pl : 0;
+    size_t vkl = it->v_has ? it->vkl - it->pl - OL_IDX_VSUFFIX : 0;
     bool take_o = it->o_has;
     if (it->o_has && it->v_has) {
         size_t m = okl < vkl ? okl : vkl;
