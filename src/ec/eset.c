@@ -2379,3 +2379,160 @@ out:
     free(b.name);
     return rc;
 }
+
+/* ---- a GET's reader (ec/eset.h, ol_eset_reader_*) ----
+ *
+ * Keeps the resolution of ol_eset_stat_meta: a GET asks every drive for its
+ * versions once, not once more per read step.  The zero-copy path hands out
+ * the file of one data shard's drive reader for a piece inside one stripe
+ * unit; anything it cannot serve (degraded, not cached, a failed check) is
+ * left to reader_read, which rebuilds and reports as ol_eset_read does. */
+
+struct ol_eset_reader {
+    struct ol_eset *es;
+    struct eset_res *r;
+    struct ol_ec_layout l;
+    bool heal_done; /* heal-on-read was considered once */
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    size_t klen;
+    void *h[OL_EC_MAX_K];    /* drive readers of the data shards, opened on demand */
+    bool h_failed[OL_EC_MAX_K]; /* open failed: this shard takes the copy path */
+    char key[];
+};
+
+int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                        size_t cap, size_t *len, struct ol_eset_reader **rdp)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct ol_eset_reader *rd = calloc(1, sizeof(*rd) + klen);
+    struct eset_res *r = res_alloc(es);
+    uint8_t *mb = malloc(OL_ESET_META_MAX);
+    int rc = -ENOMEM;
+    if (!rd || !r || !mb)
+        goto out;
+    r->want_blob = true;
+    rc = resolve_pinned(es, bucket, key, klen, vid, &r);
+    if (rc == -OL_ENOKEY && r->found)
+        obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
+    if (rc < 0)
+        goto out;
+    struct ol_shard_meta bsm;
+    rc = winner_blob(es, bucket, key, klen, r, false, mb, &bsm, NULL);
+    if (rc < 0)
+        goto out;
+    obj_from_meta(&r->win, popcount(r->have), out);
+    if (out)
+        out->meta_len = bsm.meta_len;
+    if (len)
+        *len = bsm.meta_len;
+    if (bsm.meta_len > cap) {
+        rc = -ENOBUFS;
+        goto out;
+    }
+    if (bsm.meta_len)
+        memcpy(buf, mb, bsm.meta_len);
+    rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
+    if (rc < 0)
+        goto out;
+    /* The blobs came with the versions answers: not needed any more. */
+    for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
+        free(r->blob_buf[s]);
+        r->blob_buf[s] = NULL;
+    }
+    rd->es = es;
+    rd->r = r;
+    snprintf(rd->bucket, sizeof(rd->bucket), "%s", bucket);
+    memcpy(rd->key, key, klen);
+    rd->klen = klen;
+    *rdp = rd;
+    rd = NULL;
+    r = NULL;
+out:
+    free(mb);
+    res_free(r);
+    free(rd);
+    return rc;
+}
+
+/* After bytes were served: heal-on-read, once per reader, as ol_eset_read
+ * does for a pinned version (a heal resolves afresh: it must heal the
+ * newest readable version). */
+static void reader_heal(struct ol_eset_reader *rd, bool heal)
+{
+    struct ol_eset *es = rd->es;
+    struct eset_res *r = rd->r;
+    if (rd->heal_done)
+        return;
+    rd->heal_done = true;
+    heal |= (r->answered & ~r->have) != 0;
+    if (!es->heal_on_read || !heal)
+        return;
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    int e = ol_eset_heal_object(es, rd->bucket, rd->key, rd->klen, &hs);
+    if (e == 0 && hs.shards_rebuilt > 0) {
+        atomic_fetch_add(&es->st.heals_on_read, 1);
+        atomic_fetch_add(&es->st.shards_healed_on_read, hs.shards_rebuilt);
+    }
+}
+
+int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, void *buf)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    if (off > r->win.size || len > r->win.size - off)
+        return -EINVAL;
+    bool heal = false;
+    int rc = len ? read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal) : 0;
+    if (rc < 0)
+        return rc;
+    atomic_fetch_add(&es->st.reads, 1);
+    reader_heal(rd, heal);
+    return 0;
+}
+
+ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
+                            uint64_t *foff)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    if (off >= r->win.size || max == 0)
+        return -EAGAIN;
+    uint64_t end = max < r->win.size - off ? off + max : r->win.size;
+    struct ol_ec_piece pc;
+    if (ol_ec_layout_piece(&rd->l, off, end, &pc) < 0 || pc.shard >= es->k)
+        return -EAGAIN;
+    unsigned j = pc.shard, s = slot_of(es, r->win.rotation, j);
+    const struct ol_drive *d = &es->drive[s];
+    if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open)
+        return -EAGAIN;
+    if (!rd->h[j] &&
+        d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]) < 0) {
+        rd->h[j] = NULL;
+        rd->h_failed[j] = true;
+        return -EAGAIN;
+    }
+    ssize_t n = d->ops->reader_file(rd->h[j], pc.shard_off, (size_t)pc.len, fd, foff);
+    if (n <= 0)
+        return -EAGAIN;
+    if (!rd->heal_done) {
+        atomic_fetch_add(&es->st.reads, 1);
+        reader_heal(rd, false);
+    }
+    return n;
+}
+
+void ol_eset_reader_close(struct ol_eset_reader *rd)
+{
+    if (!rd)
+        return;
+    for (unsigned j = 0; j < rd->es->k; j++)
+        if (rd->h[j]) {
+            const struct ol_drive *d = &rd->es->drive[slot_of(rd->es, rd->r->win.rotation, j)];
+            d->ops->reader_close(rd->h[j]);
+        }
+    res_free(rd->r);
+    free(rd);
+}
