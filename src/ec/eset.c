@@ -1119,6 +1119,53 @@ static void rollback(struct ol_eset_put *p, uint32_t slots)
     fan_unref(f);
 }
 
+/* Phase 2 of a PUT, off the request's path (issue 11).  The PUT is durable
+ * once its phase-1 commits are (k+1 drives); the mark only lets the drives
+ * free older versions, and nothing that decides a read needs it (a version
+ * with k consistent shards is readable, marked or not; a version committed
+ * on k+1 drives is never taken for the leftover of a cut-off PUT by heal).
+ * So in a fiber the marks run in a fiber of their own and the PUT answers
+ * without waiting for their index commits: each mark then joins the drives'
+ * next group commit with other requests' operations instead of adding a
+ * round of commits to every PUT's latency.  A crash before they are durable
+ * loses only the marks (a later read, heal or overwrite of the key marks or
+ * frees those versions).  The loop keeps running until such a fiber ends
+ * (it counts as a live fiber at shutdown).  Bounded: beyond
+ * ESET_MARKS_DETACHED at once in the process, a PUT waits for its own
+ * marks (backpressure when the drives' commits fall behind). */
+enum { ESET_MARKS_DETACHED = 2048 };
+
+static _Atomic unsigned eset_marks_pending;
+
+static void mark_fiber(void *arg)
+{
+    struct fan *f = arg;
+    fan_run(f, 0);
+    fan_unref(f);
+    atomic_fetch_sub(&eset_marks_pending, 1);
+}
+
+static void put_mark(struct ol_eset *es, struct ol_eset_put *p, uint32_t committed)
+{
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (!f)
+        return;
+    for (unsigned s = 0; s < es->n; s++)
+        if (committed & (1u << s))
+            fan_add(f, FAN_MARK, s, s);
+    struct ol_loop *loop = ol_loop_current();
+    if (ol_fiber_current() && loop && es->parallel &&
+        atomic_fetch_add(&eset_marks_pending, 1) < ESET_MARKS_DETACHED) {
+        if (ol_fiber_spawn(loop, mark_fiber, f) == 0)
+            return;
+        atomic_fetch_sub(&eset_marks_pending, 1);
+    } else if (ol_fiber_current() && loop && es->parallel) {
+        atomic_fetch_sub(&eset_marks_pending, 1);
+    }
+    fan_run(f, 0);
+    fan_unref(f);
+}
+
 int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
                         struct ol_eset_obj *out)
 {
@@ -1187,14 +1234,7 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
     }
     /* Phase 2.  A drive that misses it keeps the older versions until a heal
      * or a later read marks it; reading does not depend on the flag. */
-    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
-    if (f) {
-        for (unsigned s = 0; s < es->n; s++)
-            if (committed & (1u << s))
-                fan_add(f, FAN_MARK, s, s);
-        fan_run(f, 0);
-        fan_unref(f);
-    }
+    put_mark(es, p, committed);
     sm.shard = 0;
     obj_from_meta(&sm, durable, out);
 out:
