@@ -29,6 +29,7 @@ enum {
     ESET_HEAL_CHUNK = 256 * 1024, /* shard bytes per heal step */
     ESET_READ_RETRIES = 3,        /* re-resolutions when a version vanishes mid-read */
     ESET_MAX_BUCKETS = 100000,    /* heal_all's bound on buckets */
+    ESET_BLOB_FIRST = 16 * 1024,  /* blob bytes a versions call takes at once */
 };
 
 struct ol_eset {
@@ -536,7 +537,10 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     if (!f)
         return -ENOMEM;
     f->vcap = r->cap;
-    f->blob_cap = r->want_blob ? OL_ESET_META_MAX : 0;
+    /* Room for the blobs most versions have: a buffer of the largest
+     * possible blob per drive and GET costs more in the allocator than it
+     * saves; a larger blob is fetched by winner_blob's second step. */
+    f->blob_cap = r->want_blob ? ESET_BLOB_FIRST : 0;
     for (unsigned s = 0; s < es->n; s++)
         fan_add(f, FAN_VERSIONS, s, s);
     /* A drive that does not answer within the read timeout counts as silent,
