@@ -27,7 +27,8 @@
  * drive still writing; the PUT succeeds when k+1 drives committed (all k when
  * m = 0), and the shards are then marked COMPLETE, which frees the older
  * versions the new one replaces (all of them, unless its flags say
- * otherwise: "Versioned keys" below).  With fewer, the written shards are deleted (best effort) and
+ * otherwise: "Versioned keys" below); called from a fiber, the marks run in
+ * a fiber of their own after put_commit returned (docs/EC.md 5.3, step 4).  With fewer, the written shards are deleted (best effort) and
  * -OL_EQUORUM is returned: the previous version stays readable.  (As in every
  * quorum store, a failed PUT whose rollback also failed on a drive that held
  * one of exactly k shards may still become readable; S3 leaves the outcome
