@@ -55,6 +55,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/hlc.h"
 
@@ -221,6 +222,19 @@ struct ol_drive_ops {
     /* Calls fn for each bucket that holds at least one key, in name order;
      * fn returns non-zero to stop.  0 or an error. */
     int (*list_buckets)(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx);
+
+    /* Optional (NULL: the drive has no files to offer; the erasure set then
+     * copies with read_shard).  Zero-copy reads of a GET: open_reader opens
+     * the shard of vid for the reader's life (-OL_ENOKEY when not there);
+     * reader_file checks up to max bytes at off against the drive's
+     * checksums and returns how many (> 0) can be sent from *fd at *foff,
+     * or -EAGAIN (not cached, inline, failed a check: use read_shard, which
+     * reports what is wrong); reader_close ends it.  A reader is used by one
+     * thread at a time. */
+    int (*reader_open)(void *d, const char *bucket, const char *key, size_t klen,
+                       const struct ol_version_id *vid, void **h);
+    ssize_t (*reader_file)(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff);
+    void (*reader_close)(void *h);
 };
 
 /* One drive of a set: its operations and their first argument. */

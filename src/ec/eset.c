@@ -29,6 +29,7 @@ enum {
     ESET_HEAL_CHUNK = 256 * 1024, /* shard bytes per heal step */
     ESET_READ_RETRIES = 3,        /* re-resolutions when a version vanishes mid-read */
     ESET_MAX_BUCKETS = 100000,    /* heal_all's bound on buckets */
+    ESET_BLOB_FIRST = 16 * 1024,  /* blob bytes a versions call takes at once */
 };
 
 struct ol_eset {
@@ -549,7 +550,10 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     if (!f)
         return -ENOMEM;
     f->vcap = r->cap;
-    f->blob_cap = r->want_blob ? OL_ESET_META_MAX : 0;
+    /* Room for the blobs most versions have: a buffer of the largest
+     * possible blob per drive and GET costs more in the allocator than it
+     * saves; a larger blob is fetched by winner_blob's second step. */
+    f->blob_cap = r->want_blob ? ESET_BLOB_FIRST : 0;
     for (unsigned s = 0; s < es->n; s++)
         fan_add(f, FAN_VERSIONS, s, s);
     /* A drive that does not answer within the read timeout counts as silent,
@@ -1132,6 +1136,53 @@ static void rollback(struct ol_eset_put *p, uint32_t slots)
     fan_unref(f);
 }
 
+/* Phase 2 of a PUT, off the request's path (issue 11).  The PUT is durable
+ * once its phase-1 commits are (k+1 drives); the mark only lets the drives
+ * free older versions, and nothing that decides a read needs it (a version
+ * with k consistent shards is readable, marked or not; a version committed
+ * on k+1 drives is never taken for the leftover of a cut-off PUT by heal).
+ * So in a fiber the marks run in a fiber of their own and the PUT answers
+ * without waiting for their index commits: each mark then joins the drives'
+ * next group commit with other requests' operations instead of adding a
+ * round of commits to every PUT's latency.  A crash before they are durable
+ * loses only the marks (a later read, heal or overwrite of the key marks or
+ * frees those versions).  The loop keeps running until such a fiber ends
+ * (it counts as a live fiber at shutdown).  Bounded: beyond
+ * ESET_MARKS_DETACHED at once in the process, a PUT waits for its own
+ * marks (backpressure when the drives' commits fall behind). */
+enum { ESET_MARKS_DETACHED = 2048 };
+
+static _Atomic unsigned eset_marks_pending;
+
+static void mark_fiber(void *arg)
+{
+    struct fan *f = arg;
+    fan_run(f, 0);
+    fan_unref(f);
+    atomic_fetch_sub(&eset_marks_pending, 1);
+}
+
+static void put_mark(struct ol_eset *es, struct ol_eset_put *p, uint32_t committed)
+{
+    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
+    if (!f)
+        return;
+    for (unsigned s = 0; s < es->n; s++)
+        if (committed & (1u << s))
+            fan_add(f, FAN_MARK, s, s);
+    struct ol_loop *loop = ol_loop_current();
+    if (ol_fiber_current() && loop && es->parallel &&
+        atomic_fetch_add(&eset_marks_pending, 1) < ESET_MARKS_DETACHED) {
+        if (ol_fiber_spawn(loop, mark_fiber, f) == 0)
+            return;
+        atomic_fetch_sub(&eset_marks_pending, 1);
+    } else if (ol_fiber_current() && loop && es->parallel) {
+        atomic_fetch_sub(&eset_marks_pending, 1);
+    }
+    fan_run(f, 0);
+    fan_unref(f);
+}
+
 int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
                         struct ol_eset_obj *out)
 {
@@ -1200,14 +1251,7 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
     }
     /* Phase 2.  A drive that misses it keeps the older versions until a heal
      * or a later read marks it; reading does not depend on the flag. */
-    struct fan *f = fan_new(es, p->bucket, p->key, p->klen, &p->vid);
-    if (f) {
-        for (unsigned s = 0; s < es->n; s++)
-            if (committed & (1u << s))
-                fan_add(f, FAN_MARK, s, s);
-        fan_run(f, 0);
-        fan_unref(f);
-    }
+    put_mark(es, p, committed);
     sm.shard = 0;
     obj_from_meta(&sm, durable, out);
 out:
@@ -2526,4 +2570,161 @@ out:
     res_free(r);
     free(cs);
     return rc;
+}
+
+/* ---- a GET's reader (ec/eset.h, ol_eset_reader_*) ----
+ *
+ * Keeps the resolution of ol_eset_stat_meta: a GET asks every drive for its
+ * versions once, not once more per read step.  The zero-copy path hands out
+ * the file of one data shard's drive reader for a piece inside one stripe
+ * unit; anything it cannot serve (degraded, not cached, a failed check) is
+ * left to reader_read, which rebuilds and reports as ol_eset_read does. */
+
+struct ol_eset_reader {
+    struct ol_eset *es;
+    struct eset_res *r;
+    struct ol_ec_layout l;
+    bool heal_done; /* heal-on-read was considered once */
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    size_t klen;
+    void *h[OL_EC_MAX_K];    /* drive readers of the data shards, opened on demand */
+    bool h_failed[OL_EC_MAX_K]; /* open failed: this shard takes the copy path */
+    char key[];
+};
+
+int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                        size_t cap, size_t *len, struct ol_eset_reader **rdp)
+{
+    if (!valid_name(bucket, klen))
+        return -EINVAL;
+    struct ol_eset_reader *rd = calloc(1, sizeof(*rd) + klen);
+    struct eset_res *r = res_alloc(es);
+    uint8_t *mb = malloc(OL_ESET_META_MAX);
+    int rc = -ENOMEM;
+    if (!rd || !r || !mb)
+        goto out;
+    r->want_blob = true;
+    rc = resolve_pinned(es, bucket, key, klen, vid, &r);
+    if (rc == -OL_ENOKEY && r->found)
+        obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
+    if (rc < 0)
+        goto out;
+    struct ol_shard_meta bsm;
+    rc = winner_blob(es, bucket, key, klen, r, false, mb, &bsm, NULL);
+    if (rc < 0)
+        goto out;
+    obj_from_meta(&r->win, popcount(r->have), out);
+    if (out)
+        out->meta_len = bsm.meta_len;
+    if (len)
+        *len = bsm.meta_len;
+    if (bsm.meta_len > cap) {
+        rc = -ENOBUFS;
+        goto out;
+    }
+    if (bsm.meta_len)
+        memcpy(buf, mb, bsm.meta_len);
+    rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
+    if (rc < 0)
+        goto out;
+    /* The blobs came with the versions answers: not needed any more. */
+    for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
+        free(r->blob_buf[s]);
+        r->blob_buf[s] = NULL;
+    }
+    rd->es = es;
+    rd->r = r;
+    snprintf(rd->bucket, sizeof(rd->bucket), "%s", bucket);
+    memcpy(rd->key, key, klen);
+    rd->klen = klen;
+    *rdp = rd;
+    rd = NULL;
+    r = NULL;
+out:
+    free(mb);
+    res_free(r);
+    free(rd);
+    return rc;
+}
+
+/* After bytes were served: heal-on-read, once per reader, as ol_eset_read
+ * does for a pinned version (a heal resolves afresh: it must heal the
+ * newest readable version). */
+static void reader_heal(struct ol_eset_reader *rd, bool heal)
+{
+    struct ol_eset *es = rd->es;
+    struct eset_res *r = rd->r;
+    if (rd->heal_done)
+        return;
+    rd->heal_done = true;
+    heal |= (r->answered & ~r->have) != 0;
+    if (!es->heal_on_read || !heal)
+        return;
+    struct ol_eset_heal_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    int e = ol_eset_heal_object(es, rd->bucket, rd->key, rd->klen, &hs);
+    if (e == 0 && hs.shards_rebuilt > 0) {
+        atomic_fetch_add(&es->st.heals_on_read, 1);
+        atomic_fetch_add(&es->st.shards_healed_on_read, hs.shards_rebuilt);
+    }
+}
+
+int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, void *buf)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    if (off > r->win.size || len > r->win.size - off)
+        return -EINVAL;
+    bool heal = false;
+    int rc = len ? read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal) : 0;
+    if (rc < 0)
+        return rc;
+    atomic_fetch_add(&es->st.reads, 1);
+    reader_heal(rd, heal);
+    return 0;
+}
+
+ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
+                            uint64_t *foff)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    if (off >= r->win.size || max == 0)
+        return -EAGAIN;
+    uint64_t end = max < r->win.size - off ? off + max : r->win.size;
+    struct ol_ec_piece pc;
+    if (ol_ec_layout_piece(&rd->l, off, end, &pc) < 0 || pc.shard >= es->k)
+        return -EAGAIN;
+    unsigned j = pc.shard, s = slot_of(es, r->win.rotation, j);
+    const struct ol_drive *d = &es->drive[s];
+    if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open)
+        return -EAGAIN;
+    if (!rd->h[j] &&
+        d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]) < 0) {
+        rd->h[j] = NULL;
+        rd->h_failed[j] = true;
+        return -EAGAIN;
+    }
+    ssize_t n = d->ops->reader_file(rd->h[j], pc.shard_off, (size_t)pc.len, fd, foff);
+    if (n <= 0)
+        return -EAGAIN;
+    if (!rd->heal_done) {
+        atomic_fetch_add(&es->st.reads, 1);
+        reader_heal(rd, false);
+    }
+    return n;
+}
+
+void ol_eset_reader_close(struct ol_eset_reader *rd)
+{
+    if (!rd)
+        return;
+    for (unsigned j = 0; j < rd->es->k; j++)
+        if (rd->h[j]) {
+            const struct ol_drive *d = &rd->es->drive[slot_of(rd->es, rd->r->win.rotation, j)];
+            d->ops->reader_close(rd->h[j]);
+        }
+    res_free(rd->r);
+    free(rd);
 }

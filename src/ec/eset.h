@@ -31,7 +31,8 @@
  * drive still writing; the PUT succeeds when k+1 drives committed (all k when
  * m = 0), and the shards are then marked COMPLETE, which frees the older
  * versions the new one replaces (all of them, unless its flags say
- * otherwise: "Versioned keys" below).  With fewer, the written shards are deleted (best effort) and
+ * otherwise: "Versioned keys" below); called from a fiber, the marks run in
+ * a fiber of their own after put_commit returned (docs/EC.md 5.3, step 4).  With fewer, the written shards are deleted (best effort) and
  * -OL_EQUORUM is returned: the previous version stays readable.  (As in every
  * quorum store, a failed PUT whose rollback also failed on a drive that held
  * one of exactly k shards may still become readable; S3 leaves the outcome
@@ -131,6 +132,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/hlc.h"
 #include "ec/drive.h"
@@ -284,6 +286,32 @@ int ol_eset_read(struct ol_eset *es, const char *bucket, const char *key, size_t
 int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                       const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
                       size_t cap, size_t *len);
+/* A GET's reader: ol_eset_stat_meta that keeps what it resolved, so that
+ * the reads of one GET cost no further metadata round trips (a read of a
+ * pinned vid with ol_eset_read asks every drive for its versions again).
+ * Arguments and answers as ol_eset_stat_meta; *rd is set only on 0.  The
+ * reads are pinned to the resolved version: one that vanished (a newer
+ * version completed and the drives freed it) fails rather than switches.
+ * Heal-on-read applies as in ol_eset_read (once per reader). */
+struct ol_eset_reader;
+int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                        size_t cap, size_t *len, struct ol_eset_reader **rd);
+/* Object bytes [off, off + len) of the reader's version into buf (as
+ * ol_eset_read: degraded shards are rebuilt). */
+int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, void *buf);
+/* Zero-copy form (store/store.h, ol_store_read_file): when the healthy data
+ * shard holding byte off offers its file, returns how many bytes from off
+ * (> 0, at most max, never past the end of the stripe unit holding off)
+ * can be sent from *fd at *foff, checked against the drive's checksums
+ * now; the file stays valid until the reader is closed.  -EAGAIN when not
+ * (the drive offers no file, the shard is missing, the pages are not
+ * cached, a check failed): read those bytes with ol_eset_reader_read,
+ * which also reports and repairs what is wrong. */
+ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
+                            uint64_t *foff);
+void ol_eset_reader_close(struct ol_eset_reader *rd);
+
 /* Replaces the blob of the readable version vid (NULL: the newest) by meta
  * (len <= OL_ESET_META_MAX bytes, borrowed) on every drive holding it,
  * without rewriting data.  0 when the write quorum of them (k+1; k when

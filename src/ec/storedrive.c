@@ -1036,6 +1036,65 @@ static int sd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
     return sd_note(d, rc < 0 ? rc : 0);
 }
 
+/* ---- zero-copy readers (ec/drive.h, reader_open) ---- */
+
+struct sd_reader {
+    struct ol_storedrive *sd;
+    struct ol_store_reader *rd;
+};
+
+static int sd_reader_open(void *d, const char *bucket, const char *key, size_t klen,
+                          const struct ol_version_id *vid, void **h)
+{
+    struct ol_storedrive *sd = d;
+    struct ol_store *st = sd_store(sd);
+    if (!st)
+        return -EIO;
+    struct sd_scan sc = {0};
+    struct sd_reader *r = NULL;
+    /* The copy read_shard would read: the first in store order. */
+    int rc = scan(st, bucket, key, klen, &sc, vid, NULL);
+    int at = -1;
+    for (int i = 0; i < rc && at < 0; i++)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
+            at = i;
+    if (rc < 0)
+        goto out;
+    rc = -OL_ENOKEY;
+    if (at < 0)
+        goto out;
+    r = malloc(sizeof(*r));
+    rc = r ? ol_store_read_open_v(st, bucket, key, klen, sc.v[at].svid, &r->rd) : -ENOMEM;
+    if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
+        rc = -OL_ENOKEY;
+    if (rc < 0)
+        goto out;
+    r->sd = sd;
+    *h = r;
+    r = NULL;
+out:
+    free(r);
+    scan_free(&sc);
+    return sd_note(sd, rc);
+}
+
+static ssize_t sd_reader_file(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff)
+{
+    struct sd_reader *r = h;
+    /* A drive the admin or the monitor took out serves no more bytes. */
+    if (!sd_store(r->sd))
+        return -EAGAIN;
+    ssize_t n = ol_store_read_file(r->rd, off, max, fd, foff);
+    return n > 0 ? n : -EAGAIN;
+}
+
+static void sd_reader_close(void *h)
+{
+    struct sd_reader *r = h;
+    ol_store_read_close(r->rd);
+    free(r);
+}
+
 const struct ol_drive_ops ol_storedrive_ops = {
     .shard_begin = sd_shard_begin,
     .shard_write = sd_shard_write,
@@ -1049,6 +1108,9 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .delete_version = sd_delete_version,
     .list_keys = sd_list_keys,
     .list_buckets = sd_list_buckets,
+    .reader_open = sd_reader_open,
+    .reader_file = sd_reader_file,
+    .reader_close = sd_reader_close,
 };
 
 /* ---- management ---- */

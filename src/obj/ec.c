@@ -651,6 +651,7 @@ struct ol_ec_reader {
     struct blob_view bv;
     uint64_t data_off; /* where the body starts in the stored object */
     struct ol_ec_manifest *mf;
+    struct ol_eset_reader *erd; /* the resolved version (NULL: a manifest's) */
     uint8_t *buf; /* one read step, reserved from the body memory budget */
     size_t cap;
     uint64_t reserved;
@@ -685,8 +686,10 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
     r->es = ol_deploy_set_of(dp, bucket, key, key_len);
     size_t cap = READ_BLOB_FIRST, bl = 0;
     r->blob = malloc(cap);
-    int rc = r->blob ? ol_eset_stat_meta(r->es, bucket, key, key_len, by_vid ? &want : NULL,
-                                         &r->o, r->blob, cap, &bl)
+    /* The reader keeps what this resolved: the reads cost no more version
+     * calls. */
+    int rc = r->blob ? ol_eset_reader_open(r->es, bucket, key, key_len, by_vid ? &want : NULL,
+                                           &r->o, r->blob, cap, &bl, &r->erd)
                      : -ENOMEM;
     if (rc == -ENOBUFS) {
         /* A large blob: read that version's again, whole. */
@@ -694,8 +697,8 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
         cap = bl;
         r->blob = malloc(cap);
         struct ol_version_id v = r->o.vid;
-        rc = r->blob ? ol_eset_stat_meta(r->es, bucket, key, key_len, &v, &r->o, r->blob, cap,
-                                         &bl)
+        rc = r->blob ? ol_eset_reader_open(r->es, bucket, key, key_len, &v, &r->o, r->blob, cap,
+                                           &bl, &r->erd)
                      : -ENOMEM;
     }
     if (rc == -OL_ENOKEY && (r->o.flags & OL_SHARD_DELETE_MARKER) && by_vid)
@@ -718,8 +721,7 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
          * its bytes.  Every read names the version stat resolved. */
         free(r->blob);
         r->blob = malloc(ml);
-        rc = r->blob ? ol_eset_read(r->es, bucket, key, key_len, &r->o.vid, 0, ml, r->blob, NULL)
-                     : -ENOMEM;
+        rc = r->blob ? ol_eset_reader_read(r->erd, 0, ml, r->blob) : -ENOMEM;
         r->bv.meta = r->blob;
         r->bv.meta_len = (uint32_t)ml;
     }
@@ -809,8 +811,7 @@ ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8
     if (n > r->cap)
         n = r->cap;
     int rc = r->mf ? ol_ec_manifest_read(r->mf, off, n, r->buf)
-                   : ol_eset_read(r->es, r->bucket, r->key, r->klen, &r->o.vid, r->data_off + off,
-                                  n, r->buf, NULL);
+                   : ol_eset_reader_read(r->erd, r->data_off + off, n, r->buf);
     if (rc < 0) {
         ol_log_limited(OL_LOG_ERROR, "EC read %s at %" PRIu64 ": %s", r->bucket, off,
                        ol_strerror(rc));
@@ -820,10 +821,21 @@ ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8
     return (ssize_t)n;
 }
 
+ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *fd,
+                        uint64_t *foff)
+{
+    if (r->mf || !r->erd || off >= r->info.size)
+        return -EAGAIN;
+    uint64_t left = r->info.size - off;
+    return ol_eset_reader_file(r->erd, r->data_off + off, max < left ? max : (size_t)left, fd,
+                               foff);
+}
+
 void ol_ec_read_close(struct ol_ec_reader *r)
 {
     if (!r)
         return;
+    ol_eset_reader_close(r->erd);
     ol_ec_manifest_free(r->mf);
     if (r->buf)
         ol_buf_free(r->buf, r->cap);

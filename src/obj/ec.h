@@ -70,6 +70,10 @@ int ol_ec_read_attr(const struct ol_ec_reader *r, const char *name, const uint8_
                     size_t *len);
 int ol_ec_read_vid(const struct ol_ec_reader *r, char vid[OL_STORE_VID_MAX]);
 ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
+/* Zero-copy (ol_store_read_file's contract): the file range of a healthy
+ * data shard holding byte off, checked now; -EAGAIN: use ol_ec_read. */
+ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *fd,
+                        uint64_t *foff);
 void ol_ec_read_close(struct ol_ec_reader *r);
 
 int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,

@@ -266,7 +266,8 @@ ssize_t ol_obj_read(struct ol_obj_reader *r, uint64_t off, size_t max, const uin
 ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int *fd,
                          uint64_t *foff)
 {
-    return r->sd ? ol_store_read_file(r->sd, off, max, fd, foff) : -EAGAIN;
+    return r->sd ? ol_store_read_file(r->sd, off, max, fd, foff)
+                 : ol_ec_read_file(r->ec, off, max, fd, foff);
 }
 
 void ol_obj_read_close(struct ol_obj_reader *r)
