@@ -1516,12 +1516,26 @@ int ol_eset_versions(struct ol_eset *es, const char *bucket, const char *key, si
         goto out;
     }
     unsigned nvids = all_vids(es, r, vids), n = 0;
+    /* Newest first.  A version that a newer readable one replaces (drive.h,
+     * ol_shard_frees) is gone for readers even before phase 2 has freed it
+     * on the drives (the marks run after the PUT answers). */
+    /* ol_shard_frees as two facts about the newer listed versions: one that
+     * keeps nothing older, and one null version (which frees the older null
+     * and unversioned ones). */
+    struct ol_shard_meta plain = {.flags = 0}, null_v = {.flags = OL_SHARD_NULL};
+    bool seen_plain = false, seen_null = false;
     for (unsigned i = 0; i < nvids && n < cap; i++) {
         const struct ol_shard_meta *ref;
         uint32_t have, complete;
         unsigned v = vote(es, r, &vids[i], &ref, &have, &complete);
-        if (v >= es->k)
-            obj_from_meta(ref, v, &out[n++]);
+        if (v < es->k)
+            continue;
+        if ((seen_plain && ol_shard_frees(&plain, ref)) ||
+            (seen_null && ol_shard_frees(&null_v, ref)))
+            continue;
+        seen_null |= (ref->flags & OL_SHARD_NULL) != 0;
+        seen_plain |= !(ref->flags & (OL_SHARD_NULL | OL_SHARD_KEEP_OLDER));
+        obj_from_meta(ref, v, &out[n++]);
     }
     rc = (int)n;
 out:
