@@ -46,6 +46,8 @@ static void put(struct out *o, const char *s, size_t n)
         o->full = true;
         return;
     }
+    if (n == 0)
+        return; /* s may be NULL (an absent header's empty slice) */
     memcpy(o->p + o->n, s, n);
     o->n += n;
 }
