@@ -1415,10 +1415,13 @@ static int winner_blob(struct ol_eset *es, const char *bucket, const char *key, 
     return rc;
 }
 
-int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                      const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
-                      size_t cap, size_t *len)
+/* ol_eset_stat_meta's work, keeping the resolution in *rp (the caller frees
+ * it with res_free; NULL on failure): a GET's reader keeps it. */
+static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                         size_t cap, size_t *len, struct eset_res **rp)
 {
+    *rp = NULL;
     if (!valid_name(bucket, klen))
         return -EINVAL;
     struct eset_res *r = res_alloc(es);
@@ -1447,8 +1450,20 @@ int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, s
     }
     if (bsm.meta_len)
         memcpy(buf, mb, bsm.meta_len);
+    *rp = r;
+    r = NULL;
 out:
     free(mb);
+    res_free(r);
+    return rc;
+}
+
+int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                      const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
+                      size_t cap, size_t *len)
+{
+    struct eset_res *r;
+    int rc = stat_meta_res(es, bucket, key, klen, vid, out, buf, cap, len, &r);
     res_free(r);
     return rc;
 }
@@ -2612,33 +2627,11 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
 {
     if (!valid_name(bucket, klen))
         return -EINVAL;
+    struct eset_res *r = NULL;
     struct ol_eset_reader *rd = calloc(1, sizeof(*rd) + klen);
-    struct eset_res *r = res_alloc(es);
-    uint8_t *mb = malloc(OL_ESET_META_MAX);
-    int rc = -ENOMEM;
-    if (!rd || !r || !mb)
-        goto out;
-    r->want_blob = true;
-    rc = resolve_pinned(es, bucket, key, klen, vid, &r);
-    if (rc == -OL_ENOKEY && r->found)
-        obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
+    int rc = rd ? stat_meta_res(es, bucket, key, klen, vid, out, buf, cap, len, &r) : -ENOMEM;
     if (rc < 0)
         goto out;
-    struct ol_shard_meta bsm;
-    rc = winner_blob(es, bucket, key, klen, r, false, mb, &bsm, NULL);
-    if (rc < 0)
-        goto out;
-    obj_from_meta(&r->win, popcount(r->have), out);
-    if (out)
-        out->meta_len = bsm.meta_len;
-    if (len)
-        *len = bsm.meta_len;
-    if (bsm.meta_len > cap) {
-        rc = -ENOBUFS;
-        goto out;
-    }
-    if (bsm.meta_len)
-        memcpy(buf, mb, bsm.meta_len);
     rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
     if (rc < 0)
         goto out;
@@ -2656,7 +2649,6 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
     rd = NULL;
     r = NULL;
 out:
-    free(mb);
     res_free(r);
     free(rd);
     return rc;
