@@ -669,13 +669,20 @@ out:
  * (sm->meta_len bytes; NULL: v's own blob, read back from the store), and
  * returns the copy's store vid in svid.  The original stays; the caller
  * deletes it. */
+/* Rewrites copy v as a new store version with metadata sm (and the blob
+ * meta; NULL: v's own) and, once that is done, removes the store versions
+ * drop[0..ndrop): queued together, so they share the rewrite's index commit
+ * (ol_store_rewrite_v).  drop_rc gets each removal's result. */
 static int rewrite(struct ol_store *st, const char *bucket, const char *key, size_t klen,
                    const struct sd_ver *v, const struct ol_shard_meta *sm, const void *meta,
-                   char svid[OL_STORE_VID_MAX])
+                   char svid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
+                   int *drop_rc)
 {
     struct ol_store_reader *rd = NULL;
     struct ol_shard_meta nsm = *sm;
     int rc = 0;
+    for (unsigned i = 0; i < ndrop; i++)
+        drop_rc[i] = -ECANCELED;
     if (!meta && sm->meta_len > 0) {
         /* The blob is not in the scan (which keeps headers only): read the
          * entry back.  A copy whose blob changed since answers -EAGAIN. */
@@ -703,10 +710,11 @@ static int rewrite(struct ol_store *st, const char *bucket, const char *key, siz
         .meta_len = (uint32_t)meta_encode(&nsm, meta, blob),
         .mtime_ns = nsm.mtime_ns,
     };
-    struct ol_obj_info info;
-    rc = ol_store_copy_object_v(st, bucket, key, klen, v->svid, bucket, key, klen, &o, &info,
-                                svid);
+    unsigned chained = ndrop < OL_STORE_DROP_MAX ? ndrop : OL_STORE_DROP_MAX;
+    rc = ol_store_rewrite_v(st, bucket, key, klen, v->svid, &o, svid, drop, chained, drop_rc);
     free(blob);
+    for (unsigned i = chained; i < ndrop; i++)
+        drop_rc[i] = rc < 0 ? -ECANCELED : ol_store_delete_v(st, bucket, key, klen, drop[i], NULL);
 out:
     if (rd)
         ol_store_read_close(rd);
@@ -721,7 +729,9 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
         return -EIO;
     struct sd_scan sc = {0};
     char keep[OL_STORE_VID_MAX] = "";
-    struct ol_shard_meta marked;
+    const char **drop = NULL;
+    int *drop_rc = NULL;
+    unsigned ndrop = 0;
     int n = 0, rc = 0;
     /* A second round only when a concurrent rewrite (heal, set_meta) deleted
      * or changed the copy this one was about to mark. */
@@ -743,30 +753,48 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
                     rc = 0;
             goto out;
         }
-        memcpy(keep, sc.v[at].svid, sizeof(keep));
-        marked = sc.v[at].sm;
+        struct ol_shard_meta marked = sc.v[at].sm;
         marked.flags |= OL_SHARD_COMPLETE;
-        if (sc.v[at].sm.flags & OL_SHARD_COMPLETE)
+        bool done = sc.v[at].sm.flags & OL_SHARD_COMPLETE;
+        /* What the mark frees: the other copies of vid written before it
+         * (the unmarked one it replaces included) and the older versions it
+         * replaces (ol_shard_frees).  Copies written after this scan (a heal
+         * rewriting the shard) are not in it and stay. */
+        free(drop);
+        free(drop_rc);
+        drop = malloc(sizeof(*drop) * (size_t)n + 1);
+        drop_rc = malloc(sizeof(*drop_rc) * (size_t)n + 1);
+        if (!drop || !drop_rc) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        ndrop = 0;
+        for (int i = 0; i < n; i++) {
+            int c = ol_version_id_cmp(&sc.v[i].sm.vid, vid);
+            if ((done && i == at) || c > 0 || (c < 0 && !ol_shard_frees(&marked, &sc.v[i].sm)))
+                continue;
+            drop[ndrop++] = sc.v[i].svid;
+        }
+        if (done) {
+            /* Marked already (a repeated mark): only the freeing is left. */
+            for (unsigned i = 0; i < ndrop; i++)
+                drop_rc[i] = ol_store_delete_v(st, bucket, key, klen, drop[i], NULL);
+            rc = 0;
             break;
-        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, NULL, keep);
+        }
+        /* The mark (a copy by reference of the shard's store version with
+         * the flag set) and the freeing, in one index commit; the removals
+         * are applied only once the marked copy is in. */
+        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, NULL, keep, drop, ndrop, drop_rc);
         if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY && rc != -EAGAIN)
             break;
     }
-    if (rc < 0)
-        goto out;
-    /* The mark is durable: now the other copies of vid written before it and
-     * the older versions it replaces go.  Copies written after this scan (a
-     * heal rewriting the shard) are not in it and stay. */
-    for (int i = 0; i < n && rc == 0; i++) {
-        int c = ol_version_id_cmp(&sc.v[i].sm.vid, vid);
-        if (strcmp(sc.v[i].svid, keep) == 0 || c > 0 ||
-            (c < 0 && !ol_shard_frees(&marked, &sc.v[i].sm)))
-            continue;
-        int e = ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
-        if (e < 0 && e != -OL_ENOVERSION)
-            rc = e;
-    }
+    for (unsigned i = 0; rc == 0 && i < ndrop; i++)
+        if (drop_rc[i] < 0 && drop_rc[i] != -OL_ENOVERSION)
+            rc = drop_rc[i];
 out:
+    free(drop);
+    free(drop_rc);
     scan_free(&sc);
     return sd_note(d, rc);
 }
@@ -784,6 +812,8 @@ static int sd_set_meta(void *d, const char *bucket, const char *key, size_t klen
         return -EINVAL;
     uint32_t crc = len ? ol_crc32c(meta, len) : 0;
     struct sd_scan sc = {0};
+    const char **drop = NULL;
+    int *drop_rc = NULL;
     char keep[OL_STORE_VID_MAX] = "";
     int n = scan(st, bucket, key, klen, &sc, NULL, NULL);
     rc = n < 0 ? n : 0;
@@ -812,15 +842,26 @@ static int sd_set_meta(void *d, const char *bucket, const char *key, size_t klen
                 nsm.flags = all[i].flags;
         free(all);
     }
-    rc = rewrite(st, bucket, key, klen, &sc.v[at], &nsm, len ? meta : "", keep);
+    /* Every older copy of vid goes (they were all seen before the
+     * rewrite), in the rewrite's index commit. */
+    drop = malloc(sizeof(*drop) * (size_t)n + 1);
+    drop_rc = malloc(sizeof(*drop_rc) * (size_t)n + 1);
+    if (!drop || !drop_rc) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    unsigned ndrop = 0;
+    for (int i = 0; i < n; i++)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
+            drop[ndrop++] = sc.v[i].svid;
+    rc = rewrite(st, bucket, key, klen, &sc.v[at], &nsm, len ? meta : "", keep, drop, ndrop,
+                 drop_rc);
     if (rc < 0)
         goto out;
     sd_wrote(sd);
-    /* Every older copy of vid goes (they were all seen before the rewrite). */
-    for (int i = 0; i < n; i++)
-        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
-            (void)ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
 out:
+    free(drop);
+    free(drop_rc);
     scan_free(&sc);
     return sd_note(sd, rc);
 }

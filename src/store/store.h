@@ -448,6 +448,20 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
                            const char *dst_key, size_t dst_len,
                            const struct ol_store_copy_opts *o, struct ol_obj_info *out,
                            char vid[OL_STORE_VID_MAX]);
+/* Rewrites version vid of a key as a new version of the same key (as
+ * ol_store_copy_object_v with the key as source and destination: extents
+ * shared, o's meta) and then removes the versions drop[0..ndrop) (as
+ * ol_store_delete_v with a vid), queued together: the removals are applied
+ * only when the rewrite succeeded, never become durable before it, and
+ * usually share its index commit (one flush for all).  drop_rc (may be NULL)
+ * gets each removal's result (-ECANCELED when the rewrite failed).  Returns
+ * the rewrite's result; new_vid gets the new version's id.  At most
+ * OL_STORE_DROP_MAX removals. */
+enum { OL_STORE_DROP_MAX = 16 };
+int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+                       const char *vid, const struct ol_store_copy_opts *o,
+                       char new_vid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
+                       int *drop_rc);
 
 /* ---- maintenance and statistics ---- */
 

@@ -900,6 +900,55 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
     return rc;
 }
 
+int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
+                       const char *vid, const struct ol_store_copy_opts *o,
+                       char new_vid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
+                       int *drop_rc)
+{
+    if (ndrop > OL_STORE_DROP_MAX || !vid || !o)
+        return -EINVAL;
+    uint8_t ik[OL_IDX_KEY_MAX];
+    int kl = ol_idx_key(ik, bucket, key, key_len);
+    if (kl < 0)
+        return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
+    int rc = ol_attrs_check(o->attrs, o->nattrs, true);
+    if (rc)
+        return rc;
+    struct ol_obj_info info;
+    struct ol_op ops[1 + OL_STORE_DROP_MAX], *q[1 + OL_STORE_DROP_MAX];
+    memset(ops, 0, (1 + ndrop) * sizeof(ops[0]));
+    ops[0] = (struct ol_op){
+        .type = OL_OP_COPY_OBJECT,
+        .bucket = bucket,
+        .ikey = ik,
+        .ikey_len = (size_t)kl,
+        .src_bucket = bucket,
+        .src_ikey = ik,
+        .src_ikey_len = (size_t)kl,
+        .copy = o,
+        .info = &info,
+        .vid = vid,
+    };
+    q[0] = &ops[0];
+    for (unsigned i = 0; i < ndrop; i++) {
+        ops[1 + i] = (struct ol_op){
+            .type = OL_OP_DELETE_VERSION,
+            .bucket = bucket,
+            .ikey = ik,
+            .ikey_len = (size_t)kl,
+            .vid = drop[i],
+            .after = &ops[0],
+        };
+        q[1 + i] = &ops[1 + i];
+    }
+    rc = ol_commit_run_chain(st, q, 1 + ndrop);
+    if (new_vid)
+        memcpy(new_vid, ops[0].vid_out, OL_STORE_VID_MAX);
+    for (unsigned i = 0; drop_rc && i < ndrop; i++)
+        drop_rc[i] = ops[1 + i].result;
+    return rc;
+}
+
 /* ---- listing every version ---- */
 
 struct ol_store_viter {

@@ -1356,6 +1356,12 @@ static void run_batch(struct ol_store *st, struct ol_op **ops, unsigned n)
             ops[i]->result = rc;
             continue;
         }
+        /* A chained op waits on the result of one ahead of it: in this
+         * batch (applied already) or in an earlier, committed one. */
+        if (ops[i]->after && ops[i]->after->result != 0) {
+            ops[i]->result = -ECANCELED;
+            continue;
+        }
         /* A nested transaction per operation: one operation's failure undoes
          * only its own changes, and the batch still commits the others. */
         MDB_txn *child = NULL;
@@ -1380,6 +1386,8 @@ static void run_batch(struct ol_store *st, struct ol_op **ops, unsigned n)
     }
     atomic_fetch_add(&st->commits, 1);
     atomic_fetch_add(&st->commit_ops, n);
+    /* A chain's waiter returns after its last op's signal, so the op that
+     * later ops' `after` points to stays valid while they wait. */
     for (unsigned i = 0; i < n; i++)
         ol_completion_signal(&ops[i]->done, ops[i]->result); /* ops[i] may vanish now */
     /* Segments left with no live bytes are unlinked by the compactor thread,
@@ -1445,31 +1453,50 @@ void ol_commit_stop(struct ol_store *st)
     pthread_mutex_destroy(&st->q_mu);
 }
 
-void ol_commit_enqueue(struct ol_store *st, struct ol_op *op)
+static void enqueue(struct ol_store *st, struct ol_op **ops, unsigned n)
 {
-    ol_completion_init(&op->done);
-    op->next = NULL;
-    op->result = 0;
+    for (unsigned i = 0; i < n; i++) {
+        ol_completion_init(&ops[i]->done);
+        ops[i]->next = i + 1 < n ? ops[i + 1] : NULL;
+        ops[i]->result = 0;
+    }
     pthread_mutex_lock(&st->q_mu);
     if (st->q_stop) {
         pthread_mutex_unlock(&st->q_mu);
         /* Completed before anyone waits: no wake-up is needed (and a fiber
          * must not wake itself). */
-        op->done.result = -OL_ESHUTDOWN;
-        __atomic_store_n(&op->done.done, 1, __ATOMIC_RELEASE);
+        for (unsigned i = 0; i < n; i++) {
+            ops[i]->result = ops[i]->done.result = -OL_ESHUTDOWN;
+            __atomic_store_n(&ops[i]->done.done, 1, __ATOMIC_RELEASE);
+        }
         return;
     }
     if (st->q_tail)
-        st->q_tail->next = op;
+        st->q_tail->next = ops[0];
     else
-        st->q_head = op;
-    st->q_tail = op;
+        st->q_head = ops[0];
+    st->q_tail = ops[n - 1];
     pthread_cond_signal(&st->q_cv);
     pthread_mutex_unlock(&st->q_mu);
+}
+
+void ol_commit_enqueue(struct ol_store *st, struct ol_op *op)
+{
+    enqueue(st, &op, 1);
 }
 
 int ol_commit_run(struct ol_store *st, struct ol_op *op)
 {
     ol_commit_enqueue(st, op);
     return ol_completion_wait(&op->done);
+}
+
+int ol_commit_run_chain(struct ol_store *st, struct ol_op **ops, unsigned n)
+{
+    if (n == 0)
+        return 0;
+    enqueue(st, ops, n);
+    for (unsigned i = 0; i < n; i++)
+        ol_completion_wait(&ops[i]->done);
+    return ops[0]->result;
 }

@@ -73,6 +73,9 @@ struct ol_op {
     const char *vid;
     char vid_out[OL_STORE_VID_MAX];
     bool marker;
+    /* Applied only when this earlier op of the same chain succeeded (else
+     * -ECANCELED): see ol_commit_run_chain. */
+    const struct ol_op *after;
 };
 
 /* UploadPartCopy: the source ranges that the new part shares by reference.
@@ -93,6 +96,13 @@ void ol_commit_enqueue(struct ol_store *st, struct ol_op *op);
 /* Queues op and waits for its result (op->vid_out then holds the id of a
  * version it made). */
 int ol_commit_run(struct ol_store *st, struct ol_op *op);
+/* Queues n ops back to back and waits for every result.  The writer applies
+ * queued ops in order and commits a batch before it applies the next one,
+ * so an op is never durable before the ops queued ahead of it; ops queued
+ * together usually share one index commit (one flush instead of n).  An op
+ * whose `after` is set runs only if that op (queued ahead of it) succeeded.
+ * Returns ops[0]'s result. */
+int ol_commit_run_chain(struct ol_store *st, struct ol_op **ops, unsigned n);
 
 /* Builds the parts DB key: upload id (32 hex) + big-endian part number. */
 int ol_part_key(uint8_t out[40], const char *upload_id, uint32_t part_no, size_t *len);

@@ -216,6 +216,53 @@ static void test_attr_v(struct ol_store *st)
     CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
 }
 
+/* ol_store_rewrite_v: a version rewritten with new meta and older ones
+ * removed, queued as one chain; the removals never run when the rewrite
+ * fails. */
+static void test_rewrite(struct ol_store *st)
+{
+    char r1[OL_STORE_VID_MAX], r2[OL_STORE_VID_MAX], r3[OL_STORE_VID_MAX];
+    char nv[OL_STORE_VID_MAX];
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_ENABLED), 0);
+    CHECK_RC(put(st, "r", 1, 70000, 61, r1), 0);
+    CHECK_RC(put(st, "r", 1, 70000, 62, r2), 0);
+    CHECK_RC(put(st, "r", 1, 70000, 63, r3), 0);
+    static const uint8_t meta[] = "new-meta";
+    struct ol_store_copy_opts o = {
+        .replace_meta = true, .meta = meta, .meta_len = sizeof(meta), .mtime_ns = 7};
+    const char *drop[] = {r1, r3};
+    int drc[2] = {1, 1};
+    CHECK_RC(ol_store_rewrite_v(st, "vbk", "r", 1, r3, &o, nv, drop, 2, drc), 0);
+    CHECK(drc[0] == 0 && drc[1] == 0);
+    CHECK(strcmp(nv, r3) != 0 && nv[0]);
+    CHECK_RC(first_byte(st, "r", 1, nv), 63);
+    CHECK_RC(first_byte(st, "r", 1, r2), 62);
+    CHECK_RC(first_byte(st, "r", 1, r1), -OL_ENOVERSION);
+    CHECK_RC(first_byte(st, "r", 1, r3), -OL_ENOVERSION);
+    struct ol_store_reader *rd;
+    CHECK_RC(ol_store_read_open_v(st, "vbk", "r", 1, nv, &rd), 0);
+    if (rd) {
+        const struct ol_obj_info *in = ol_store_read_info(rd);
+        CHECK(in->meta_len == sizeof(meta) && memcmp(in->meta, meta, sizeof(meta)) == 0);
+        ol_store_read_close(rd);
+    }
+    /* The rewrite fails (r3 is gone): r2 is not removed. */
+    const char *drop2[] = {r2};
+    CHECK_RC(ol_store_rewrite_v(st, "vbk", "r", 1, r3, &o, NULL, drop2, 1, drc), -OL_ENOVERSION);
+    CHECK_RC(drc[0], -ECANCELED);
+    CHECK_RC(first_byte(st, "r", 1, r2), 62);
+    /* Past the limit: refused whole. */
+    const char *many[OL_STORE_DROP_MAX + 1];
+    for (unsigned i = 0; i <= OL_STORE_DROP_MAX; i++)
+        many[i] = r2;
+    CHECK_RC(ol_store_rewrite_v(st, "vbk", "r", 1, nv, &o, NULL, many, OL_STORE_DROP_MAX + 1,
+                                NULL), -EINVAL);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "r", 1, nv, NULL), 0);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "r", 1, r2, NULL), 0);
+    CHECK_RC(first_byte(st, "r", 1, NULL), -OL_ENOKEY);
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
+}
+
 static void test_cleanup(struct ol_store *st, const char *long_key)
 {
     char rows[16][64];
@@ -263,6 +310,7 @@ int main(void)
         return 1;
     test_versions(st, long_key);
     test_attr_v(st);
+    test_rewrite(st);
     ol_store_close(st);
     st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
