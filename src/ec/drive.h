@@ -140,6 +140,16 @@ struct ol_drive_blob {
     bool got;
     size_t len;
     struct ol_shard_meta sm;
+    /* In (optional): room for the same copy's shard bytes (NULL/0: not
+     * asked).  Out: shard_got says shard_buf holds that copy's whole shard
+     * (shard_len bytes), verified, as read_shard would return it.  A drive
+     * gives them only when they fit and are cheap to get (a small shard kept
+     * in its index): a small object's GET then needs no read round.  False
+     * otherwise, whatever the reason: the set uses read_shard. */
+    void *shard_buf;
+    size_t shard_cap;
+    bool shard_got;
+    size_t shard_len;
 };
 
 /* One key of a drive's listing, with the drive's newest version of it

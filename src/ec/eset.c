@@ -30,6 +30,7 @@ enum {
     ESET_READ_RETRIES = 3,        /* re-resolutions when a version vanishes mid-read */
     ESET_MAX_BUCKETS = 100000,    /* heal_all's bound on buckets */
     ESET_BLOB_FIRST = 16 * 1024,  /* blob bytes a versions call takes at once */
+    ESET_SHARD_FIRST = 4 * 1024,  /* shard bytes a GET's versions call takes with them */
 };
 
 struct ol_eset {
@@ -62,6 +63,10 @@ struct eset_res {
     /* With want_blob (set before resolve): each drive's blob of its newest
      * version (or of `want`), bufs owned here. */
     bool want_blob;
+    /* With want_blob and want_shard: each drive's shard bytes of that
+     * version too, when small (ol_drive_blob's shard_*): a small object's
+     * GET reads them instead of a read round. */
+    bool want_shard;
     struct ol_drive_blob blob[OL_EC_MAX_UNITS];
     uint8_t *blob_buf[OL_EC_MAX_UNITS];
     uint32_t answered;       /* slots whose versions call succeeded */
@@ -252,6 +257,7 @@ struct fan {
     struct ol_version_id vid;
     unsigned vcap;   /* VERSIONS: versions asked */
     size_t blob_cap; /* VERSIONS: 0, or ask for a blob (of vid when has_vid) */
+    size_t shard_cap; /* VERSIONS with blob_cap: room for the blob copy's shard too */
     bool has_vid;
     /* SETMETA: the blob (borrowed: set_meta calls run without a timeout, so
      * the caller outlives them) and its stamp. */
@@ -282,6 +288,7 @@ static struct fan *fan_new(struct ol_eset *es, const char *bucket, const char *k
     f->has_vid = vid != NULL;
     f->vcap = ESET_MAX_VERSIONS;
     f->blob_cap = 0;
+    f->shard_cap = 0;
     f->meta = NULL;
     f->meta_len = 0;
     f->meta_stamp = 0;
@@ -328,20 +335,24 @@ static void fan_exec(struct fan_call *c)
         struct ol_drive_blob *bl = NULL;
         c->buf = malloc(sizeof(struct ol_shard_meta) * f->vcap);
         if (f->blob_cap) {
-            c->blob_buf = malloc(f->blob_cap);
+            c->blob_buf = malloc(f->blob_cap + f->shard_cap);
             bl = &c->blob;
             bl->want = f->has_vid ? &f->vid : NULL;
             bl->buf = c->blob_buf;
             bl->cap = f->blob_cap;
             bl->got = false;
             bl->len = 0;
+            bl->shard_buf = c->blob_buf && f->shard_cap ? c->blob_buf + f->blob_cap : NULL;
+            bl->shard_cap = bl->shard_buf ? f->shard_cap : 0;
+            bl->shard_got = false;
+            bl->shard_len = 0;
         }
         c->rc = c->buf && (!f->blob_cap || c->blob_buf)
                     ? d->ops->versions(d->d, f->bucket, f->key, f->klen,
                                        (struct ol_shard_meta *)c->buf, f->vcap, bl)
                     : -ENOMEM;
         if (c->rc < 0)
-            c->blob.got = false;
+            c->blob.got = c->blob.shard_got = false;
         break;
     }
     case FAN_SETMETA:
@@ -544,7 +555,7 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     for (unsigned s = 0; s < es->n; s++) {
         free(r->blob_buf[s]);
         r->blob_buf[s] = NULL;
-        r->blob[s].got = false;
+        r->blob[s].got = r->blob[s].shard_got = false;
     }
     struct fan *f = fan_new(es, bucket, key, klen, r->want_blob ? want : NULL);
     if (!f)
@@ -554,6 +565,7 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
      * possible blob per drive and GET costs more in the allocator than it
      * saves; a larger blob is fetched by winner_blob's second step. */
     f->blob_cap = r->want_blob ? ESET_BLOB_FIRST : 0;
+    f->shard_cap = r->want_blob && r->want_shard ? ESET_SHARD_FIRST : 0;
     for (unsigned s = 0; s < es->n; s++)
         fan_add(f, FAN_VERSIONS, s, s);
     /* A drive that does not answer within the read timeout counts as silent,
@@ -568,7 +580,8 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
             memcpy(VERS(r, s), c->buf, sizeof(struct ol_shard_meta) * (size_t)c->rc);
         if (c->done && c->rc >= 0) {
             r->answered |= 1u << s;
-            if (r->want_blob && c->blob.got) {
+            if (r->want_blob && (c->blob.got || c->blob.shard_got)) {
+                /* The shard bytes (shard_buf) live in the same buffer. */
                 free(r->blob_buf[s]);
                 r->blob[s] = c->blob;
                 r->blob_buf[s] = c->blob_buf;
@@ -684,6 +697,7 @@ static int resolve_pinned(struct ol_eset *es, const char *bucket, const char *ke
     if (!big)
         return -ENOMEM;
     big->want_blob = (*rp)->want_blob;
+    big->want_shard = (*rp)->want_shard;
     res_free(*rp);
     *rp = big;
     return resolve(es, bucket, key, klen, want, big);
@@ -1418,8 +1432,9 @@ static int winner_blob(struct ol_eset *es, const char *bucket, const char *key, 
 /* ol_eset_stat_meta's work, keeping the resolution in *rp (the caller frees
  * it with res_free; NULL on failure): a GET's reader keeps it. */
 static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                         const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
-                         size_t cap, size_t *len, struct eset_res **rp)
+                         const struct ol_version_id *vid, bool want_shard,
+                         struct ol_eset_obj *out, void *buf, size_t cap, size_t *len,
+                         struct eset_res **rp)
 {
     *rp = NULL;
     if (!valid_name(bucket, klen))
@@ -1430,6 +1445,7 @@ static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key
     if (!r || !mb)
         goto out;
     r->want_blob = true;
+    r->want_shard = want_shard;
     rc = resolve_pinned(es, bucket, key, klen, vid, &r);
     if (rc == -OL_ENOKEY && r->found)
         obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
@@ -1463,7 +1479,7 @@ int ol_eset_stat_meta(struct ol_eset *es, const char *bucket, const char *key, s
                       size_t cap, size_t *len)
 {
     struct eset_res *r;
-    int rc = stat_meta_res(es, bucket, key, klen, vid, out, buf, cap, len, &r);
+    int rc = stat_meta_res(es, bucket, key, klen, vid, false, out, buf, cap, len, &r);
     res_free(r);
     return rc;
 }
@@ -1610,6 +1626,17 @@ static bool healable(int err)
     return err == -OL_ENOKEY || err == -OL_ECORRUPT;
 }
 
+/* Slot s's whole shard of the winner when it came with the versions answer
+ * (r->want_shard), or NULL. */
+static const uint8_t *res_shard(const struct eset_res *r, const struct ol_ec_layout *l, unsigned s)
+{
+    const struct ol_drive_blob *bl = &r->blob[s];
+    if (!r->blob_buf[s] || !bl->shard_got || !(r->have & (1u << s)) ||
+        ol_version_id_cmp(&bl->sm.vid, &r->win.vid) != 0 || bl->shard_len != l->shard_bytes)
+        return NULL;
+    return bl->shard_buf;
+}
+
 /* Reads [off, off+len) of the resolved version.  0, -OL_EQUORUM, or
  * -OL_ENOKEY when too many shards vanished (a newer version completed and
  * the drives freed this one): the caller resolves again.  *heal is set when
@@ -1643,11 +1670,25 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
             *heal |= (r->answered & (1u << s)) != 0;
             continue;
         }
+        const uint8_t *sb = res_shard(r, &l, s);
+        if (sb) {
+            /* It came with the versions answer. */
+            ubuf[j] = malloc(sl[j]);
+            if (!ubuf[j]) {
+                fan_unref(f);
+                rc = -ENOMEM;
+                goto out;
+            }
+            memcpy(ubuf[j], sb + so[j], sl[j]);
+            base[j] = so[j];
+            continue;
+        }
         struct fan_call *c = fan_add(f, FAN_READ, s, j);
         c->off = so[j];
         c->len = sl[j];
     }
-    fan_run(f, es->read_timeout_ms);
+    if (f->n > 0)
+        fan_run(f, es->read_timeout_ms);
     bool slow = false;
     for (unsigned x = 0; x < f->n; x++) {
         struct fan_call *c = &f->c[x];
@@ -2629,16 +2670,21 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
         return -EINVAL;
     struct eset_res *r = NULL;
     struct ol_eset_reader *rd = calloc(1, sizeof(*rd) + klen);
-    int rc = rd ? stat_meta_res(es, bucket, key, klen, vid, out, buf, cap, len, &r) : -ENOMEM;
+    int rc = rd ? stat_meta_res(es, bucket, key, klen, vid, true, out, buf, cap, len, &r)
+                : -ENOMEM;
     if (rc < 0)
         goto out;
     rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
     if (rc < 0)
         goto out;
-    /* The blobs came with the versions answers: not needed any more. */
+    /* The blobs came with the versions answers: not needed any more.  The
+     * winner's shard bytes that came with them are kept for the reads. */
     for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
+        if (res_shard(r, &rd->l, s))
+            continue;
         free(r->blob_buf[s]);
         r->blob_buf[s] = NULL;
+        r->blob[s].got = r->blob[s].shard_got = false;
     }
     rd->es = es;
     rd->r = r;
@@ -2704,7 +2750,8 @@ ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max,
         return -EAGAIN;
     unsigned j = pc.shard, s = slot_of(es, r->win.rotation, j);
     const struct ol_drive *d = &es->drive[s];
-    if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open)
+    if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open ||
+        res_shard(r, &rd->l, s))
         return -EAGAIN;
     if (!rd->h[j] &&
         d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]) < 0) {

@@ -324,6 +324,7 @@ static void sd_wrote(struct ol_storedrive *sd)
 struct sd_scan {
     struct sd_ver *v;
     int n, cap;
+    int blob_at; /* the copy whose blob versions() answers, or -1 */
 };
 
 static void scan_free(struct sd_scan *sc)
@@ -343,15 +344,15 @@ static bool copy_wins(const struct ol_shard_meta *x, const struct ol_shard_meta 
 /* Offers a decoded entry to a blob request: taken when it is the version
  * asked for (or, want NULL, a newer one than taken so far) and its blob wins
  * over the copy taken. */
-static void blob_offer(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
+static bool blob_offer(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
                        const uint8_t *meta, bool *taken)
 {
     if (bl->want && ol_version_id_cmp(&sm->vid, bl->want) != 0)
-        return;
+        return false;
     if (*taken) {
         int c = ol_version_id_cmp(&sm->vid, &bl->sm.vid);
         if (c < 0 || (c == 0 && !copy_wins(sm, &bl->sm)))
-            return;
+            return false;
     }
     *taken = true;
     bl->sm = *sm;
@@ -359,6 +360,7 @@ static void blob_offer(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
     bl->got = sm->meta_len > 0 && sm->meta_len <= bl->cap;
     if (bl->got)
         memcpy(bl->buf, meta, sm->meta_len);
+    return true;
 }
 
 /* Scans the store versions of one key (at most SD_SCAN_MAX) into sc (freed
@@ -373,9 +375,12 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
     sc->v = NULL;
     sc->n = sc->cap = 0;
     bool taken = false;
+    sc->blob_at = -1;
     if (blob) {
         blob->got = false;
         blob->len = 0;
+        blob->shard_got = false;
+        blob->shard_len = 0;
         memset(&blob->sm, 0, sizeof(blob->sm));
     }
     int rc = ol_store_viter_open(st, bucket, &it);
@@ -412,8 +417,8 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
             continue;
         memcpy(v->svid, vi.vid, sizeof(v->svid));
         sc->n++;
-        if (blob)
-            blob_offer(blob, &v->sm, meta, &taken);
+        if (blob && blob_offer(blob, &v->sm, meta, &taken))
+            sc->blob_at = sc->n - 1;
         if (stop && ol_version_id_cmp(&v->sm.vid, stop) == 0)
             break;
     }
@@ -866,6 +871,38 @@ out:
     return sd_note(sd, rc);
 }
 
+/* versions()'s shard bytes (struct ol_drive_blob): copy v's whole shard
+ * when it fits the caller's room.  Only small shards get here, and those
+ * the store keeps in the index entry (inline_bytes), so this is a lookup,
+ * not a segment read.  Any failure just leaves shard_got false: the set then
+ * reads with read_shard, which reports what is wrong. */
+static void blob_shard(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+                       const struct sd_ver *v, struct ol_drive_blob *bl)
+{
+    const struct ol_shard_meta *sm = &v->sm;
+    if ((sm->flags & OL_SHARD_DELETE_MARKER) || sm->k == 0 ||
+        sm->size > (uint64_t)sm->k * bl->shard_cap)
+        return;
+    struct ol_store_reader *rd;
+    if (ol_store_read_open_v(st, bucket, key, klen, v->svid, &rd) < 0)
+        return;
+    uint64_t size = ol_store_read_info(rd)->size;
+    size_t got = 0;
+    while (size <= bl->shard_cap && got < size) {
+        const uint8_t *p;
+        ssize_t r = ol_store_read(rd, got, (size_t)size - got, &p);
+        if (r <= 0)
+            break;
+        memcpy((uint8_t *)bl->shard_buf + got, p, (size_t)r);
+        got += (size_t)r;
+    }
+    ol_store_read_close(rd);
+    if (size <= bl->shard_cap && got == size) {
+        bl->shard_got = true;
+        bl->shard_len = (size_t)size;
+    }
+}
+
 static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
                        struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob)
 {
@@ -894,9 +931,11 @@ static int sd_versions(void *d, const char *bucket, const char *key, size_t klen
     for (int i = 0; blob && i < m; i++)
         if (ol_version_id_cmp(&all[i].vid, &blob->sm.vid) == 0)
             blob->sm.flags = all[i].flags;
+    if (blob && blob->shard_buf && blob->shard_cap && sc.blob_at >= 0)
+        blob_shard(st, bucket, key, klen, &sc.v[sc.blob_at], blob);
 out:
     if (rc < 0 && blob)
-        blob->got = false;
+        blob->got = blob->shard_got = false;
     free(all);
     scan_free(&sc);
     return sd_note(d, rc);
