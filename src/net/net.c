@@ -134,6 +134,7 @@ struct ol_net {
     struct conn *conns;
     unsigned nconns;
     uint64_t next_conn_id;
+    unsigned stall_after_reply_ms; /* tests: ol_net_test_stall_after_reply */
 };
 
 static void stat_add(struct ol_net *net, uint64_t *field)
@@ -735,6 +736,16 @@ static void send_reply(struct ol_net *net, struct ol_net_req *req)
                               req->iov, n, &rp);
     if (r == NULL || UCS_PTR_IS_ERR(r))
         req_free(net, req);
+    if (net->stall_after_reply_ms) {
+        /* Tests: let the reply's first bytes (a rendezvous' announcement)
+         * leave, then hang with the rest of it pending. */
+        unsigned ms = net->stall_after_reply_ms;
+        net->stall_after_reply_ms = 0;
+        uint64_t t0 = ol_now_ms();
+        while (ol_now_ms() - t0 < 5)
+            ucp_worker_progress(net->worker);
+        usleep(ms * 1000u);
+    }
 }
 
 static void reply_now(struct ol_net *net, struct ol_net_req *req, int status)
@@ -822,6 +833,11 @@ static void exec_stall(struct ol_net *net, struct exec *e)
 {
     (void)net;
     usleep(e->ms * 1000u);
+}
+
+static void exec_stall_after_reply(struct ol_net *net, struct exec *e)
+{
+    net->stall_after_reply_ms = e->ms;
 }
 
 static void exec_stop(struct ol_net *net, struct exec *e)
@@ -1004,6 +1020,14 @@ void ol_net_test_stall(struct ol_net *net, unsigned ms)
     e->ms = ms;
     if (enqueue(net, &e->it, false) < 0)
         free(e);
+}
+
+void ol_net_test_stall_after_reply(struct ol_net *net, unsigned ms)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_stall_after_reply, .ms = ms};
+    ol_completion_init(&e.done);
+    if (enqueue(net, &e.it, false) == 0)
+        ol_completion_wait(&e.done);
 }
 
 void ol_net_stats(struct ol_net *net, struct ol_net_stats *out)

@@ -138,6 +138,9 @@ void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len,
 /* Makes the net thread sleep ms without progressing anything (a hung
  * peer), soon; returns at once. */
 void ol_net_test_stall(struct ol_net *net, unsigned ms);
+/* Makes the net thread sleep ms right after it sent its next reply (the
+ * peer has the start of it, a rendezvous hangs half-way); returns once set. */
+void ol_net_test_stall_after_reply(struct ol_net *net, unsigned ms);
 
 struct ol_net_stats {
     uint64_t calls, timeouts, late_replies, resets, eps_created;

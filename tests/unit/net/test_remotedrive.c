@@ -383,6 +383,7 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
     struct ol_remotedrive *rd = rdrive(cnet, s->addr, 3, 300);
     struct ol_shard_meta vs[4];
     struct timespec t0;
+    int rc;
     /* The server stops answering (its workers hold the requests). */
     ol_drive_server_pause(s->srv, true);
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -401,6 +402,61 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
     }
     CHECK(st1.late_replies > st0.late_replies);
     CHECK_RC(ol_remotedrive_ops.versions(rd, "b", "x", 1, vs, 4, NULL), 0);
+
+    /* The same with a large read: its late reply (a rendezvous) is dropped
+     * without being fetched, and the caller's buffer is untouched. */
+    struct ol_shard_meta sm;
+    CHECK_RC(put_shard(&ol_remotedrive_ops, rd, "lr", 2u << 20, 9, &sm, NULL, 0), 0);
+    uint8_t *big = malloc(2u << 20);
+    memset(big, 0xee, 2u << 20);
+    ol_net_stats(cnet, &st0);
+    ol_drive_server_pause(s->srv, true);
+    CHECK_RC(ol_remotedrive_ops.read_shard(rd, "b", "lr", 2, &sm.vid, 0, 2u << 20, big),
+             -ETIMEDOUT);
+    ol_drive_server_pause(s->srv, false);
+    for (unsigned i = 0; i < 100; i++) {
+        ol_net_stats(cnet, &st1);
+        if (st1.late_replies > st0.late_replies)
+            break;
+        usleep(10000);
+    }
+    CHECK(st1.late_replies > st0.late_replies);
+    CHECK(big[0] == 0xee && big[(2u << 20) - 1] == 0xee);
+    CHECK_RC(ol_remotedrive_ops.read_shard(rd, "b", "lr", 2, &sm.vid, 0, 2u << 20, big), 0);
+    uint8_t *want = malloc(2u << 20);
+    fill(want, 2u << 20, 9);
+    CHECK(memcmp(big, want, 2u << 20) == 0);
+
+    /* The server hangs half-way through a large reply: over tcp the
+     * rendezvous receive into `big` is in flight when the call times out,
+     * so the endpoint is reset before the call returns (shared memory may
+     * fetch the bytes without the server's help and succeed). */
+    struct ol_shard_meta sm8;
+    const size_t n8 = 16u << 20;
+    uint8_t *b8 = malloc(n8), *w8 = malloc(n8);
+    fill(w8, n8, 8);
+    CHECK_RC(put_shard(&ol_remotedrive_ops, rd, "hang", n8, 8, &sm8, NULL, 0), 0);
+    ol_net_stats(cnet, &st0);
+    ol_net_test_stall_after_reply(s->net, 1000);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = ol_remotedrive_ops.read_shard(rd, "b", "hang", 4, &sm8.vid, 0, n8, b8);
+    ms = ms_since(&t0);
+    CHECK(rc == 0 || rc == -ETIMEDOUT);
+    CHECK(ms < 1000);
+    ol_net_stats(cnet, &st1);
+    if (rc == 0)
+        CHECK(memcmp(b8, w8, n8) == 0);
+    else
+        CHECK(st1.resets > st0.resets); /* the bytes were moving: reset */
+    printf("  server hung mid-reply: %s after %.0f ms\n", ol_strerror(rc), ms);
+    usleep(1100 * 1000);
+    memset(b8, 0, n8);
+    CHECK_RC(ol_remotedrive_ops.read_shard(rd, "b", "hang", 4, &sm8.vid, 0, n8, b8), 0);
+    CHECK(memcmp(b8, w8, n8) == 0);
+    free(b8);
+    free(w8);
+    free(want);
+    free(big);
 
     /* The server's net thread hangs. */
     ol_net_test_stall(s->net, 1200);
