@@ -55,6 +55,7 @@ struct ol_drive_server {
     uint64_t wgen;
     unsigned nwriters;
     bool sweep_now;
+    uint64_t last_sweep_ms;
 
     pthread_t *threads;
     unsigned nthreads;
@@ -540,7 +541,13 @@ static void *worker_main(void *arg)
     struct ol_drive_server *srv = arg;
     pthread_mutex_lock(&srv->mu);
     for (;;) {
-        if (srv->count > 0 && !srv->paused) {
+        /* Sweeps happen under load too, not only when a worker idles. */
+        uint64_t now = ol_now_ms();
+        if (now - srv->last_sweep_ms >= SWEEP_MS) {
+            srv->last_sweep_ms = now;
+            srv->sweep_now = true;
+        }
+        if (srv->count > 0 && !srv->paused && !srv->sweep_now) {
             struct ol_net_req *req = srv->ring[srv->head];
             srv->head = (srv->head + 1) % OL_DRIVE_SERVER_QUEUE;
             srv->count--;
@@ -565,8 +572,7 @@ static void *worker_main(void *arg)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_cond_timedwait(&srv->cv, &srv->mu, &ts) == ETIMEDOUT)
-            srv->sweep_now = true;
+        pthread_cond_timedwait(&srv->cv, &srv->mu, &ts);
     }
     pthread_mutex_unlock(&srv->mu);
     return NULL;
