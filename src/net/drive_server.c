@@ -106,12 +106,14 @@ static void writer_give(struct ol_drive_server *srv, struct wslot *s)
  * destroy), bounded by the table size. */
 static void sweep(struct ol_drive_server *srv, bool all)
 {
-    uint64_t now = ol_now_ms();
     for (unsigned i = 0; i < OL_DRIVE_SERVER_MAX_WRITERS; i++) {
         pthread_mutex_lock(&srv->mu);
         struct wslot *s = &srv->ws[i];
+        /* The clock is read under the lock: a writer given back after an
+         * earlier reading would look idle for ever (unsigned wrap). */
+        uint64_t now = ol_now_ms();
         if (!s->w || s->busy ||
-            !(all || s->doomed || now - s->last_ms >= srv->idle_ms)) {
+            !(all || s->doomed || (now > s->last_ms && now - s->last_ms >= srv->idle_ms))) {
             pthread_mutex_unlock(&srv->mu);
             continue;
         }

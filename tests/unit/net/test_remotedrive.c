@@ -56,6 +56,7 @@ static void server_start(struct server *s, unsigned idle_ms)
                                      .host = "127.0.0.1",
                                      .drives = drives,
                                      .ndrives = NDRIVES,
+                                     .workers = 16,
                                      .writer_idle_ms = idle_ms};
     int rc = ol_drive_server_create(&o, &s->srv);
     if (rc < 0) {
@@ -376,6 +377,113 @@ static void test_threads(struct server *s, struct ol_net *cnet)
     ol_remotedrive_destroy(rd);
 }
 
+/* ---- many callers at once: fibers of one loop ---- */
+
+struct fib {
+    struct ol_remotedrive *rd;
+    struct ol_shard_meta sm;
+    unsigned running, bad, calls;
+    unsigned max_latency_ms;
+};
+
+static void fib_body(void *arg)
+{
+    struct fib *f = arg;
+    uint8_t got[20000], want[20000];
+    fill(want, sizeof(want), 78);
+    for (unsigned i = 0; i < 20; i++) {
+        if (ol_remotedrive_ops.read_shard(f->rd, "b", "fib", 3, &f->sm.vid, i * 10, 20000 - i * 10,
+                                          got) != 0 ||
+            memcmp(got, want + i * 10, 20000 - i * 10) != 0)
+            f->bad++;
+        f->calls++;
+    }
+    if (--f->running == 0)
+        ol_loop_stop(ol_loop_current());
+}
+
+static struct fib *g_fib;
+static void fib_spawn(void *arg)
+{
+    (void)arg;
+    for (unsigned i = 0; i < 32; i++) {
+        g_fib->running++;
+        if (ol_fiber_spawn(ol_loop_current(), fib_body, g_fib) != 0)
+            abort();
+    }
+}
+
+static void test_fibers(struct server *s, struct ol_net *cnet)
+{
+    struct fib f = {.rd = rdrive(cnet, s->addr, 5, 0)};
+    CHECK_RC(put_shard(&ol_remotedrive_ops, f.rd, "fib", 20000, 78, &f.sm, NULL, 0), 0);
+    /* Each drive call sleeps 20 ms: one call at a time, 32 fibers x 20
+     * calls take 12.8 s; overlapped on 16 server workers, 0.8 s. */
+    ol_memdrive_set_latency_us(s->md[5], 20000);
+    g_fib = &f;
+    struct ol_loop *loop;
+    struct ol_loop_opts lo = {.id = 0, .max_fibers = 64};
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_RC(ol_loop_create(&loop, &lo), 0);
+    CHECK_RC(ol_loop_post(loop, fib_spawn, NULL), 0);
+    CHECK_RC(ol_loop_run(loop), 0);
+    ol_loop_destroy(loop);
+    double ms = ms_since(&t0);
+    ol_memdrive_set_latency_us(s->md[5], 0);
+    CHECK_RC(f.bad, 0);
+    CHECK_RC(f.calls, 32 * 20);
+    CHECK(ms < 3000);
+    printf("  32 fibers x 20 reads (20 ms a drive call, 16 server workers): %.0f ms\n", ms);
+    ol_remotedrive_destroy(f.rd);
+}
+
+/* ---- the protocol itself: raw calls ---- */
+
+static void test_raw(struct server *s, struct ol_net *cnet)
+{
+    uint8_t ctl[64], rep[8];
+    struct ol_net_call c = {.addr = s->addr, .op = 99, .drive = 0};
+    CHECK_RC(ol_net_call(cnet, &c), -EOPNOTSUPP);
+    /* Truncated arguments. */
+    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_VERSIONS, .ctl = ctl, .ctl_len = 3};
+    memset(ctl, 0, sizeof(ctl));
+    CHECK_RC(ol_net_call(cnet, &c), -EPROTO);
+    /* A reply larger than the caller's room: -EMSGSIZE. */
+    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_PING, .rep_ctl = rep, .rep_ctl_cap = 2};
+    CHECK_RC(ol_net_call(cnet, &c), -EMSGSIZE);
+    /* A write at the wrong offset fails the writer for good. */
+    struct ol_wbuf wb = {.p = ctl, .cap = sizeof(ctl)};
+    ol_wbuf_str(&wb, "b", 1);
+    ol_wbuf_str(&wb, "raw", 3);
+    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_BEGIN, .ctl = ctl,
+                             .ctl_len = wb.len, .rep_ctl = rep, .rep_ctl_cap = sizeof(rep)};
+    CHECK_RC(ol_net_call(cnet, &c), 0);
+    struct ol_rbuf rb = {.p = rep, .len = c.rep_ctl_len};
+    uint64_t handle = ol_rbuf_u64(&rb);
+    CHECK(!rb.bad && ol_drive_server_writers(s->srv) == 1);
+    /* At offset 0: taken; at 5 (bytes 3..4 missing): -EIO; then at the
+     * right offset 3: still -EIO, the writer failed for good. */
+    static const uint64_t offs[3] = {0, 5, 3};
+    for (unsigned i = 0; i < 3; i++) {
+        wb = (struct ol_wbuf){.p = ctl, .cap = sizeof(ctl)};
+        ol_wbuf_u64(&wb, handle);
+        ol_wbuf_u64(&wb, offs[i]);
+        c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_WRITE, .ctl = ctl,
+                                 .ctl_len = wb.len, .data = "abc", .data_len = 3};
+        CHECK_RC(ol_net_call(cnet, &c), i == 0 ? 0 : -EIO);
+    }
+    wb = (struct ol_wbuf){.p = ctl, .cap = sizeof(ctl)};
+    ol_wbuf_u64(&wb, handle);
+    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_ABORT, .ctl = ctl,
+                             .ctl_len = wb.len};
+    CHECK_RC(ol_net_call(cnet, &c), 0);
+    /* A bad address. */
+    c = (struct ol_net_call){.addr = "no-port-here", .op = OL_WOP_PING};
+    CHECK_RC(ol_net_call(cnet, &c), -EINVAL);
+    CHECK(ol_drive_server_writers(s->srv) == 0);
+}
+
 /* ---- timeouts, late replies, idle and orphaned writers ---- */
 
 static void test_timeouts(struct server *s, struct ol_net *cnet)
@@ -656,6 +764,7 @@ int main(void)
         void (*fn)(struct server *, struct ol_net *);
     } tests[] = {
         {"ops", test_ops},         {"large", test_large}, {"threads", test_threads},
+        {"fibers", test_fibers},   {"raw", test_raw},
         {"timeouts", test_timeouts}, {"eset", test_eset},   {"dead", test_dead},
     };
     for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
