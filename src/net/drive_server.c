@@ -208,6 +208,8 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
     size_t rdata_len = 0;
     int rc;
 
+    if ((rc = ol_net_req_check(req)) < 0)
+        goto reply; /* bad bytes are never written */
     if (h->op == OL_WOP_PING) {
         if ((rc = wbuf_alloc(&out, 4)) == 0)
             ol_wbuf_u32(&out, srv->ndrives);

@@ -26,6 +26,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "core/crc.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -64,6 +65,8 @@ struct pending {
     void *send_req, *recv_req;
     uint64_t id, deadline_ms;
     int result;
+    uint32_t data_crc; /* of the request's data, computed by the caller */
+    uint32_t rep_crc;  /* the reply's, as its header says */
     bool answered;  /* a reply came (a duplicate is dropped) */
     bool finished;  /* result decided */
     bool in_table;
@@ -424,6 +427,7 @@ static void start_call(struct ol_net *net, struct pending *p)
         .req_id = p->id,
         .ctl_len = (uint32_t)c->ctl_len,
         .data_len = c->data_len,
+        .data_crc = p->data_crc,
     };
     unsigned n = 0;
     if (c->ctl_len)
@@ -475,6 +479,7 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
         return UCS_OK;
     }
     p->hdr.status = h.status;
+    p->rep_crc = h.data_crc;
     c->rep_ctl_len = h.ctl_len;
     c->rep_data_len = h.data_len;
     /* Stays in the table until its bytes are in, so that a rendezvous that
@@ -719,6 +724,7 @@ static void send_reply(struct ol_net *net, struct ol_net_req *req)
         .req_id = req->hdr.req_id,
         .ctl_len = (uint32_t)req->rctl_len,
         .data_len = req->rdata_len,
+        .data_crc = req->rhdr.data_crc,
     };
     unsigned n = 0;
     if (req->rctl_len)
@@ -759,6 +765,14 @@ const void *ol_net_req_ctl(const struct ol_net_req *req) { return req->buf; }
 const void *ol_net_req_data(const struct ol_net_req *req) { return req->buf + req->hdr.ctl_len; }
 uint64_t ol_net_req_conn(const struct ol_net_req *req) { return req->conn->id; }
 
+int ol_net_req_check(const struct ol_net_req *req)
+{
+    if (req->hdr.data_len == 0)
+        return 0;
+    return ol_crc32c(req->buf + req->hdr.ctl_len, req->hdr.data_len) == req->hdr.data_crc ? 0
+                                                                                          : -EIO;
+}
+
 void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
                   size_t data_len)
 {
@@ -768,6 +782,8 @@ void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len,
     req->rctl_len = ctl ? ctl_len : 0;
     req->rdata = data;
     req->rdata_len = data ? data_len : 0;
+    /* On the caller's thread: the net thread computes no checksums. */
+    req->rhdr.data_crc = req->rdata_len ? ol_crc32c(data, req->rdata_len) : 0;
     req->it.kind = IT_REPLY;
     /* Even while stopping: the net thread then frees it unsent. */
     enqueue(req->net, &req->it, true);
@@ -967,12 +983,18 @@ int ol_net_call(struct ol_net *net, struct ol_net_call *c)
     p.it.kind = IT_CALL;
     p.c = c;
     c->rep_ctl_len = c->rep_data_len = 0;
+    p.data_crc = c->data_len ? ol_crc32c(c->data, c->data_len) : 0;
     ol_completion_init(&p.done);
     stat_add(net, &net->st.calls);
     int rc = enqueue(net, &p.it, false);
     if (rc < 0)
         return rc;
-    return ol_completion_wait(&p.done);
+    rc = ol_completion_wait(&p.done);
+    if (rc >= 0 && c->rep_data_len && ol_crc32c(c->rep_data, c->rep_data_len) != p.rep_crc) {
+        stat_add(net, &net->st.crc_errors);
+        return -EIO;
+    }
+    return rc;
 }
 
 int ol_net_listen(struct ol_net *net, const char *host, uint16_t port, ol_net_serve_fn serve,

@@ -35,6 +35,10 @@
  * across hosts, verbs rc/dc where there is RDMA.  Connections are set up
  * through UCX's TCP connection manager (the listener's sockaddr).
  *
+ * Integrity: data travels with its CRC32C (net/wire.h).  ol_net_call checks
+ * a reply's data and answers -EIO when it differs; a server checks a
+ * request's with ol_net_req_check.
+ *
  * Errors: 0 / a count, or a negative errno (-ENOMEM, -EINVAL, -EMSGSIZE for a
  * message past the limits of net/wire.h, -EAGAIN when OL_NET_MAX_INFLIGHT
  * calls are outstanding, -ESHUTDOWN when the ol_net is being destroyed).
@@ -126,6 +130,10 @@ const struct ol_wire_hdr *ol_net_req_hdr(const struct ol_net_req *req);
 const void *ol_net_req_ctl(const struct ol_net_req *req);
 const void *ol_net_req_data(const struct ol_net_req *req);
 uint64_t ol_net_req_conn(const struct ol_net_req *req);
+/* Checks the request's data against the CRC32C its header carries: 0, or
+ * -EIO (the handler must not use the bytes).  On the handler's thread, so
+ * that the net thread computes no checksums. */
+int ol_net_req_check(const struct ol_net_req *req);
 
 /* Answers req with status and reply bytes, and frees it.  Consumes req, and
  * ctl and data (malloc'd by the caller, or NULL; freed after the send).
@@ -145,6 +153,7 @@ void ol_net_test_stall_after_reply(struct ol_net *net, unsigned ms);
 struct ol_net_stats {
     uint64_t calls, timeouts, late_replies, resets, eps_created;
     uint64_t requests, rndv_in; /* rndv_in: messages received by rendezvous */
+    uint64_t crc_errors;        /* replies whose data failed their CRC32C */
 };
 void ol_net_stats(struct ol_net *net, struct ol_net_stats *out);
 

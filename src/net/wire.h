@@ -15,6 +15,11 @@
  * u8/u16/u32/u64, byte strings (u32 length + bytes), version ids (16 bytes)
  * and shard metadata (ol_wire_put_meta: OL_WIRE_META_BYTES).
  *
+ * Integrity: the bulk bytes carry their CRC32C in the header, computed by
+ * the sender and checked by the receiver before it uses them (-EIO when they
+ * differ), so that no transport fault or stale transfer ever passes bad
+ * bytes off as a shard's.
+ *
  * Versioning: `version` is OL_WIRE_VERSION.  A receiver answers a request of
  * any other version with status -EPROTO (and its own version in the reply
  * header), and drops a reply of another version.  New ops get new numbers;
@@ -84,7 +89,8 @@ struct ol_wire_hdr {
     uint32_t ctl_len; /* control argument bytes (first in the AM data) */
     uint32_t reserved0;
     uint64_t data_len; /* bulk bytes (after the control bytes) */
-    uint64_t reserved1;
+    uint32_t data_crc; /* CRC32C of the bulk bytes (0 when there are none) */
+    uint32_t reserved1;
 };
 _Static_assert(sizeof(struct ol_wire_hdr) == 48, "the wire header is 48 bytes");
 
