@@ -316,8 +316,8 @@ static int rd_list_keys(void *d, const char *bucket, const char *after, size_t a
                         struct ol_drive_entry *out, unsigned cap)
 {
     struct ol_remotedrive *rd = d;
-    const size_t rcap = 4 + (size_t)OL_DRIVE_SERVER_MAX_LIST * (4 + OL_DRIVE_MAX_KEY +
-                                                                OL_WIRE_META_BYTES);
+    const size_t rcap =
+        4 + (size_t)OL_DRIVE_SERVER_MAX_LIST * (4 + OL_DRIVE_MAX_KEY + OL_WIRE_META_BYTES);
     uint8_t *r = malloc(rcap);
     if (!r)
         return -ENOMEM;
@@ -426,7 +426,10 @@ int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remo
     return 0;
 }
 
-void ol_remotedrive_destroy(struct ol_remotedrive *rd) { free(rd); }
+void ol_remotedrive_destroy(struct ol_remotedrive *rd)
+{
+    free(rd);
+}
 
 struct ol_drive ol_remotedrive_drive(struct ol_remotedrive *rd)
 {

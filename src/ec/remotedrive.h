@@ -37,9 +37,9 @@ struct ol_remotedrive;
 extern const struct ol_drive_ops ol_remotedrive_ops;
 
 struct ol_remotedrive_opts {
-    struct ol_net *net; /* borrowed: outlives the drive */
-    const char *addr;   /* the server, "host:port" (copied) */
-    uint32_t drive;     /* index in the server's table */
+    struct ol_net *net;  /* borrowed: outlives the drive */
+    const char *addr;    /* the server, "host:port" (copied) */
+    uint32_t drive;      /* index in the server's table */
     unsigned timeout_ms; /* per call; 0: the ol_net's default */
 };
 

@@ -662,7 +662,10 @@ void ol_drive_server_destroy(struct ol_drive_server *srv)
     free(srv);
 }
 
-uint16_t ol_drive_server_port(struct ol_drive_server *srv) { return ol_net_port(srv->net); }
+uint16_t ol_drive_server_port(struct ol_drive_server *srv)
+{
+    return ol_net_port(srv->net);
+}
 
 void ol_drive_server_pause(struct ol_drive_server *srv, bool paused)
 {

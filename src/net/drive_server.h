@@ -36,7 +36,7 @@ enum {
     OL_DRIVE_SERVER_MAX_DRIVES = 256,
     OL_DRIVE_SERVER_MAX_WRITERS = 1024,
     OL_DRIVE_SERVER_QUEUE = 8192,
-    OL_DRIVE_SERVER_WORKERS = 4,          /* default */
+    OL_DRIVE_SERVER_WORKERS = 4,            /* default */
     OL_DRIVE_SERVER_WRITER_IDLE_MS = 60000, /* default */
     /* Per-call bounds of the replies (the client asks again for more). */
     OL_DRIVE_SERVER_MAX_VERSIONS = 4096,
@@ -46,9 +46,9 @@ enum {
 struct ol_drive_server;
 
 struct ol_drive_server_opts {
-    struct ol_net *net; /* borrowed; outlives the server */
-    const char *host;   /* listening address, e.g. "127.0.0.1" */
-    uint16_t port;      /* 0: any free port (ol_drive_server_port) */
+    struct ol_net *net;            /* borrowed; outlives the server */
+    const char *host;              /* listening address, e.g. "127.0.0.1" */
+    uint16_t port;                 /* 0: any free port (ol_drive_server_port) */
     const struct ol_drive *drives; /* copied; the drives are borrowed */
     unsigned ndrives;
     unsigned workers;        /* 0: OL_DRIVE_SERVER_WORKERS */

@@ -33,11 +33,11 @@
 
 enum {
     SLOT_BITS = 12,
-    TICK_MS = 10,              /* timeout granularity while calls are in flight */
-    IDLE_POLL_MS = 200,        /* poll bound when nothing is in flight */
-    PROGRESS_BATCH = 64,       /* progress calls per pass before looking at the queue */
-    DRAIN_BATCH = 256,         /* queue items per pass */
-    SHUTDOWN_WAIT_MS = 2000,   /* how long destroy waits for UCX to let go */
+    TICK_MS = 10,            /* timeout granularity while calls are in flight */
+    IDLE_POLL_MS = 200,      /* poll bound when nothing is in flight */
+    PROGRESS_BATCH = 64,     /* progress calls per pass before looking at the queue */
+    DRAIN_BATCH = 256,       /* queue items per pass */
+    SHUTDOWN_WAIT_MS = 2000, /* how long destroy waits for UCX to let go */
 };
 _Static_assert((1u << SLOT_BITS) == OL_NET_MAX_INFLIGHT, "one slot per call in flight");
 
@@ -67,8 +67,8 @@ struct pending {
     int result;
     uint32_t data_crc; /* of the request's data, computed by the caller */
     uint32_t rep_crc;  /* the reply's, as its header says */
-    bool answered;  /* a reply came (a duplicate is dropped) */
-    bool finished;  /* result decided */
+    bool answered;     /* a reply came (a duplicate is dropped) */
+    bool finished;     /* result decided */
     bool in_table;
     bool signaled;
 };
@@ -212,8 +212,8 @@ static void close_cb(void *request, ucs_status_t status, void *user_data)
 static void ep_close(struct ol_net *net, ucp_ep_h ep)
 {
     ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
-                        UCP_OP_ATTR_FIELD_USER_DATA,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .flags = UCP_EP_CLOSE_FLAG_FORCE,
         .cb.send = close_cb,
         .user_data = net,
@@ -339,7 +339,10 @@ static int peer_ep(struct ol_net *net, struct peer *peer, ucp_ep_h *out)
     return 0;
 }
 
-static struct ol_net *peer_net(struct peer *peer) { return peer->net; }
+static struct ol_net *peer_net(struct peer *peer)
+{
+    return peer->net;
+}
 
 static void client_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -500,8 +503,8 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
     if (h.data_len)
         p->riov[n++] = (ucp_dt_iov_t){c->rep_data, h.data_len};
     ucp_request_param_t rp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb.recv_am = recv_cb,
         .user_data = p,
         .datatype = ucp_dt_make_iov(),
@@ -732,8 +735,8 @@ static void send_reply(struct ol_net *net, struct ol_net_req *req)
     if (req->rdata_len)
         req->iov[n++] = (ucp_dt_iov_t){req->rdata, req->rdata_len};
     ucp_request_param_t rp = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                        UCP_OP_ATTR_FIELD_DATATYPE,
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
         .cb.send = reply_sent_cb,
         .user_data = req,
         .datatype = ucp_dt_make_iov(),
@@ -760,10 +763,22 @@ static void reply_now(struct ol_net *net, struct ol_net_req *req, int status)
     send_reply(net, req);
 }
 
-const struct ol_wire_hdr *ol_net_req_hdr(const struct ol_net_req *req) { return &req->hdr; }
-const void *ol_net_req_ctl(const struct ol_net_req *req) { return req->buf; }
-const void *ol_net_req_data(const struct ol_net_req *req) { return req->buf + req->hdr.ctl_len; }
-uint64_t ol_net_req_conn(const struct ol_net_req *req) { return req->conn->id; }
+const struct ol_wire_hdr *ol_net_req_hdr(const struct ol_net_req *req)
+{
+    return &req->hdr;
+}
+const void *ol_net_req_ctl(const struct ol_net_req *req)
+{
+    return req->buf;
+}
+const void *ol_net_req_data(const struct ol_net_req *req)
+{
+    return req->buf + req->hdr.ctl_len;
+}
+uint64_t ol_net_req_conn(const struct ol_net_req *req)
+{
+    return req->conn->id;
+}
 
 int ol_net_req_check(const struct ol_net_req *req)
 {

@@ -114,7 +114,10 @@ static inline void ol_wbuf_bytes(struct ol_wbuf *w, const void *b, size_t n)
         memcpy(w->p + w->len, b, n);
     w->len += n;
 }
-static inline void ol_wbuf_u8(struct ol_wbuf *w, uint8_t v) { ol_wbuf_bytes(w, &v, 1); }
+static inline void ol_wbuf_u8(struct ol_wbuf *w, uint8_t v)
+{
+    ol_wbuf_bytes(w, &v, 1);
+}
 static inline void ol_wbuf_u32(struct ol_wbuf *w, uint32_t v)
 {
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};

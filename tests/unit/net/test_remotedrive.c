@@ -347,7 +347,8 @@ static void *hammer_main(void *arg)
     fill(want, sizeof(want), 77);
     for (unsigned i = 0; i < 100; i++) {
         size_t off = (h->id * 131 + i * 17) % 10000, len = 1 + (i * 97) % 10000;
-        if (ol_remotedrive_ops.read_shard(h->rd, "b", "shared", 6, &h->sm.vid, off, len, got) != 0 ||
+        if (ol_remotedrive_ops.read_shard(h->rd, "b", "shared", 6, &h->sm.vid, off, len, got) !=
+                0 ||
             memcmp(got, want + off, len) != 0)
             h->bad++;
         struct ol_shard_meta vs[4];
@@ -456,8 +457,12 @@ static void test_raw(struct server *s, struct ol_net *cnet)
     struct ol_wbuf wb = {.p = ctl, .cap = sizeof(ctl)};
     ol_wbuf_str(&wb, "b", 1);
     ol_wbuf_str(&wb, "raw", 3);
-    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_BEGIN, .ctl = ctl,
-                             .ctl_len = wb.len, .rep_ctl = rep, .rep_ctl_cap = sizeof(rep)};
+    c = (struct ol_net_call){.addr = s->addr,
+                             .op = OL_WOP_SHARD_BEGIN,
+                             .ctl = ctl,
+                             .ctl_len = wb.len,
+                             .rep_ctl = rep,
+                             .rep_ctl_cap = sizeof(rep)};
     CHECK_RC(ol_net_call(cnet, &c), 0);
     struct ol_rbuf rb = {.p = rep, .len = c.rep_ctl_len};
     uint64_t handle = ol_rbuf_u64(&rb);
@@ -469,15 +474,25 @@ static void test_raw(struct server *s, struct ol_net *cnet)
         wb = (struct ol_wbuf){.p = ctl, .cap = sizeof(ctl)};
         ol_wbuf_u64(&wb, handle);
         ol_wbuf_u64(&wb, offs[i]);
-        c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_WRITE, .ctl = ctl,
-                                 .ctl_len = wb.len, .data = "abc", .data_len = 3};
+        c = (struct ol_net_call){.addr = s->addr,
+                                 .op = OL_WOP_SHARD_WRITE,
+                                 .ctl = ctl,
+                                 .ctl_len = wb.len,
+                                 .data = "abc",
+                                 .data_len = 3};
         CHECK_RC(ol_net_call(cnet, &c), i == 0 ? 0 : -EIO);
     }
     wb = (struct ol_wbuf){.p = ctl, .cap = sizeof(ctl)};
     ol_wbuf_u64(&wb, handle);
-    c = (struct ol_net_call){.addr = s->addr, .op = OL_WOP_SHARD_ABORT, .ctl = ctl,
-                             .ctl_len = wb.len};
+    c = (struct ol_net_call){
+        .addr = s->addr, .op = OL_WOP_SHARD_ABORT, .ctl = ctl, .ctl_len = wb.len};
     CHECK_RC(ol_net_call(cnet, &c), 0);
+    /* A second listener on the server's port. */
+    struct ol_net *n2;
+    CHECK_RC(ol_net_create(NULL, &n2), 0);
+    CHECK(ol_net_listen(n2, "127.0.0.1", ol_drive_server_port(s->srv), NULL, NULL, NULL) < 0);
+    CHECK(ol_net_port(n2) == 0);
+    ol_net_destroy(n2);
     /* A bad address. */
     c = (struct ol_net_call){.addr = "no-port-here", .op = OL_WOP_PING};
     CHECK_RC(ol_net_call(cnet, &c), -EINVAL);
@@ -778,9 +793,9 @@ int main(void)
         const char *name;
         void (*fn)(struct server *, struct ol_net *);
     } tests[] = {
-        {"ops", test_ops},         {"large", test_large}, {"threads", test_threads},
-        {"fibers", test_fibers},   {"raw", test_raw},
-        {"timeouts", test_timeouts}, {"eset", test_eset},   {"dead", test_dead},
+        {"ops", test_ops},       {"large", test_large}, {"threads", test_threads},
+        {"fibers", test_fibers}, {"raw", test_raw},     {"timeouts", test_timeouts},
+        {"eset", test_eset},     {"dead", test_dead},
     };
     for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         struct timespec t0;
