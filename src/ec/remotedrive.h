@@ -10,7 +10,8 @@
  * of those, the transport's errors (net/net.h): -ETIMEDOUT when the server
  * does not answer within timeout_ms, -ECONNRESET / -ECONNREFUSED /
  * -EHOSTUNREACH when it is gone or cannot be reached, -EPROTO for a
- * malformed reply, -ENODEV for a drive index the server does not have.
+ * malformed reply, -ENODEV for a drive index the server does not have, -EIO
+ * for shard bytes that failed their wire CRC32C (never returned as data).
  * The erasure set takes any of these as "this drive could not answer".
  *
  * Writers: the server holds the writer; the client's writer (void *w) is a
