@@ -1,0 +1,451 @@
+/* A remote drive: ec/drive.h's ops as drive-protocol calls (ec/remotedrive.h).
+ *
+ * Each op encodes its arguments (net/wire.h), makes one ol_net_call and
+ * decodes the reply.  Small requests encode on the stack; replies whose size
+ * depends on the answer (versions, list_keys, list_buckets) get a buffer
+ * sized to the most the server may send.
+ */
+#include "ec/remotedrive.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "net/drive_server.h"
+#include "net/wire.h"
+
+/* Room for a request's bucket, key and fixed fields (the key is at most
+ * OL_DRIVE_MAX_KEY bytes). */
+enum { SMALL_CTL = 2 * (4 + OL_DRIVE_MAX_BUCKET) + 2 * (4 + OL_DRIVE_MAX_KEY) + 512 };
+
+struct ol_remotedrive {
+    struct ol_net *net;
+    char addr[OL_NET_MAX_ADDR];
+    uint32_t drive;
+    unsigned timeout_ms;
+};
+
+struct rwriter {
+    struct ol_remotedrive *rd;
+    uint64_t handle;
+    uint64_t written;
+    int err; /* sticky */
+};
+
+static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl, const void *data,
+                size_t data_len, void *rep_ctl, size_t rep_ctl_cap, size_t *rep_ctl_len,
+                void *rep_data, size_t rep_data_cap)
+{
+    if (ctl && ctl->over)
+        return -EINVAL; /* an argument past the limits of ec/drive.h */
+    struct ol_net_call c = {
+        .addr = rd->addr,
+        .op = op,
+        .drive = rd->drive,
+        .timeout_ms = rd->timeout_ms,
+        .ctl = ctl ? ctl->p : NULL,
+        .ctl_len = ctl ? ctl->len : 0,
+        .data = data,
+        .data_len = data_len,
+        .rep_ctl = rep_ctl,
+        .rep_ctl_cap = rep_ctl_cap,
+        .rep_data = rep_data,
+        .rep_data_cap = rep_data_cap,
+    };
+    int rc = ol_net_call(rd->net, &c);
+    /* A reply with data (read_shard) must fill the buffer exactly. */
+    if (rc >= 0 && rep_data && c.rep_data_len != rep_data_cap)
+        rc = -EPROTO;
+    if (rep_ctl_len)
+        *rep_ctl_len = c.rep_ctl_len;
+    return rc;
+}
+
+static void put_bucket_key(struct ol_wbuf *w, const char *bucket, const char *key, size_t klen)
+{
+    size_t bl = strnlen(bucket, OL_DRIVE_MAX_BUCKET + 1);
+    if (bl > OL_DRIVE_MAX_BUCKET || klen > OL_DRIVE_MAX_KEY) {
+        w->over = true;
+        return;
+    }
+    ol_wbuf_str(w, bucket, bl);
+    ol_wbuf_str(w, key, klen);
+}
+
+/* ---- writers ---- */
+
+static int rd_shard_begin(void *d, const char *bucket, const char *key, size_t klen, void **w)
+{
+    struct ol_remotedrive *rd = d;
+    uint8_t b[SMALL_CTL], r[8];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    put_bucket_key(&ctl, bucket, key, klen);
+    struct rwriter *rw = calloc(1, sizeof(*rw));
+    if (!rw)
+        return -ENOMEM;
+    size_t rlen = 0;
+    int rc = call(rd, OL_WOP_SHARD_BEGIN, &ctl, NULL, 0, r, sizeof(r), &rlen, NULL, 0);
+    if (rc == 0 && rlen != 8)
+        rc = -EPROTO;
+    if (rc < 0) {
+        free(rw);
+        return rc;
+    }
+    struct ol_rbuf rb = {.p = r, .len = rlen};
+    rw->rd = rd;
+    rw->handle = ol_rbuf_u64(&rb);
+    *w = rw;
+    return 0;
+}
+
+static int rd_shard_write(void *w, const void *buf, size_t len)
+{
+    struct rwriter *rw = w;
+    const uint8_t *p = buf;
+    while (rw->err == 0 && len > 0) {
+        size_t n = len < OL_WIRE_MAX_DATA ? len : OL_WIRE_MAX_DATA;
+        uint8_t b[16];
+        struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+        ol_wbuf_u64(&ctl, rw->handle);
+        ol_wbuf_u64(&ctl, rw->written);
+        int rc = call(rw->rd, OL_WOP_SHARD_WRITE, &ctl, p, n, NULL, 0, NULL, NULL, 0);
+        if (rc < 0)
+            rw->err = rc;
+        else
+            rw->written += n;
+        p += n;
+        len -= n;
+    }
+    return rw->err;
+}
+
+static void send_abort(struct rwriter *rw)
+{
+    uint8_t b[8];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    ol_wbuf_u64(&ctl, rw->handle);
+    /* Best effort: a server that does not hear it aborts the writer when
+     * it idles out or the connection goes. */
+    (void)call(rw->rd, OL_WOP_SHARD_ABORT, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+}
+
+static int rd_shard_commit(void *w, const struct ol_shard_meta *sm, const void *meta,
+                           size_t meta_len)
+{
+    struct rwriter *rw = w;
+    int rc = rw->err;
+    if (rc < 0 || meta_len > OL_DRIVE_META_MAX) {
+        send_abort(rw);
+        free(rw);
+        return rc < 0 ? rc : -EINVAL;
+    }
+    size_t cap = 16 + OL_WIRE_META_BYTES + 4 + meta_len;
+    uint8_t *b = malloc(cap);
+    if (!b) {
+        send_abort(rw);
+        free(rw);
+        return -ENOMEM;
+    }
+    struct ol_wbuf ctl = {.p = b, .cap = cap};
+    ol_wbuf_u64(&ctl, rw->handle);
+    ol_wbuf_u64(&ctl, rw->written);
+    ol_wire_put_meta(&ctl, sm);
+    ol_wbuf_str(&ctl, meta, meta ? meta_len : 0);
+    rc = call(rw->rd, OL_WOP_SHARD_COMMIT, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+    free(b);
+    free(rw);
+    return rc;
+}
+
+static void rd_shard_abort(void *w)
+{
+    struct rwriter *rw = w;
+    send_abort(rw);
+    free(rw);
+}
+
+static int rd_shard_copy(void *d, const char *src_bucket, const char *src_key, size_t src_klen,
+                         const struct ol_version_id *src_vid, const char *bucket, const char *key,
+                         size_t klen, const struct ol_shard_meta *sm, const void *meta,
+                         size_t meta_len)
+{
+    struct ol_remotedrive *rd = d;
+    if (meta_len > OL_DRIVE_META_MAX)
+        return -EINVAL;
+    size_t cap = SMALL_CTL + OL_WIRE_META_BYTES + 4 + meta_len;
+    uint8_t *b = malloc(cap);
+    if (!b)
+        return -ENOMEM;
+    struct ol_wbuf ctl = {.p = b, .cap = cap};
+    put_bucket_key(&ctl, src_bucket, src_key, src_klen);
+    ol_wbuf_vid(&ctl, src_vid);
+    put_bucket_key(&ctl, bucket, key, klen);
+    ol_wire_put_meta(&ctl, sm);
+    ol_wbuf_str(&ctl, meta, meta ? meta_len : 0);
+    int rc = call(rd, OL_WOP_SHARD_COPY, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+    free(b);
+    return rc;
+}
+
+/* ---- the rest ---- */
+
+static int vid_op(void *d, uint8_t op, const char *bucket, const char *key, size_t klen,
+                  const struct ol_version_id *vid)
+{
+    struct ol_remotedrive *rd = d;
+    uint8_t b[SMALL_CTL];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    put_bucket_key(&ctl, bucket, key, klen);
+    ol_wbuf_vid(&ctl, vid);
+    return call(rd, op, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+}
+
+static int rd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
+                            const struct ol_version_id *vid)
+{
+    return vid_op(d, OL_WOP_MARK_COMPLETE, bucket, key, klen, vid);
+}
+
+static int rd_delete_version(void *d, const char *bucket, const char *key, size_t klen,
+                             const struct ol_version_id *vid)
+{
+    return vid_op(d, OL_WOP_DELETE_VERSION, bucket, key, klen, vid);
+}
+
+static int rd_versions(void *d, const char *bucket, const char *key, size_t klen,
+                       struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob)
+{
+    struct ol_remotedrive *rd = d;
+    if (cap > OL_DRIVE_SERVER_MAX_VERSIONS)
+        cap = OL_DRIVE_SERVER_MAX_VERSIONS;
+    size_t bcap = blob ? (blob->cap < OL_DRIVE_META_MAX ? blob->cap : OL_DRIVE_META_MAX) : 0;
+    uint8_t b[SMALL_CTL];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    put_bucket_key(&ctl, bucket, key, klen);
+    ol_wbuf_u32(&ctl, cap);
+    ol_wbuf_u8(&ctl, (uint8_t)((blob ? 1 : 0) | (blob && blob->want ? 2 : 0)));
+    struct ol_version_id zero = {{0}};
+    ol_wbuf_vid(&ctl, blob && blob->want ? blob->want : &zero);
+    ol_wbuf_u32(&ctl, (uint32_t)bcap);
+    size_t rcap = 4 + (size_t)cap * OL_WIRE_META_BYTES + 1 + 4 + OL_WIRE_META_BYTES + 4 + bcap;
+    uint8_t *r = malloc(rcap);
+    if (!r)
+        return -ENOMEM;
+    size_t rlen = 0;
+    int rc = call(rd, OL_WOP_VERSIONS, &ctl, NULL, 0, r, rcap, &rlen, NULL, 0);
+    if (rc >= 0) {
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        uint32_t n = ol_rbuf_u32(&rb);
+        if (n != (uint32_t)rc || n > cap) {
+            rc = -EPROTO;
+            goto out;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            ol_wire_get_meta(&rb, &out[i]);
+        bool got = ol_rbuf_u8(&rb) != 0;
+        uint32_t len = ol_rbuf_u32(&rb);
+        struct ol_shard_meta bsm;
+        ol_wire_get_meta(&rb, &bsm);
+        size_t blen;
+        const void *bytes = ol_rbuf_str(&rb, bcap, &blen);
+        if (rb.bad || (got && blen != len)) {
+            rc = -EPROTO;
+            goto out;
+        }
+        if (blob) {
+            blob->got = got;
+            blob->len = len;
+            blob->sm = bsm;
+            if (got && len)
+                memcpy(blob->buf, bytes, len);
+        }
+    }
+out:
+    free(r);
+    return rc;
+}
+
+static int rd_set_meta(void *d, const char *bucket, const char *key, size_t klen,
+                       const struct ol_version_id *vid, const void *meta, size_t len,
+                       uint64_t stamp)
+{
+    struct ol_remotedrive *rd = d;
+    if (len > OL_DRIVE_META_MAX)
+        return -EINVAL;
+    size_t cap = SMALL_CTL + 4 + len;
+    uint8_t *b = malloc(cap);
+    if (!b)
+        return -ENOMEM;
+    struct ol_wbuf ctl = {.p = b, .cap = cap};
+    put_bucket_key(&ctl, bucket, key, klen);
+    ol_wbuf_vid(&ctl, vid);
+    ol_wbuf_u64(&ctl, stamp);
+    ol_wbuf_str(&ctl, meta, len);
+    int rc = call(rd, OL_WOP_SET_META, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+    free(b);
+    return rc;
+}
+
+static int rd_read_shard(void *d, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, uint64_t off, size_t len, void *buf)
+{
+    struct ol_remotedrive *rd = d;
+    uint8_t *p = buf;
+    /* Reads past the message limit go in pieces. */
+    while (len > 0) {
+        size_t n = len < OL_WIRE_MAX_DATA ? len : OL_WIRE_MAX_DATA;
+        uint8_t b[SMALL_CTL];
+        struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+        put_bucket_key(&ctl, bucket, key, klen);
+        ol_wbuf_vid(&ctl, vid);
+        ol_wbuf_u64(&ctl, off);
+        ol_wbuf_u64(&ctl, n);
+        int rc = call(rd, OL_WOP_READ_SHARD, &ctl, NULL, 0, NULL, 0, NULL, p, n);
+        if (rc < 0)
+            return rc;
+        p += n;
+        off += n;
+        len -= n;
+    }
+    return 0;
+}
+
+static int rd_list_keys(void *d, const char *bucket, const char *after, size_t alen,
+                        struct ol_drive_entry *out, unsigned cap)
+{
+    struct ol_remotedrive *rd = d;
+    const size_t rcap =
+        4 + (size_t)OL_DRIVE_SERVER_MAX_LIST * (4 + OL_DRIVE_MAX_KEY + OL_WIRE_META_BYTES);
+    uint8_t *r = malloc(rcap);
+    if (!r)
+        return -ENOMEM;
+    unsigned got = 0;
+    int rc = 0;
+    /* The server answers at most OL_DRIVE_SERVER_MAX_LIST keys a call:
+     * continue after the last one until cap or a short page. */
+    while (got < cap) {
+        unsigned want = cap - got < OL_DRIVE_SERVER_MAX_LIST ? cap - got : OL_DRIVE_SERVER_MAX_LIST;
+        uint8_t b[SMALL_CTL];
+        struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+        put_bucket_key(&ctl, bucket, after, alen);
+        ol_wbuf_u32(&ctl, want);
+        size_t rlen = 0;
+        rc = call(rd, OL_WOP_LIST_KEYS, &ctl, NULL, 0, r, rcap, &rlen, NULL, 0);
+        if (rc < 0)
+            break;
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        uint32_t n = ol_rbuf_u32(&rb);
+        if (n != (uint32_t)rc || n > want) {
+            rc = -EPROTO;
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            struct ol_drive_entry *e = &out[got + i];
+            size_t kl;
+            const void *k = ol_rbuf_str(&rb, OL_DRIVE_MAX_KEY, &kl);
+            ol_wire_get_meta(&rb, &e->newest);
+            if (rb.bad || kl == 0) {
+                rc = -EPROTO;
+                break;
+            }
+            memcpy(e->key, k, kl);
+            e->key_len = (uint32_t)kl;
+        }
+        if (rc < 0)
+            break;
+        got += n;
+        if (n < want || n == 0)
+            break;
+        after = out[got - 1].key;
+        alen = out[got - 1].key_len;
+    }
+    free(r);
+    return rc < 0 ? rc : (int)got;
+}
+
+static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct ol_remotedrive *rd = d;
+    uint8_t *r = malloc(OL_WIRE_MAX_CTL);
+    if (!r)
+        return -ENOMEM;
+    size_t rlen = 0;
+    int rc = call(rd, OL_WOP_LIST_BUCKETS, NULL, NULL, 0, r, OL_WIRE_MAX_CTL, &rlen, NULL, 0);
+    if (rc == 0) {
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        uint32_t n = ol_rbuf_u32(&rb);
+        char name[OL_DRIVE_MAX_BUCKET + 1];
+        for (uint32_t i = 0; i < n && !rb.bad; i++) {
+            size_t bl;
+            const void *bn = ol_rbuf_str(&rb, OL_DRIVE_MAX_BUCKET, &bl);
+            if (rb.bad || memchr(bn, '\0', bl)) {
+                rc = -EPROTO;
+                break;
+            }
+            memcpy(name, bn, bl);
+            name[bl] = '\0';
+            if (fn(ctx, name) != 0)
+                break;
+        }
+        if (rb.bad)
+            rc = -EPROTO;
+    }
+    free(r);
+    return rc;
+}
+
+const struct ol_drive_ops ol_remotedrive_ops = {
+    .shard_begin = rd_shard_begin,
+    .shard_write = rd_shard_write,
+    .shard_commit = rd_shard_commit,
+    .shard_abort = rd_shard_abort,
+    .shard_copy = rd_shard_copy,
+    .mark_complete = rd_mark_complete,
+    .versions = rd_versions,
+    .set_meta = rd_set_meta,
+    .read_shard = rd_read_shard,
+    .delete_version = rd_delete_version,
+    .list_keys = rd_list_keys,
+    .list_buckets = rd_list_buckets,
+};
+
+int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remotedrive **out)
+{
+    if (!opts->net || !opts->addr || strlen(opts->addr) >= OL_NET_MAX_ADDR)
+        return -EINVAL;
+    struct ol_remotedrive *rd = calloc(1, sizeof(*rd));
+    if (!rd)
+        return -ENOMEM;
+    rd->net = opts->net;
+    snprintf(rd->addr, sizeof(rd->addr), "%s", opts->addr);
+    rd->drive = opts->drive;
+    rd->timeout_ms = opts->timeout_ms;
+    *out = rd;
+    return 0;
+}
+
+void ol_remotedrive_destroy(struct ol_remotedrive *rd)
+{
+    free(rd);
+}
+
+struct ol_drive ol_remotedrive_drive(struct ol_remotedrive *rd)
+{
+    return (struct ol_drive){&ol_remotedrive_ops, rd};
+}
+
+int ol_remotedrive_ping(struct ol_remotedrive *rd)
+{
+    uint8_t r[4];
+    size_t rlen = 0;
+    int rc = call(rd, OL_WOP_PING, NULL, NULL, 0, r, sizeof(r), &rlen, NULL, 0);
+    if (rc < 0)
+        return rc;
+    struct ol_rbuf rb = {.p = r, .len = rlen};
+    uint32_t n = ol_rbuf_u32(&rb);
+    if (rb.bad)
+        return -EPROTO;
+    return rd->drive < n ? 0 : -ENODEV;
+}

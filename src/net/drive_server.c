@@ -1,0 +1,684 @@
+/* The drive server: see net/drive_server.h for the contract, net/wire.h and
+ * docs/PROTOCOL.md for the messages.
+ *
+ * The net thread calls serve() for each request; serve() only puts it on a
+ * bounded ring.  Workers take requests off the ring, decode them, run the
+ * drive op and answer with ol_net_reply.  Writers live in a table of slots
+ * guarded by one mutex; a worker that uses a writer takes it out of the
+ * table's reach (busy) for the call, so the idle sweep, a dropped connection
+ * or a concurrent abort never frees a writer under a running call: they mark
+ * it doomed, and whoever holds it last aborts it.
+ */
+#include "net/drive_server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/loop.h"
+#include "net/wire.h"
+
+enum {
+    SLOT_BITS = 10,
+    SWEEP_MS = 200, /* how often an idle worker looks for idle or orphaned writers */
+};
+_Static_assert((1u << SLOT_BITS) == OL_DRIVE_SERVER_MAX_WRITERS, "one slot per writer");
+
+struct wslot {
+    void *w; /* NULL: free */
+    uint64_t handle;
+    uint64_t conn;
+    uint64_t last_ms;
+    uint64_t written; /* bytes appended so far */
+    unsigned drive;
+    bool busy;   /* a worker is in a call on it */
+    bool doomed; /* abort when no longer busy */
+    bool failed; /* a write failed: only abort is left */
+};
+
+struct ol_drive_server {
+    struct ol_net *net;
+    struct ol_drive drives[OL_DRIVE_SERVER_MAX_DRIVES];
+    unsigned ndrives;
+    unsigned idle_ms;
+
+    pthread_mutex_t mu; /* guards everything below */
+    pthread_cond_t cv;
+    struct ol_net_req *ring[OL_DRIVE_SERVER_QUEUE];
+    unsigned head, count;
+    bool stopping, paused;
+    struct wslot ws[OL_DRIVE_SERVER_MAX_WRITERS];
+    uint64_t wgen;
+    unsigned nwriters;
+    bool sweep_now;
+    uint64_t last_sweep_ms;
+
+    pthread_t *threads;
+    unsigned nthreads;
+};
+
+/* ---- writers ---- */
+
+/* Takes the writer of handle h for a call (busy); NULL when unknown. */
+static struct wslot *writer_take(struct ol_drive_server *srv, uint64_t h, unsigned drive)
+{
+    struct wslot *s = &srv->ws[h & (OL_DRIVE_SERVER_MAX_WRITERS - 1)];
+    pthread_mutex_lock(&srv->mu);
+    if (!s->w || s->handle != h || s->busy || s->doomed || s->drive != drive) {
+        pthread_mutex_unlock(&srv->mu);
+        return NULL;
+    }
+    s->busy = true;
+    pthread_mutex_unlock(&srv->mu);
+    return s;
+}
+
+/* Frees slot s (the caller consumed or aborted its writer). */
+static void writer_drop_locked(struct ol_drive_server *srv, struct wslot *s)
+{
+    s->w = NULL;
+    s->busy = s->doomed = s->failed = false;
+    srv->nwriters--;
+}
+
+/* Gives the writer back after a call; aborts it if it was doomed meanwhile. */
+static void writer_give(struct ol_drive_server *srv, struct wslot *s)
+{
+    pthread_mutex_lock(&srv->mu);
+    s->busy = false;
+    s->last_ms = ol_now_ms();
+    if (!s->doomed) {
+        pthread_mutex_unlock(&srv->mu);
+        return;
+    }
+    void *w = s->w;
+    unsigned d = s->drive;
+    writer_drop_locked(srv, s);
+    pthread_mutex_unlock(&srv->mu);
+    srv->drives[d].ops->shard_abort(w);
+}
+
+/* Aborts the writers that are doomed, idle too long, or all of them (at
+ * destroy), bounded by the table size. */
+static void sweep(struct ol_drive_server *srv, bool all)
+{
+    for (unsigned i = 0; i < OL_DRIVE_SERVER_MAX_WRITERS; i++) {
+        pthread_mutex_lock(&srv->mu);
+        struct wslot *s = &srv->ws[i];
+        /* The clock is read under the lock: a writer given back after an
+         * earlier reading would look idle for ever (unsigned wrap). */
+        uint64_t now = ol_now_ms();
+        if (!s->w || s->busy ||
+            !(all || s->doomed || (now > s->last_ms && now - s->last_ms >= srv->idle_ms))) {
+            pthread_mutex_unlock(&srv->mu);
+            continue;
+        }
+        void *w = s->w;
+        unsigned d = s->drive;
+        writer_drop_locked(srv, s);
+        pthread_mutex_unlock(&srv->mu);
+        srv->drives[d].ops->shard_abort(w);
+    }
+}
+
+/* ---- request decoding helpers ---- */
+
+struct args {
+    struct ol_rbuf r;
+    char bucket[OL_DRIVE_MAX_BUCKET + 1];
+    const char *key;
+    size_t klen;
+};
+
+/* A bucket name: 0..63 bytes on the wire, NUL-terminated here. */
+static void get_bucket(struct ol_rbuf *r, char *out)
+{
+    size_t n;
+    const void *b = ol_rbuf_str(r, OL_DRIVE_MAX_BUCKET, &n);
+    if (!b || memchr(b, '\0', n)) {
+        r->bad = true;
+        out[0] = '\0';
+        return;
+    }
+    memcpy(out, b, n);
+    out[n] = '\0';
+}
+
+static void get_bucket_key(struct args *a)
+{
+    get_bucket(&a->r, a->bucket);
+    a->key = ol_rbuf_str(&a->r, OL_DRIVE_MAX_KEY, &a->klen);
+}
+
+/* An encoded reply: a malloc'd buffer, handed to ol_net_reply. */
+static int wbuf_alloc(struct ol_wbuf *w, size_t cap)
+{
+    w->p = malloc(cap ? cap : 1);
+    w->len = 0;
+    w->cap = cap;
+    w->over = false;
+    return w->p ? 0 : -ENOMEM;
+}
+
+struct bucket_list {
+    struct ol_wbuf *w;
+    uint32_t n;
+    int err;
+};
+
+/* list_buckets' callback: appends a name, growing the reply up to the
+ * control limit (-EMSGSIZE past it). */
+static int add_bucket(void *ctx, const char *bucket)
+{
+    struct bucket_list *bl = ctx;
+    struct ol_wbuf *w = bl->w;
+    size_t n = strlen(bucket);
+    if (n > OL_DRIVE_MAX_BUCKET) {
+        bl->err = -EPROTO;
+        return 1;
+    }
+    if (w->cap - w->len < 4 + n) {
+        size_t cap = w->cap * 2;
+        uint8_t *p = cap <= OL_WIRE_MAX_CTL ? realloc(w->p, cap) : NULL;
+        if (!p) {
+            bl->err = cap > OL_WIRE_MAX_CTL ? -EMSGSIZE : -ENOMEM;
+            return 1;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    ol_wbuf_str(w, bucket, n);
+    bl->n++;
+    return 0;
+}
+
+/* ---- ops ---- */
+
+static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
+{
+    const struct ol_wire_hdr *h = ol_net_req_hdr(req);
+    struct args a = {.r = {.p = ol_net_req_ctl(req), .len = h->ctl_len}};
+    const uint8_t *data = ol_net_req_data(req);
+    struct ol_wbuf out = {0};
+    void *rdata = NULL;
+    size_t rdata_len = 0;
+    int rc;
+
+    if ((rc = ol_net_req_check(req)) < 0)
+        goto reply; /* bad bytes are never written */
+    if (h->op == OL_WOP_PING) {
+        if ((rc = wbuf_alloc(&out, 4)) == 0)
+            ol_wbuf_u32(&out, srv->ndrives);
+        goto reply;
+    }
+    if (h->drive >= srv->ndrives) {
+        rc = -ENODEV;
+        goto reply;
+    }
+    const struct ol_drive *dr = &srv->drives[h->drive];
+    const struct ol_drive_ops *ops = dr->ops;
+    void *d = dr->d;
+
+    switch (h->op) {
+    case OL_WOP_SHARD_BEGIN: {
+        get_bucket_key(&a);
+        if (a.r.bad || a.klen == 0) {
+            rc = -EPROTO;
+            break;
+        }
+        /* A slot first, so that a full table costs no drive call. */
+        pthread_mutex_lock(&srv->mu);
+        struct wslot *s = NULL;
+        if (srv->nwriters < OL_DRIVE_SERVER_MAX_WRITERS) {
+            for (unsigned i = 0; i < OL_DRIVE_SERVER_MAX_WRITERS; i++) {
+                unsigned at = (unsigned)((srv->wgen + i) & (OL_DRIVE_SERVER_MAX_WRITERS - 1));
+                if (!srv->ws[at].w && !srv->ws[at].busy) {
+                    s = &srv->ws[at];
+                    /* Reserved: busy with no writer yet. */
+                    s->busy = true;
+                    s->handle = (++srv->wgen << SLOT_BITS) | at;
+                    break;
+                }
+            }
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (!s) {
+            rc = -EAGAIN;
+            break;
+        }
+        void *w = NULL;
+        rc = ops->shard_begin(d, a.bucket, a.key, a.klen, &w);
+        pthread_mutex_lock(&srv->mu);
+        if (rc == 0) {
+            s->w = w;
+            s->conn = ol_net_req_conn(req);
+            s->drive = h->drive;
+            s->written = 0;
+            s->failed = false;
+            s->doomed = false;
+            srv->nwriters++;
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (rc == 0) {
+            if ((rc = wbuf_alloc(&out, 8)) == 0)
+                ol_wbuf_u64(&out, s->handle);
+            writer_give(srv, s);
+        } else {
+            pthread_mutex_lock(&srv->mu);
+            s->busy = false;
+            pthread_mutex_unlock(&srv->mu);
+        }
+        break;
+    }
+    case OL_WOP_SHARD_WRITE: {
+        uint64_t handle = ol_rbuf_u64(&a.r), off = ol_rbuf_u64(&a.r);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        struct wslot *s = writer_take(srv, handle, h->drive);
+        if (!s) {
+            rc = -EIO; /* unknown, idle-aborted or already consumed */
+            break;
+        }
+        if (s->failed || off != s->written) {
+            s->failed = true;
+            rc = -EIO;
+        } else {
+            rc = ops->shard_write(s->w, data, h->data_len);
+            if (rc < 0)
+                s->failed = true;
+            else
+                s->written += h->data_len;
+        }
+        writer_give(srv, s);
+        break;
+    }
+    case OL_WOP_SHARD_COMMIT: {
+        uint64_t handle = ol_rbuf_u64(&a.r), total = ol_rbuf_u64(&a.r);
+        struct ol_shard_meta sm;
+        ol_wire_get_meta(&a.r, &sm);
+        size_t mlen;
+        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        struct wslot *s = writer_take(srv, handle, h->drive);
+        if (!s) {
+            rc = -EIO;
+            break;
+        }
+        void *w = s->w;
+        bool ok = !s->failed && total == s->written;
+        pthread_mutex_lock(&srv->mu);
+        writer_drop_locked(srv, s);
+        pthread_mutex_unlock(&srv->mu);
+        if (ok) {
+            rc = ops->shard_commit(w, &sm, mlen ? meta : NULL, mlen);
+        } else {
+            ops->shard_abort(w);
+            rc = -EIO;
+        }
+        break;
+    }
+    case OL_WOP_SHARD_ABORT: {
+        uint64_t handle = ol_rbuf_u64(&a.r);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        struct wslot *s = &srv->ws[handle & (OL_DRIVE_SERVER_MAX_WRITERS - 1)];
+        void *w = NULL;
+        pthread_mutex_lock(&srv->mu);
+        if (s->w && s->handle == handle && s->drive == h->drive) {
+            if (s->busy) {
+                s->doomed = true; /* the call in progress aborts it */
+            } else {
+                w = s->w;
+                writer_drop_locked(srv, s);
+            }
+        }
+        pthread_mutex_unlock(&srv->mu);
+        if (w)
+            ops->shard_abort(w);
+        rc = 0;
+        break;
+    }
+    case OL_WOP_SHARD_COPY: {
+        char sb[OL_DRIVE_MAX_BUCKET + 1];
+        get_bucket(&a.r, sb);
+        size_t sklen;
+        const char *skey = ol_rbuf_str(&a.r, OL_DRIVE_MAX_KEY, &sklen);
+        struct ol_version_id svid;
+        ol_rbuf_vid(&a.r, &svid);
+        get_bucket_key(&a);
+        struct ol_shard_meta sm;
+        ol_wire_get_meta(&a.r, &sm);
+        size_t mlen;
+        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        rc = ops->shard_copy ? ops->shard_copy(d, sb, skey, sklen, &svid, a.bucket, a.key, a.klen,
+                                               &sm, mlen ? meta : NULL, mlen)
+                             : -EOPNOTSUPP;
+        break;
+    }
+    case OL_WOP_MARK_COMPLETE:
+    case OL_WOP_DELETE_VERSION: {
+        get_bucket_key(&a);
+        struct ol_version_id vid;
+        ol_rbuf_vid(&a.r, &vid);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        rc = h->op == OL_WOP_MARK_COMPLETE ? ops->mark_complete(d, a.bucket, a.key, a.klen, &vid)
+                                           : ops->delete_version(d, a.bucket, a.key, a.klen, &vid);
+        break;
+    }
+    case OL_WOP_VERSIONS: {
+        get_bucket_key(&a);
+        uint32_t cap = ol_rbuf_u32(&a.r);
+        uint8_t bflags = ol_rbuf_u8(&a.r);
+        struct ol_version_id want;
+        ol_rbuf_vid(&a.r, &want);
+        uint32_t bcap = ol_rbuf_u32(&a.r);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        if (cap > OL_DRIVE_SERVER_MAX_VERSIONS)
+            cap = OL_DRIVE_SERVER_MAX_VERSIONS;
+        if (bcap > OL_DRIVE_META_MAX)
+            bcap = OL_DRIVE_META_MAX;
+        struct ol_shard_meta *sm = malloc((cap ? cap : 1) * sizeof(*sm));
+        void *bbuf = malloc(bcap ? bcap : 1);
+        struct ol_drive_blob blob = {.want = (bflags & 2) ? &want : NULL, .buf = bbuf, .cap = bcap};
+        if (!sm || !bbuf) {
+            free(sm);
+            free(bbuf);
+            rc = -ENOMEM;
+            break;
+        }
+        rc = ops->versions(d, a.bucket, a.key, a.klen, sm, cap, (bflags & 1) ? &blob : NULL);
+        if (rc >= 0) {
+            unsigned n = (unsigned)rc;
+            int e = wbuf_alloc(&out, 4 + (size_t)n * OL_WIRE_META_BYTES + 1 + 4 +
+                                         OL_WIRE_META_BYTES + 4 + bcap);
+            if (e == 0) {
+                ol_wbuf_u32(&out, n);
+                for (unsigned i = 0; i < n; i++)
+                    ol_wire_put_meta(&out, &sm[i]);
+                ol_wbuf_u8(&out, blob.got);
+                ol_wbuf_u32(&out, (uint32_t)blob.len);
+                ol_wire_put_meta(&out, &blob.sm);
+                ol_wbuf_str(&out, bbuf, blob.got ? blob.len : 0);
+            } else {
+                rc = e;
+            }
+        }
+        free(sm);
+        free(bbuf);
+        break;
+    }
+    case OL_WOP_SET_META: {
+        get_bucket_key(&a);
+        struct ol_version_id vid;
+        ol_rbuf_vid(&a.r, &vid);
+        uint64_t stamp = ol_rbuf_u64(&a.r);
+        size_t mlen;
+        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        rc = ops->set_meta(d, a.bucket, a.key, a.klen, &vid, meta, mlen, stamp);
+        break;
+    }
+    case OL_WOP_READ_SHARD: {
+        get_bucket_key(&a);
+        struct ol_version_id vid;
+        ol_rbuf_vid(&a.r, &vid);
+        uint64_t off = ol_rbuf_u64(&a.r), len = ol_rbuf_u64(&a.r);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        if (len > OL_WIRE_MAX_DATA) {
+            rc = -EMSGSIZE;
+            break;
+        }
+        rdata = malloc(len ? len : 1);
+        if (!rdata) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = ops->read_shard(d, a.bucket, a.key, a.klen, &vid, off, len, rdata);
+        if (rc >= 0)
+            rdata_len = len;
+        else {
+            free(rdata);
+            rdata = NULL;
+        }
+        break;
+    }
+    case OL_WOP_LIST_KEYS: {
+        get_bucket(&a.r, a.bucket);
+        size_t alen;
+        const char *after = ol_rbuf_str(&a.r, OL_DRIVE_MAX_KEY, &alen);
+        uint32_t cap = ol_rbuf_u32(&a.r);
+        if (a.r.bad) {
+            rc = -EPROTO;
+            break;
+        }
+        if (cap > OL_DRIVE_SERVER_MAX_LIST)
+            cap = OL_DRIVE_SERVER_MAX_LIST;
+        struct ol_drive_entry *ents = malloc((cap ? cap : 1) * sizeof(*ents));
+        if (!ents) {
+            rc = -ENOMEM;
+            break;
+        }
+        rc = ops->list_keys(d, a.bucket, after, alen, ents, cap);
+        if (rc >= 0) {
+            size_t need = 4;
+            for (int i = 0; i < rc; i++)
+                need += 4 + ents[i].key_len + OL_WIRE_META_BYTES;
+            int e = wbuf_alloc(&out, need);
+            if (e == 0) {
+                ol_wbuf_u32(&out, (uint32_t)rc);
+                for (int i = 0; i < rc; i++) {
+                    ol_wbuf_str(&out, ents[i].key, ents[i].key_len);
+                    ol_wire_put_meta(&out, &ents[i].newest);
+                }
+            } else {
+                rc = e;
+            }
+        }
+        free(ents);
+        break;
+    }
+    case OL_WOP_LIST_BUCKETS: {
+        if ((rc = wbuf_alloc(&out, 4096)) < 0)
+            break;
+        ol_wbuf_u32(&out, 0); /* the count, patched below */
+        struct bucket_list bl = {.w = &out};
+        rc = ops->list_buckets(d, add_bucket, &bl);
+        if (rc == 0)
+            rc = bl.err;
+        if (rc == 0) {
+            out.p[0] = (uint8_t)bl.n;
+            out.p[1] = (uint8_t)(bl.n >> 8);
+            out.p[2] = (uint8_t)(bl.n >> 16);
+            out.p[3] = (uint8_t)(bl.n >> 24);
+        }
+        break;
+    }
+    default:
+        rc = -EOPNOTSUPP;
+        break;
+    }
+
+reply:
+    if (out.over) {
+        free(out.p);
+        out.p = NULL;
+        rc = -EMSGSIZE;
+    }
+    if (rc < 0 && out.p) {
+        free(out.p);
+        out.p = NULL;
+    }
+    ol_net_reply(req, rc, out.p, out.len, rdata, rdata_len);
+}
+
+/* ---- the worker pool ---- */
+
+static void *worker_main(void *arg)
+{
+    struct ol_drive_server *srv = arg;
+    pthread_mutex_lock(&srv->mu);
+    for (;;) {
+        /* Sweeps happen under load too, not only when a worker idles. */
+        uint64_t now = ol_now_ms();
+        if (now - srv->last_sweep_ms >= SWEEP_MS) {
+            srv->last_sweep_ms = now;
+            srv->sweep_now = true;
+        }
+        if (srv->count > 0 && !srv->paused && !srv->sweep_now) {
+            struct ol_net_req *req = srv->ring[srv->head];
+            srv->head = (srv->head + 1) % OL_DRIVE_SERVER_QUEUE;
+            srv->count--;
+            pthread_mutex_unlock(&srv->mu);
+            serve_one(srv, req);
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
+        if (srv->stopping && (srv->count == 0 || srv->paused))
+            break;
+        if (srv->sweep_now) {
+            srv->sweep_now = false;
+            pthread_mutex_unlock(&srv->mu);
+            sweep(srv, false);
+            pthread_mutex_lock(&srv->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += SWEEP_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&srv->cv, &srv->mu, &ts);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    return NULL;
+}
+
+/* Net thread: queue the request, never block. */
+static void serve(void *ctx, struct ol_net_req *req)
+{
+    struct ol_drive_server *srv = ctx;
+    pthread_mutex_lock(&srv->mu);
+    if (srv->count == OL_DRIVE_SERVER_QUEUE || srv->stopping) {
+        int err = srv->stopping ? -OL_ESHUTDOWN : -EAGAIN;
+        pthread_mutex_unlock(&srv->mu);
+        ol_net_reply(req, err, NULL, 0, NULL, 0);
+        return;
+    }
+    srv->ring[(srv->head + srv->count) % OL_DRIVE_SERVER_QUEUE] = req;
+    srv->count++;
+    pthread_cond_signal(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+/* Net thread: the writers of a connection that went away are aborted by
+ * the next sweep (a worker: an abort may touch the disk). */
+static void gone(void *ctx, uint64_t conn)
+{
+    struct ol_drive_server *srv = ctx;
+    pthread_mutex_lock(&srv->mu);
+    for (unsigned i = 0; i < OL_DRIVE_SERVER_MAX_WRITERS; i++)
+        if (srv->ws[i].w && srv->ws[i].conn == conn)
+            srv->ws[i].doomed = true;
+    srv->sweep_now = true;
+    pthread_cond_signal(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+int ol_drive_server_create(const struct ol_drive_server_opts *opts, struct ol_drive_server **out)
+{
+    if (!opts->net || !opts->host || opts->ndrives == 0 ||
+        opts->ndrives > OL_DRIVE_SERVER_MAX_DRIVES)
+        return -EINVAL;
+    struct ol_drive_server *srv = calloc(1, sizeof(*srv));
+    if (!srv)
+        return -ENOMEM;
+    srv->net = opts->net;
+    memcpy(srv->drives, opts->drives, opts->ndrives * sizeof(*opts->drives));
+    srv->ndrives = opts->ndrives;
+    srv->idle_ms = opts->writer_idle_ms ? opts->writer_idle_ms : OL_DRIVE_SERVER_WRITER_IDLE_MS;
+    pthread_mutex_init(&srv->mu, NULL);
+    pthread_cond_init(&srv->cv, NULL);
+    unsigned nt = opts->workers ? opts->workers : OL_DRIVE_SERVER_WORKERS;
+    srv->threads = calloc(nt, sizeof(*srv->threads));
+    int rc = srv->threads ? 0 : -ENOMEM;
+    for (; rc == 0 && srv->nthreads < nt; srv->nthreads++)
+        rc = -pthread_create(&srv->threads[srv->nthreads], NULL, worker_main, srv);
+    if (rc == 0)
+        rc = ol_net_listen(srv->net, opts->host, opts->port, serve, gone, srv);
+    if (rc < 0) {
+        ol_drive_server_destroy(srv);
+        return rc;
+    }
+    *out = srv;
+    return 0;
+}
+
+void ol_drive_server_destroy(struct ol_drive_server *srv)
+{
+    if (!srv)
+        return;
+    /* After this, the net thread calls neither serve nor gone. */
+    ol_net_unlisten(srv->net);
+    pthread_mutex_lock(&srv->mu);
+    srv->stopping = true;
+    srv->paused = false;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+    for (unsigned i = 0; i < srv->nthreads; i++)
+        pthread_join(srv->threads[i], NULL);
+    sweep(srv, true);
+    free(srv->threads);
+    pthread_cond_destroy(&srv->cv);
+    pthread_mutex_destroy(&srv->mu);
+    free(srv);
+}
+
+uint16_t ol_drive_server_port(struct ol_drive_server *srv)
+{
+    return ol_net_port(srv->net);
+}
+
+void ol_drive_server_pause(struct ol_drive_server *srv, bool paused)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->paused = paused;
+    pthread_cond_broadcast(&srv->cv);
+    pthread_mutex_unlock(&srv->mu);
+}
+
+unsigned ol_drive_server_writers(struct ol_drive_server *srv)
+{
+    pthread_mutex_lock(&srv->mu);
+    unsigned n = srv->nwriters;
+    pthread_mutex_unlock(&srv->mu);
+    return n;
+}

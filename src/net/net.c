@@ -1,0 +1,1179 @@
+/* The UCX transport: see net/net.h for the contract.
+ *
+ * Everything UCX is touched by the net thread only (the worker is created
+ * UCS_THREAD_MODE_SINGLE).  Other threads hand it work through `q` (a
+ * mutex-protected FIFO of struct item) and wake it through an eventfd that
+ * it polls next to the worker's event fd.
+ *
+ * A client call's state (struct pending) lives on the caller's stack: the
+ * caller waits on its completion, and the net thread signals that completion
+ * only once nothing (the pending table, a UCX request, a buffer of the call)
+ * refers to the frame any more.  That is why a timed-out call whose bytes UCX
+ * is still moving resets the endpoint first (net.h).
+ */
+#include "net/net.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "core/crc.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/loop.h"
+
+enum {
+    SLOT_BITS = 12,
+    TICK_MS = 10,            /* timeout granularity while calls are in flight */
+    IDLE_POLL_MS = 200,      /* poll bound when nothing is in flight */
+    PROGRESS_BATCH = 64,     /* progress calls per pass before looking at the queue */
+    DRAIN_BATCH = 256,       /* queue items per pass */
+    SHUTDOWN_WAIT_MS = 2000, /* how long destroy waits for UCX to let go */
+};
+_Static_assert((1u << SLOT_BITS) == OL_NET_MAX_INFLIGHT, "one slot per call in flight");
+
+enum item_kind { IT_CALL, IT_REPLY, IT_EXEC };
+
+struct item {
+    enum item_kind kind;
+    struct item *next;
+};
+
+struct peer {
+    struct ol_net *net;
+    char addr[OL_NET_MAX_ADDR];
+    ucp_ep_h ep;
+    bool failed; /* an error was seen: close the endpoint, make a new one on the next call */
+};
+
+struct pending {
+    struct item it; /* first */
+    struct ol_net_call *c;
+    struct ol_completion done;
+    struct peer *peer;
+    struct ol_wire_hdr hdr;
+    ucp_dt_iov_t siov[2], riov[2];
+    void *send_req, *recv_req;
+    uint64_t id, deadline_ms;
+    int result;
+    uint32_t data_crc; /* of the request's data, computed by the caller */
+    uint32_t rep_crc;  /* the reply's, as its header says */
+    bool answered;     /* a reply came (a duplicate is dropped) */
+    bool finished;     /* result decided */
+    bool in_table;
+    bool signaled;
+};
+
+struct conn {
+    struct conn *next;
+    ucp_ep_h ep;
+    uint64_t id;
+    unsigned refs; /* requests that still point here */
+    bool dead;     /* error seen: replies are dropped */
+    bool closed;   /* endpoint closed (after dead) */
+};
+
+struct ol_net_req {
+    struct item it; /* first */
+    struct ol_net *net;
+    struct conn *conn;
+    struct ol_wire_hdr hdr;
+    uint8_t *buf; /* ctl then data */
+    /* The reply. */
+    struct ol_wire_hdr rhdr;
+    void *rctl, *rdata;
+    size_t rctl_len, rdata_len;
+    ucp_dt_iov_t iov[2];
+};
+
+struct exec {
+    struct item it; /* first */
+    void (*fn)(struct ol_net *net, struct exec *e);
+    struct ol_completion done;
+    bool async; /* freed by the net thread after fn */
+    int rc;
+    /* Arguments of the execs below. */
+    const char *host;
+    uint16_t port;
+    unsigned ms;
+};
+
+struct ol_net {
+    unsigned timeout_ms;
+    pthread_t thread;
+    int evfd, wfd;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+
+    pthread_mutex_t mu; /* guards q_*, stopping, stats */
+    struct item *q_head, *q_tail;
+    bool stopping;
+    struct ol_net_stats st;
+
+    /* Net thread only from here on. */
+    bool stop;
+    struct pending *slot[OL_NET_MAX_INFLIGHT];
+    unsigned free_slot[OL_NET_MAX_INFLIGHT], nfree;
+    uint64_t seq;
+    unsigned inflight;
+    struct peer peers[OL_NET_MAX_PEERS];
+    unsigned npeers;
+    unsigned closing; /* endpoint closes still in progress */
+
+    ucp_listener_h listener;
+    uint16_t port;
+    ol_net_serve_fn serve;
+    ol_net_gone_fn gone;
+    void *serve_ctx;
+    struct conn *conns;
+    unsigned nconns;
+    uint64_t next_conn_id;
+    unsigned stall_after_reply_ms; /* tests: ol_net_test_stall_after_reply */
+};
+
+static void stat_add(struct ol_net *net, uint64_t *field)
+{
+    pthread_mutex_lock(&net->mu);
+    (*field)++;
+    pthread_mutex_unlock(&net->mu);
+}
+
+static int map_status(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK:
+        return 0;
+    case UCS_ERR_NO_MEMORY:
+        return -ENOMEM;
+    case UCS_ERR_TIMED_OUT:
+        return -ETIMEDOUT;
+    case UCS_ERR_UNREACHABLE:
+        return -EHOSTUNREACH;
+    case UCS_ERR_REJECTED:
+    case UCS_ERR_NOT_CONNECTED:
+        return -ECONNREFUSED;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_CANCELED:
+        return -ECONNRESET;
+    case UCS_ERR_MESSAGE_TRUNCATED:
+    case UCS_ERR_EXCEEDS_LIMIT:
+        return -EMSGSIZE;
+    default:
+        return -EIO;
+    }
+}
+
+/* ---- the queue into the net thread ---- */
+
+static int enqueue(struct ol_net *net, struct item *it, bool even_stopping)
+{
+    pthread_mutex_lock(&net->mu);
+    if (net->stopping && !even_stopping) {
+        pthread_mutex_unlock(&net->mu);
+        return -ESHUTDOWN;
+    }
+    it->next = NULL;
+    if (net->q_tail)
+        net->q_tail->next = it;
+    else
+        net->q_head = it;
+    net->q_tail = it;
+    pthread_mutex_unlock(&net->mu);
+    uint64_t one = 1;
+    /* A full eventfd counter still wakes the poll, so a failed write loses
+     * nothing. */
+    ssize_t n = write(net->evfd, &one, sizeof(one));
+    (void)n;
+    return 0;
+}
+
+/* ---- closing endpoints ---- */
+
+static void close_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct ol_net *net = user_data;
+    (void)status;
+    net->closing--;
+    ucp_request_free(request);
+}
+
+/* Closes ep at once (FORCE): UCX fails what is still in flight on it, which
+ * is what lets go of a timed-out call's buffers. */
+static void ep_close(struct ol_net *net, ucp_ep_h ep)
+{
+    ucp_request_param_t p = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .flags = UCP_EP_CLOSE_FLAG_FORCE,
+        .cb.send = close_cb,
+        .user_data = net,
+    };
+    void *r = ucp_ep_close_nbx(ep, &p);
+    if (r && !UCS_PTR_IS_ERR(r))
+        net->closing++;
+}
+
+/* ---- client calls ---- */
+
+static void table_del(struct ol_net *net, struct pending *p)
+{
+    if (!p->in_table)
+        return;
+    unsigned s = (unsigned)(p->id & (OL_NET_MAX_INFLIGHT - 1));
+    OL_ASSERT(net->slot[s] == p);
+    net->slot[s] = NULL;
+    net->free_slot[net->nfree++] = s;
+    p->in_table = false;
+    net->inflight--;
+}
+
+static struct pending *table_find(struct ol_net *net, uint64_t id)
+{
+    struct pending *p = net->slot[id & (OL_NET_MAX_INFLIGHT - 1)];
+    return p && p->id == id ? p : NULL;
+}
+
+/* Signals the caller once the result is decided and UCX holds nothing of
+ * the call.  After the signal the frame may be gone: touch nothing. */
+static void maybe_finish(struct ol_net *net, struct pending *p)
+{
+    if (!p->finished || p->send_req || p->recv_req || p->signaled)
+        return;
+    table_del(net, p);
+    p->signaled = true;
+    ol_completion_signal(&p->done, p->result);
+}
+
+static void finish(struct ol_net *net, struct pending *p, int result)
+{
+    if (p->finished) {
+        maybe_finish(net, p);
+        return;
+    }
+    p->finished = true;
+    p->result = result;
+    /* Out of the table now, so that a late reply finds nothing. */
+    table_del(net, p);
+    maybe_finish(net, p);
+}
+
+/* Fails every call in flight to peer, and marks the endpoint for a reset. */
+static void peer_fail(struct ol_net *net, struct peer *peer, int err)
+{
+    if (!peer->failed) {
+        peer->failed = true;
+        stat_add(net, &net->st.resets);
+    }
+    for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++) {
+        struct pending *p = net->slot[s];
+        if (p && p->peer == peer)
+            finish(net, p, err);
+    }
+}
+
+static int split_addr(const char *addr, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr || !colon[1])
+        return -EINVAL;
+    size_t hl = (size_t)(colon - addr);
+    if (*addr == '[' && hl >= 2 && addr[hl - 1] == ']') { /* [v6]:port */
+        addr++;
+        hl -= 2;
+    }
+    if (hl >= hcap || strlen(colon + 1) >= pcap)
+        return -EINVAL;
+    memcpy(host, addr, hl);
+    host[hl] = '\0';
+    strcpy(port, colon + 1);
+    return 0;
+}
+
+static void client_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status);
+
+/* The endpoint of peer, made when there is none.  getaddrinfo may block on
+ * a name lookup: the cluster map gives numeric addresses. */
+static int peer_ep(struct ol_net *net, struct peer *peer, ucp_ep_h *out)
+{
+    if (peer->ep && !peer->failed) {
+        *out = peer->ep;
+        return 0;
+    }
+    if (peer->ep) {
+        ep_close(net, peer->ep);
+        peer->ep = NULL;
+    }
+    peer->failed = false;
+    char host[OL_NET_MAX_ADDR], port[16];
+    if (split_addr(peer->addr, host, sizeof(host), port, sizeof(port)) < 0)
+        return -EINVAL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, port, &hints, &ai) != 0)
+        return -EHOSTUNREACH;
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = ai->ai_addr, .addrlen = ai->ai_addrlen},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = client_err_cb, .arg = peer},
+    };
+    ucs_status_t st = ucp_ep_create(net->worker, &ep_params, &peer->ep);
+    freeaddrinfo(ai);
+    if (st != UCS_OK) {
+        peer->ep = NULL;
+        return map_status(st);
+    }
+    stat_add(net, &net->st.eps_created);
+    *out = peer->ep;
+    return 0;
+}
+
+static struct ol_net *peer_net(struct peer *peer)
+{
+    return peer->net;
+}
+
+static void client_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct peer *peer = arg;
+    struct ol_net *net = peer_net(peer);
+    if (peer->ep != ep)
+        return; /* an endpoint already replaced */
+    int err = map_status(status);
+    peer_fail(net, peer, err == -ETIMEDOUT ? -ECONNRESET : err);
+}
+
+static void send_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct pending *p = user_data;
+    struct ol_net *net = peer_net(p->peer);
+    p->send_req = NULL;
+    ucp_request_free(request);
+    if (status != UCS_OK)
+        finish(net, p, map_status(status));
+    else
+        maybe_finish(net, p);
+}
+
+static void recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    struct pending *p = user_data;
+    struct ol_net *net = peer_net(p->peer);
+    (void)length;
+    p->recv_req = NULL;
+    ucp_request_free(request);
+    /* finish() keeps an earlier result (a timeout that reset the endpoint). */
+    finish(net, p, status == UCS_OK ? p->hdr.status : map_status(status));
+}
+
+static struct peer *peer_find(struct ol_net *net, const char *addr)
+{
+    for (unsigned i = 0; i < net->npeers; i++)
+        if (strcmp(net->peers[i].addr, addr) == 0)
+            return &net->peers[i];
+    if (net->npeers == OL_NET_MAX_PEERS)
+        return NULL;
+    struct peer *peer = &net->peers[net->npeers++];
+    memset(peer, 0, sizeof(*peer));
+    peer->net = net;
+    snprintf(peer->addr, sizeof(peer->addr), "%s", addr);
+    return peer;
+}
+
+static void start_call(struct ol_net *net, struct pending *p)
+{
+    struct ol_net_call *c = p->c;
+    p->peer = peer_find(net, c->addr);
+    if (!p->peer) {
+        p->finished = true;
+        p->result = -EAGAIN;
+        /* Not in the table and no peer: signal directly. */
+        p->signaled = true;
+        ol_completion_signal(&p->done, p->result);
+        return;
+    }
+    if (net->nfree == 0) {
+        p->finished = true;
+        p->signaled = true;
+        ol_completion_signal(&p->done, -EAGAIN);
+        return;
+    }
+    unsigned s = net->free_slot[--net->nfree];
+    p->id = (++net->seq << SLOT_BITS) | s;
+    net->slot[s] = p;
+    p->in_table = true;
+    net->inflight++;
+    p->deadline_ms = ol_now_ms() + (c->timeout_ms ? c->timeout_ms : net->timeout_ms);
+
+    ucp_ep_h ep = NULL;
+    int rc = peer_ep(net, p->peer, &ep);
+    if (rc < 0) {
+        finish(net, p, rc);
+        return;
+    }
+    p->hdr = (struct ol_wire_hdr){
+        .magic = OL_WIRE_MAGIC,
+        .version = OL_WIRE_VERSION,
+        .op = c->op,
+        .drive = c->drive,
+        .req_id = p->id,
+        .ctl_len = (uint32_t)c->ctl_len,
+        .data_len = c->data_len,
+        .data_crc = p->data_crc,
+    };
+    unsigned n = 0;
+    if (c->ctl_len)
+        p->siov[n++] = (ucp_dt_iov_t){(void *)c->ctl, c->ctl_len};
+    if (c->data_len)
+        p->siov[n++] = (ucp_dt_iov_t){(void *)c->data, c->data_len};
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
+                        UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
+        .flags = UCP_AM_SEND_FLAG_REPLY,
+        .cb.send = send_cb,
+        .user_data = p,
+        .datatype = ucp_dt_make_iov(),
+    };
+    void *r = ucp_am_send_nbx(ep, OL_WIRE_AM_REQUEST, &p->hdr, sizeof(p->hdr), p->siov, n, &rp);
+    if (UCS_PTR_IS_ERR(r)) {
+        finish(net, p, map_status(UCS_PTR_STATUS(r)));
+        return;
+    }
+    p->send_req = r;
+}
+
+static ucs_status_t on_reply(void *arg, const void *header, size_t header_length, void *data,
+                             size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ol_net *net = arg;
+    struct ol_wire_hdr h;
+    if (header_length != sizeof(h))
+        return UCS_OK;
+    memcpy(&h, header, sizeof(h));
+    struct pending *p = h.magic == OL_WIRE_MAGIC ? table_find(net, h.req_id) : NULL;
+    if (!p || p->finished || p->answered) {
+        /* A reply to a call that timed out (or garbage): dropped, a
+         * rendezvous included (returning UCS_OK lets UCX discard it). */
+        stat_add(net, &net->st.late_replies);
+        return UCS_OK;
+    }
+    struct ol_net_call *c = p->c;
+    if (h.version != OL_WIRE_VERSION || h.op != c->op || !(h.flags & OL_WIRE_F_REPLY)) {
+        finish(net, p, -EPROTO);
+        return UCS_OK;
+    }
+    if ((uint64_t)h.ctl_len + h.data_len != length) {
+        finish(net, p, -EPROTO);
+        return UCS_OK;
+    }
+    if (h.ctl_len > c->rep_ctl_cap || h.data_len > c->rep_data_cap) {
+        finish(net, p, -EMSGSIZE);
+        return UCS_OK;
+    }
+    p->hdr.status = h.status;
+    p->rep_crc = h.data_crc;
+    c->rep_ctl_len = h.ctl_len;
+    c->rep_data_len = h.data_len;
+    /* Stays in the table until its bytes are in, so that a rendezvous that
+     * hangs still times out. */
+    p->answered = true;
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        if (h.ctl_len)
+            memcpy(c->rep_ctl, data, h.ctl_len);
+        if (h.data_len)
+            memcpy(c->rep_data, (const uint8_t *)data + h.ctl_len, h.data_len);
+        finish(net, p, h.status);
+        return UCS_OK;
+    }
+    stat_add(net, &net->st.rndv_in);
+    unsigned n = 0;
+    if (h.ctl_len)
+        p->riov[n++] = (ucp_dt_iov_t){c->rep_ctl, h.ctl_len};
+    if (h.data_len)
+        p->riov[n++] = (ucp_dt_iov_t){c->rep_data, h.data_len};
+    ucp_request_param_t rp = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.recv_am = recv_cb,
+        .user_data = p,
+        .datatype = ucp_dt_make_iov(),
+    };
+    void *r = ucp_am_recv_data_nbx(net->worker, data, p->riov, n, &rp);
+    if (r == NULL)
+        finish(net, p, h.status);
+    else if (UCS_PTR_IS_ERR(r))
+        finish(net, p, map_status(UCS_PTR_STATUS(r)));
+    else
+        p->recv_req = r;
+    return UCS_INPROGRESS;
+}
+
+static void check_timeouts(struct ol_net *net, uint64_t now)
+{
+    if (net->inflight == 0)
+        return;
+    for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++) {
+        struct pending *p = net->slot[s];
+        if (!p || p->finished || now < p->deadline_ms)
+            continue;
+        stat_add(net, &net->st.timeouts);
+        struct peer *peer = p->peer;
+        bool busy = p->send_req || p->recv_req;
+        finish(net, p, -ETIMEDOUT);
+        /* UCX still reads or writes the call's buffers: reset the endpoint,
+         * which fails those requests, so that the caller's buffers are free
+         * when it returns. */
+        if (busy)
+            peer_fail(net, peer, -ECONNRESET);
+    }
+}
+
+/* ---- server side ---- */
+
+static struct conn *conn_find(struct ol_net *net, ucp_ep_h ep)
+{
+    for (struct conn *c = net->conns; c; c = c->next)
+        if (c->ep == ep && !c->dead)
+            return c;
+    return NULL;
+}
+
+static void conn_unref(struct ol_net *net, struct conn *c)
+{
+    OL_ASSERT(c->refs > 0);
+    c->refs--;
+}
+
+/* Frees dead connections that nothing points to any more. */
+static void conns_reap(struct ol_net *net)
+{
+    struct conn **pp = &net->conns;
+    while (*pp) {
+        struct conn *c = *pp;
+        if (c->dead && !c->closed) {
+            ep_close(net, c->ep);
+            c->closed = true;
+            if (net->gone)
+                net->gone(net->serve_ctx, c->id);
+        }
+        if (c->dead && c->refs == 0) {
+            *pp = c->next;
+            net->nconns--;
+            free(c);
+            continue;
+        }
+        pp = &c->next;
+    }
+}
+
+static void server_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    struct conn *c = arg;
+    (void)ep;
+    (void)status;
+    c->dead = true; /* conns_reap closes it and says it is gone */
+}
+
+static void conn_cb(ucp_conn_request_h creq, void *arg)
+{
+    struct ol_net *net = arg;
+    if (net->nconns >= OL_NET_MAX_CONNS || net->stop) {
+        ucp_listener_reject(net->listener, creq);
+        return;
+    }
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        ucp_listener_reject(net->listener, creq);
+        return;
+    }
+    ucp_ep_params_t ep_params = {
+        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .conn_request = creq,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = server_err_cb, .arg = c},
+    };
+    if (ucp_ep_create(net->worker, &ep_params, &c->ep) != UCS_OK) {
+        free(c);
+        return;
+    }
+    c->id = ++net->next_conn_id;
+    c->next = net->conns;
+    net->conns = c;
+    net->nconns++;
+}
+
+static void req_free(struct ol_net *net, struct ol_net_req *req)
+{
+    if (req->conn)
+        conn_unref(net, req->conn);
+    free(req->buf);
+    free(req->rctl);
+    free(req->rdata);
+    free(req);
+}
+
+static void deliver(struct ol_net *net, struct ol_net_req *req)
+{
+    stat_add(net, &net->st.requests);
+    if (req->conn->dead || !net->serve) {
+        req_free(net, req);
+        return;
+    }
+    net->serve(net->serve_ctx, req);
+}
+
+static void srv_recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
+{
+    struct ol_net_req *req = user_data;
+    (void)length;
+    ucp_request_free(request);
+    if (status != UCS_OK)
+        req_free(req->net, req);
+    else
+        deliver(req->net, req);
+}
+
+static void reply_now(struct ol_net *net, struct ol_net_req *req, int status);
+
+static ucs_status_t on_request(void *arg, const void *header, size_t header_length, void *data,
+                               size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ol_net *net = arg;
+    struct ol_wire_hdr h;
+    if (header_length != sizeof(h) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return UCS_OK;
+    memcpy(&h, header, sizeof(h));
+    if (h.magic != OL_WIRE_MAGIC)
+        return UCS_OK;
+    struct conn *conn = conn_find(net, param->reply_ep);
+    if (!conn)
+        return UCS_OK; /* not one of ours (or already dead): no one to answer */
+    struct ol_net_req *req = calloc(1, sizeof(*req));
+    if (!req)
+        return UCS_OK;
+    req->net = net;
+    req->conn = conn;
+    conn->refs++;
+    req->hdr = h;
+    if (h.version != OL_WIRE_VERSION) {
+        reply_now(net, req, -EPROTO);
+        return UCS_OK;
+    }
+    if (h.ctl_len > OL_WIRE_MAX_CTL || h.data_len > OL_WIRE_MAX_DATA ||
+        (uint64_t)h.ctl_len + h.data_len != length) {
+        /* The bytes are dropped (a rendezvous is never fetched). */
+        reply_now(net, req, -EMSGSIZE);
+        return UCS_OK;
+    }
+    req->buf = malloc(length ? length : 1);
+    if (!req->buf) {
+        reply_now(net, req, -ENOMEM);
+        return UCS_OK;
+    }
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        if (length)
+            memcpy(req->buf, data, length);
+        deliver(net, req);
+        return UCS_OK;
+    }
+    stat_add(net, &net->st.rndv_in);
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.recv_am = srv_recv_cb,
+        .user_data = req,
+    };
+    void *r = ucp_am_recv_data_nbx(net->worker, data, req->buf, length, &rp);
+    if (r == NULL)
+        deliver(net, req);
+    else if (UCS_PTR_IS_ERR(r))
+        req_free(net, req);
+    return UCS_INPROGRESS;
+}
+
+static void reply_sent_cb(void *request, ucs_status_t status, void *user_data)
+{
+    struct ol_net_req *req = user_data;
+    (void)status;
+    ucp_request_free(request);
+    req_free(req->net, req);
+}
+
+/* Sends req's reply (net thread). */
+static void send_reply(struct ol_net *net, struct ol_net_req *req)
+{
+    if (req->conn->dead || net->stop) {
+        req_free(net, req);
+        return;
+    }
+    req->rhdr = (struct ol_wire_hdr){
+        .magic = OL_WIRE_MAGIC,
+        .version = OL_WIRE_VERSION,
+        .op = req->hdr.op,
+        .flags = OL_WIRE_F_REPLY,
+        .drive = req->hdr.drive,
+        .status = req->rhdr.status,
+        .req_id = req->hdr.req_id,
+        .ctl_len = (uint32_t)req->rctl_len,
+        .data_len = req->rdata_len,
+        .data_crc = req->rhdr.data_crc,
+    };
+    unsigned n = 0;
+    if (req->rctl_len)
+        req->iov[n++] = (ucp_dt_iov_t){req->rctl, req->rctl_len};
+    if (req->rdata_len)
+        req->iov[n++] = (ucp_dt_iov_t){req->rdata, req->rdata_len};
+    ucp_request_param_t rp = {
+        .op_attr_mask =
+            UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE,
+        .cb.send = reply_sent_cb,
+        .user_data = req,
+        .datatype = ucp_dt_make_iov(),
+    };
+    void *r = ucp_am_send_nbx(req->conn->ep, OL_WIRE_AM_REPLY, &req->rhdr, sizeof(req->rhdr),
+                              req->iov, n, &rp);
+    if (r == NULL || UCS_PTR_IS_ERR(r))
+        req_free(net, req);
+    if (net->stall_after_reply_ms) {
+        /* Tests: let the reply's first bytes (a rendezvous' announcement)
+         * leave, then hang with the rest of it pending. */
+        unsigned ms = net->stall_after_reply_ms;
+        net->stall_after_reply_ms = 0;
+        uint64_t t0 = ol_now_ms();
+        while (ol_now_ms() - t0 < 5)
+            ucp_worker_progress(net->worker);
+        usleep(ms * 1000u);
+    }
+}
+
+static void reply_now(struct ol_net *net, struct ol_net_req *req, int status)
+{
+    req->rhdr.status = status;
+    send_reply(net, req);
+}
+
+const struct ol_wire_hdr *ol_net_req_hdr(const struct ol_net_req *req)
+{
+    return &req->hdr;
+}
+const void *ol_net_req_ctl(const struct ol_net_req *req)
+{
+    return req->buf;
+}
+const void *ol_net_req_data(const struct ol_net_req *req)
+{
+    return req->buf + req->hdr.ctl_len;
+}
+uint64_t ol_net_req_conn(const struct ol_net_req *req)
+{
+    return req->conn->id;
+}
+
+int ol_net_req_check(const struct ol_net_req *req)
+{
+    if (req->hdr.data_len == 0)
+        return 0;
+    return ol_crc32c(req->buf + req->hdr.ctl_len, req->hdr.data_len) == req->hdr.data_crc ? 0
+                                                                                          : -EIO;
+}
+
+void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
+                  size_t data_len)
+{
+    OL_ASSERT(ctl_len <= OL_WIRE_MAX_CTL && data_len <= OL_WIRE_MAX_DATA);
+    req->rhdr.status = status;
+    req->rctl = ctl;
+    req->rctl_len = ctl ? ctl_len : 0;
+    req->rdata = data;
+    req->rdata_len = data ? data_len : 0;
+    /* On the caller's thread: the net thread computes no checksums. */
+    req->rhdr.data_crc = req->rdata_len ? ol_crc32c(data, req->rdata_len) : 0;
+    req->it.kind = IT_REPLY;
+    /* Even while stopping: the net thread then frees it unsent. */
+    enqueue(req->net, &req->it, true);
+}
+
+/* ---- execs (work run on the net thread for other threads) ---- */
+
+static void exec_listen(struct ol_net *net, struct exec *e)
+{
+    if (net->listener) {
+        e->rc = -EALREADY;
+        return;
+    }
+    char port[8];
+    snprintf(port, sizeof(port), "%u", e->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
+                    *ai;
+    if (getaddrinfo(e->host, port, &hints, &ai) != 0) {
+        e->rc = -EINVAL;
+        return;
+    }
+    ucp_listener_params_t lp = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = ai->ai_addr, .addrlen = ai->ai_addrlen},
+        .conn_handler = {.cb = conn_cb, .arg = net},
+    };
+    ucs_status_t st = ucp_listener_create(net->worker, &lp, &net->listener);
+    freeaddrinfo(ai);
+    if (st != UCS_OK) {
+        net->listener = NULL;
+        e->rc = st == UCS_ERR_BUSY ? -EADDRINUSE : map_status(st);
+        return;
+    }
+    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    if (ucp_listener_query(net->listener, &la) == UCS_OK) {
+        const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;
+        if (sa->sa_family == AF_INET)
+            net->port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+        else if (sa->sa_family == AF_INET6)
+            net->port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    }
+    e->rc = 0;
+}
+
+static void exec_unlisten(struct ol_net *net, struct exec *e)
+{
+    (void)e;
+    if (net->listener)
+        ucp_listener_destroy(net->listener);
+    net->listener = NULL;
+    net->port = 0;
+    net->serve = NULL;
+    net->gone = NULL;
+    net->serve_ctx = NULL;
+    for (struct conn *c = net->conns; c; c = c->next)
+        c->dead = true;
+    conns_reap(net);
+}
+
+static void exec_stall(struct ol_net *net, struct exec *e)
+{
+    (void)net;
+    usleep(e->ms * 1000u);
+}
+
+static void exec_stall_after_reply(struct ol_net *net, struct exec *e)
+{
+    net->stall_after_reply_ms = e->ms;
+}
+
+static void exec_stop(struct ol_net *net, struct exec *e)
+{
+    (void)e;
+    net->stop = true;
+}
+
+static unsigned drain(struct ol_net *net)
+{
+    pthread_mutex_lock(&net->mu);
+    struct item *it = net->q_head;
+    net->q_head = net->q_tail = NULL;
+    pthread_mutex_unlock(&net->mu);
+    unsigned n = 0;
+    while (it) {
+        struct item *next = it->next;
+        n++;
+        switch (it->kind) {
+        case IT_CALL: {
+            struct pending *p = (struct pending *)it;
+            if (net->stop) {
+                p->signaled = true;
+                ol_completion_signal(&p->done, -ESHUTDOWN);
+            } else {
+                start_call(net, p);
+            }
+            break;
+        }
+        case IT_REPLY:
+            send_reply(net, (struct ol_net_req *)it);
+            break;
+        case IT_EXEC: {
+            struct exec *e = (struct exec *)it;
+            e->fn(net, e);
+            if (e->async)
+                free(e);
+            else
+                ol_completion_signal(&e->done, e->rc);
+            break;
+        }
+        }
+        it = next;
+    }
+    return n;
+}
+
+static void *net_main(void *arg)
+{
+    struct ol_net *net = arg;
+    uint64_t last_check = 0;
+    while (!net->stop) {
+        unsigned busy = 0;
+        for (unsigned i = 0; i < PROGRESS_BATCH && ucp_worker_progress(net->worker); i++)
+            busy++;
+        busy += drain(net);
+        uint64_t now = ol_now_ms();
+        if (now - last_check >= TICK_MS) {
+            check_timeouts(net, now);
+            for (unsigned i = 0; i < net->npeers; i++) {
+                struct peer *peer = &net->peers[i];
+                if (peer->failed && peer->ep) {
+                    ep_close(net, peer->ep);
+                    peer->ep = NULL;
+                    peer->failed = false;
+                }
+            }
+            conns_reap(net);
+            last_check = now;
+        }
+        if (busy)
+            continue;
+        ucs_status_t st = ucp_worker_arm(net->worker);
+        if (st == UCS_ERR_BUSY)
+            continue;
+        struct pollfd pf[2] = {{.fd = net->evfd, .events = POLLIN},
+                               {.fd = net->wfd, .events = POLLIN}};
+        int ms = (net->inflight || net->conns || net->closing) ? TICK_MS : IDLE_POLL_MS;
+        if (poll(pf, 2, ms) > 0 && (pf[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(net->evfd, &v, sizeof(v));
+            (void)r;
+        }
+    }
+
+    /* Stopping: fail what is in flight, close every endpoint, and progress
+     * until UCX has let go of the callers' buffers. */
+    for (unsigned i = 0; i < net->npeers; i++)
+        peer_fail(net, &net->peers[i], -ESHUTDOWN);
+    for (struct conn *c = net->conns; c; c = c->next)
+        c->dead = true;
+    for (unsigned i = 0; i < net->npeers; i++)
+        if (net->peers[i].ep) {
+            ep_close(net, net->peers[i].ep);
+            net->peers[i].ep = NULL;
+        }
+    conns_reap(net);
+    if (net->listener)
+        ucp_listener_destroy(net->listener);
+    uint64_t t0 = ol_now_ms();
+    while (ol_now_ms() - t0 < SHUTDOWN_WAIT_MS) {
+        ucp_worker_progress(net->worker);
+        drain(net);
+        conns_reap(net);
+        bool calls = false;
+        for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT && !calls; s++)
+            calls = net->slot[s] != NULL;
+        if (!calls && net->closing == 0 && net->conns == NULL)
+            break;
+    }
+    if (net->closing || net->conns)
+        ol_warn("net: stopped with %u endpoint closes and %u connections pending", net->closing,
+                net->nconns);
+    return NULL;
+}
+
+/* ---- public ---- */
+
+int ol_net_call(struct ol_net *net, struct ol_net_call *c)
+{
+    if (!c->addr || strlen(c->addr) >= OL_NET_MAX_ADDR)
+        return -EINVAL;
+    if (c->ctl_len > OL_WIRE_MAX_CTL || c->data_len > OL_WIRE_MAX_DATA)
+        return -EMSGSIZE;
+    struct pending p;
+    memset(&p, 0, sizeof(p));
+    p.it.kind = IT_CALL;
+    p.c = c;
+    c->rep_ctl_len = c->rep_data_len = 0;
+    p.data_crc = c->data_len ? ol_crc32c(c->data, c->data_len) : 0;
+    ol_completion_init(&p.done);
+    stat_add(net, &net->st.calls);
+    int rc = enqueue(net, &p.it, false);
+    if (rc < 0)
+        return rc;
+    rc = ol_completion_wait(&p.done);
+    if (rc >= 0 && c->rep_data_len && ol_crc32c(c->rep_data, c->rep_data_len) != p.rep_crc) {
+        stat_add(net, &net->st.crc_errors);
+        return -EIO;
+    }
+    return rc;
+}
+
+int ol_net_listen(struct ol_net *net, const char *host, uint16_t port, ol_net_serve_fn serve,
+                  ol_net_gone_fn gone, void *ctx)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_listen, .host = host, .port = port};
+    /* The callbacks are set before the listener exists, and only read by the
+     * net thread after the exec's queue hand-off. */
+    pthread_mutex_lock(&net->mu);
+    if (!net->listener) {
+        net->serve = serve;
+        net->gone = gone;
+        net->serve_ctx = ctx;
+    }
+    pthread_mutex_unlock(&net->mu);
+    ol_completion_init(&e.done);
+    int rc = enqueue(net, &e.it, false);
+    if (rc < 0)
+        return rc;
+    return ol_completion_wait(&e.done);
+}
+
+void ol_net_unlisten(struct ol_net *net)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_unlisten};
+    ol_completion_init(&e.done);
+    if (enqueue(net, &e.it, false) == 0)
+        ol_completion_wait(&e.done);
+}
+
+uint16_t ol_net_port(struct ol_net *net)
+{
+    /* Written by the listen exec before ol_net_listen returned. */
+    return net->port;
+}
+
+void ol_net_test_stall(struct ol_net *net, unsigned ms)
+{
+    struct exec *e = calloc(1, sizeof(*e));
+    if (!e)
+        return;
+    e->it.kind = IT_EXEC;
+    e->fn = exec_stall;
+    e->async = true;
+    e->ms = ms;
+    if (enqueue(net, &e->it, false) < 0)
+        free(e);
+}
+
+void ol_net_test_stall_after_reply(struct ol_net *net, unsigned ms)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_stall_after_reply, .ms = ms};
+    ol_completion_init(&e.done);
+    if (enqueue(net, &e.it, false) == 0)
+        ol_completion_wait(&e.done);
+}
+
+void ol_net_stats(struct ol_net *net, struct ol_net_stats *out)
+{
+    pthread_mutex_lock(&net->mu);
+    *out = net->st;
+    pthread_mutex_unlock(&net->mu);
+}
+
+int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
+{
+    struct ol_net *net = calloc(1, sizeof(*net));
+    if (!net)
+        return -ENOMEM;
+    net->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : OL_NET_TIMEOUT_MS;
+    net->evfd = -1;
+    pthread_mutex_init(&net->mu, NULL);
+    for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++)
+        net->free_slot[s] = OL_NET_MAX_INFLIGHT - 1 - s;
+    net->nfree = OL_NET_MAX_INFLIGHT;
+    int rc = -EIO;
+
+    ucp_config_t *cfg;
+    if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
+        goto fail;
+    ucp_params_t up = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .mt_workers_shared = 0,
+    };
+    ucs_status_t st = ucp_init(&up, cfg, &net->ctx);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        ol_error("net: ucp_init: %s", ucs_status_string(st));
+        net->ctx = NULL;
+        goto fail;
+    }
+    ucp_worker_params_t wp = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SINGLE,
+    };
+    st = ucp_worker_create(net->ctx, &wp, &net->worker);
+    if (st != UCS_OK) {
+        ol_error("net: ucp_worker_create: %s", ucs_status_string(st));
+        net->worker = NULL;
+        goto fail;
+    }
+    if (ucp_worker_get_efd(net->worker, &net->wfd) != UCS_OK)
+        goto fail;
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = OL_WIRE_AM_REQUEST,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_request,
+        .arg = net,
+    };
+    if (ucp_worker_set_am_recv_handler(net->worker, &hp) != UCS_OK)
+        goto fail;
+    hp.id = OL_WIRE_AM_REPLY;
+    hp.cb = on_reply;
+    if (ucp_worker_set_am_recv_handler(net->worker, &hp) != UCS_OK)
+        goto fail;
+    net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (net->evfd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    rc = -pthread_create(&net->thread, NULL, net_main, net);
+    if (rc < 0)
+        goto fail;
+    *out = net;
+    return 0;
+fail:
+    if (net->evfd >= 0)
+        close(net->evfd);
+    if (net->worker)
+        ucp_worker_destroy(net->worker);
+    if (net->ctx)
+        ucp_cleanup(net->ctx);
+    pthread_mutex_destroy(&net->mu);
+    free(net);
+    return rc;
+}
+
+void ol_net_destroy(struct ol_net *net)
+{
+    if (!net)
+        return;
+    struct exec *e = calloc(1, sizeof(*e));
+    OL_ASSERT(e);
+    e->it.kind = IT_EXEC;
+    e->fn = exec_stop;
+    e->async = true;
+    pthread_mutex_lock(&net->mu);
+    net->stopping = true;
+    pthread_mutex_unlock(&net->mu);
+    enqueue(net, &e->it, true);
+    pthread_join(net->thread, NULL);
+    /* Replies queued after the thread ended are freed unsent. */
+    drain(net);
+    while (net->conns) {
+        struct conn *c = net->conns;
+        net->conns = c->next;
+        free(c);
+    }
+    ucp_worker_destroy(net->worker);
+    ucp_cleanup(net->ctx);
+    close(net->evfd);
+    pthread_mutex_destroy(&net->mu);
+    free(net);
+}

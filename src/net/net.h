@@ -1,0 +1,160 @@
+/* The UCX transport of the native protocol: one net thread per ol_net.
+ *
+ * An ol_net owns a ucp_context and a ucp_worker, and one thread (the net
+ * thread) that alone touches them: it progresses the worker, sends and
+ * receives active messages (net/wire.h), accepts connections and times
+ * calls out.  Everything else talks to it through a queue and a wakeup
+ * (an eventfd next to the worker's own event fd), so any thread or fiber
+ * may call in at any time, and the net thread never runs a handler that
+ * could block: requests are handed to the serving side's own workers.
+ *
+ * Client side.  ol_net_call() sends one request to "host:port" and waits for
+ * its reply (a fiber parks, a plain thread blocks; core/loop.h's
+ * ol_completion).  Calls are concurrent: any number may be outstanding per
+ * peer (up to OL_NET_MAX_INFLIGHT per ol_net), matched to their replies by a
+ * request id.  The endpoint to a peer is made on first use and made again
+ * on the next call after it failed.  Every call has a deadline: a peer that
+ * does not answer in time gives -ETIMEDOUT, a peer that goes away
+ * -ECONNRESET (or -ECONNREFUSED / -EHOSTUNREACH when it cannot be reached);
+ * a reply that comes after its call timed out is dropped.  When a call
+ * times out while UCX still moves its bytes (a send or a rendezvous
+ * receive into the caller's buffers), the endpoint is reset so that UCX
+ * lets go of those buffers before the call returns: the other calls in
+ * flight on it fail with -ECONNRESET.
+ *
+ * Serving side.  ol_net_listen() accepts connections on a TCP address; each
+ * request is received whole (control and data, rendezvous for large data)
+ * and handed to the serve callback, which must not block (it queues the
+ * request to a worker).  Whoever holds a request answers it exactly once with
+ * ol_net_reply(), from any thread.  When a connection goes away, the gone
+ * callback says which (its conn id, as ol_net_req_conn() gives), after the
+ * requests received on it: replies to them are dropped.
+ *
+ * UCX picks the transports (UCX_TLS and the other UCX_* variables of the
+ * environment): shared memory and cma between processes of one host, tcp
+ * across hosts, verbs rc/dc where there is RDMA.  Connections are set up
+ * through UCX's TCP connection manager (the listener's sockaddr).
+ *
+ * Integrity: data travels with its CRC32C (net/wire.h).  ol_net_call checks
+ * a reply's data and answers -EIO when it differs; a server checks a
+ * request's with ol_net_req_check.
+ *
+ * Errors: 0 / a count, or a negative errno (-ENOMEM, -EINVAL, -EMSGSIZE for a
+ * message past the limits of net/wire.h, -EAGAIN when OL_NET_MAX_INFLIGHT
+ * calls are outstanding, -ESHUTDOWN when the ol_net is being destroyed).
+ */
+#ifndef OL_NET_NET_H
+#define OL_NET_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/wire.h"
+
+enum {
+    OL_NET_TIMEOUT_MS = 5000, /* default deadline of a call */
+    OL_NET_MAX_INFLIGHT = 4096,
+    OL_NET_MAX_PEERS = 256,  /* client endpoints per ol_net */
+    OL_NET_MAX_CONNS = 1024, /* accepted connections per ol_net */
+    OL_NET_MAX_ADDR = 128,   /* "host:port" */
+};
+
+struct ol_net;
+struct ol_net_req;
+
+struct ol_net_opts {
+    unsigned timeout_ms; /* default deadline of a call; 0: OL_NET_TIMEOUT_MS */
+};
+
+/* Starts the net thread.  -EIO when UCX cannot start (its reason logged). */
+int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out);
+/* Stops the net thread: calls still in flight return -ESHUTDOWN; requests
+ * handed out and not answered yet must be answered (their replies are
+ * dropped) before their memory goes, so the serving side stops its workers
+ * first. */
+void ol_net_destroy(struct ol_net *net);
+
+/* ---- client ---- */
+
+struct ol_net_call {
+    /* In (borrowed until ol_net_call returns). */
+    const char *addr;    /* "host:port"; host numeric or a name */
+    uint8_t op;          /* enum ol_wire_op */
+    uint32_t drive;      /* the server's drive index */
+    unsigned timeout_ms; /* 0: the ol_net's default */
+    const void *ctl;
+    size_t ctl_len; /* <= OL_WIRE_MAX_CTL */
+    const void *data;
+    size_t data_len; /* <= OL_WIRE_MAX_DATA */
+    /* Where the reply goes: its control bytes into rep_ctl, its data into
+     * rep_data (received there directly when UCX uses rendezvous).  A reply
+     * larger than a cap fails the call with -EMSGSIZE. */
+    void *rep_ctl;
+    size_t rep_ctl_cap;
+    void *rep_data;
+    size_t rep_data_cap;
+    /* Out. */
+    size_t rep_ctl_len, rep_data_len;
+};
+
+/* Sends c's request and waits for the reply.  Returns the reply's status
+ * (the server's answer: 0, a count, or an error) or a transport error
+ * (-ETIMEDOUT, -ECONNRESET, -ECONNREFUSED, -EMSGSIZE, -EAGAIN, -ESHUTDOWN,
+ * -EINVAL for a bad address).  Any thread or fiber, not the net thread. */
+int ol_net_call(struct ol_net *net, struct ol_net_call *c);
+
+/* ---- server ---- */
+
+/* Called on the net thread for each request received whole; must not
+ * block.  The request is the callee's until it passes it to ol_net_reply. */
+typedef void (*ol_net_serve_fn)(void *ctx, struct ol_net_req *req);
+/* Called on the net thread when accepted connection conn_id is gone. */
+typedef void (*ol_net_gone_fn)(void *ctx, uint64_t conn_id);
+
+/* Listens on host:port (port 0: any free one; ol_net_port then says which).
+ * One listener per ol_net.  -EADDRINUSE, -EINVAL, -EALREADY. */
+int ol_net_listen(struct ol_net *net, const char *host, uint16_t port, ol_net_serve_fn serve,
+                  ol_net_gone_fn gone, void *ctx);
+/* Stops listening and drops every accepted connection (their clients see
+ * -ECONNRESET); once it returns, serve and gone are never called again.
+ * Requests handed out before stay the holder's to answer (the replies are
+ * dropped).  A no-op when not listening. */
+void ol_net_unlisten(struct ol_net *net);
+/* The listening port, 0 when not listening. */
+uint16_t ol_net_port(struct ol_net *net);
+
+/* A received request: its header, control bytes and data (valid until
+ * ol_net_reply), and the connection it came on (ids start at 1, unique per
+ * ol_net). */
+const struct ol_wire_hdr *ol_net_req_hdr(const struct ol_net_req *req);
+const void *ol_net_req_ctl(const struct ol_net_req *req);
+const void *ol_net_req_data(const struct ol_net_req *req);
+uint64_t ol_net_req_conn(const struct ol_net_req *req);
+/* Checks the request's data against the CRC32C its header carries: 0, or
+ * -EIO (the handler must not use the bytes).  On the handler's thread, so
+ * that the net thread computes no checksums. */
+int ol_net_req_check(const struct ol_net_req *req);
+
+/* Answers req with status and reply bytes, and frees it.  Consumes req, and
+ * ctl and data (malloc'd by the caller, or NULL; freed after the send).
+ * Any thread. */
+void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
+                  size_t data_len);
+
+/* ---- tests ---- */
+
+/* Makes the net thread sleep ms without progressing anything (a hung
+ * peer), soon; returns at once. */
+void ol_net_test_stall(struct ol_net *net, unsigned ms);
+/* Makes the net thread sleep ms right after it sent its next reply (the
+ * peer has the start of it, a rendezvous hangs half-way); returns once set. */
+void ol_net_test_stall_after_reply(struct ol_net *net, unsigned ms);
+
+struct ol_net_stats {
+    uint64_t calls, timeouts, late_replies, resets, eps_created;
+    uint64_t requests, rndv_in; /* rndv_in: messages received by rendezvous */
+    uint64_t crc_errors;        /* replies whose data failed their CRC32C */
+};
+void ol_net_stats(struct ol_net *net, struct ol_net_stats *out);
+
+#endif

@@ -1,0 +1,236 @@
+/* The wire format of OpenLake's native protocol over UCX (docs/PROTOCOL.md,
+ * "Drive protocol (UCX)").
+ *
+ * Every message is one UCX active message: the AM header is exactly one
+ * `struct ol_wire_hdr` (fixed size, pinned below); the AM data is `ctl_len`
+ * bytes of control arguments followed by `data_len` bytes of bulk data
+ * (shard bytes).  UCX picks eager or rendezvous by size; a receiver lands
+ * the two parts in separate buffers (an iov), so bulk bytes can go straight
+ * to their final place.
+ *
+ * Integers are little-endian on the wire (the header too: the hosts we run
+ * on are little-endian, and the encoders below are explicit so that a
+ * big-endian port only changes them).  The control arguments are a flat
+ * sequence written with the ol_wbuf_* helpers and read back with ol_rbuf_*:
+ * u8/u16/u32/u64, byte strings (u32 length + bytes), version ids (16 bytes)
+ * and shard metadata (ol_wire_put_meta: OL_WIRE_META_BYTES).
+ *
+ * Integrity: the bulk bytes carry their CRC32C in the header, computed by
+ * the sender and checked by the receiver before it uses them (-EIO when they
+ * differ), so that no transport fault or stale transfer ever passes bad
+ * bytes off as a shard's.
+ *
+ * Versioning: `version` is OL_WIRE_VERSION.  A receiver answers a request of
+ * any other version with status -EPROTO (and its own version in the reply
+ * header), and drops a reply of another version.  New ops get new numbers;
+ * an op's arguments only ever grow at the end (a receiver ignores trailing
+ * bytes it does not know), anything else bumps the version.  Reserved fields
+ * are sent as zero and not checked.
+ *
+ * Threads: the helpers are pure functions of their arguments.
+ */
+#ifndef OL_NET_WIRE_H
+#define OL_NET_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/hlc.h"
+#include "ec/drive.h"
+
+enum {
+    OL_WIRE_MAGIC = 0x50444c4fu, /* the bytes "OLDP" (OpenLake drive protocol) */
+    OL_WIRE_VERSION = 1,
+
+    /* UCX active message ids. */
+    OL_WIRE_AM_REQUEST = 1,
+    OL_WIRE_AM_REPLY = 2,
+
+    /* ol_wire_hdr.flags */
+    OL_WIRE_F_REPLY = 1u << 0,
+
+    /* Limits: a message larger than these is refused (-EMSGSIZE) before
+     * anything is received.  Control arguments hold keys, metadata blobs
+     * and listing pages; data holds shard bytes. */
+    OL_WIRE_MAX_CTL = 1 << 20,
+    OL_WIRE_MAX_DATA = 64 << 20,
+
+    OL_WIRE_META_BYTES = 16 + 8 + 4 + 8 + 8 + 64 + 4 + 4 + 8,
+};
+
+/* Drive protocol ops (ol_wire_hdr.op). */
+enum ol_wire_op {
+    OL_WOP_PING = 1,
+    OL_WOP_SHARD_BEGIN = 2,
+    OL_WOP_SHARD_WRITE = 3,
+    OL_WOP_SHARD_COMMIT = 4,
+    OL_WOP_SHARD_ABORT = 5,
+    OL_WOP_SHARD_COPY = 6,
+    OL_WOP_MARK_COMPLETE = 7,
+    OL_WOP_VERSIONS = 8,
+    OL_WOP_SET_META = 9,
+    OL_WOP_READ_SHARD = 10,
+    OL_WOP_DELETE_VERSION = 11,
+    OL_WOP_LIST_KEYS = 12,
+    OL_WOP_LIST_BUCKETS = 13,
+    OL_WOP_END,
+};
+
+struct ol_wire_hdr {
+    uint32_t magic;   /* OL_WIRE_MAGIC */
+    uint8_t version;  /* OL_WIRE_VERSION */
+    uint8_t op;       /* enum ol_wire_op; a reply repeats the request's */
+    uint16_t flags;   /* OL_WIRE_F_* */
+    uint32_t drive;   /* index into the server's drive table */
+    int32_t status;   /* reply: 0, a count, or -errno / -OL_E*; request: 0 */
+    uint64_t req_id;  /* chosen by the caller, echoed by the reply */
+    uint32_t ctl_len; /* control argument bytes (first in the AM data) */
+    uint32_t reserved0;
+    uint64_t data_len; /* bulk bytes (after the control bytes) */
+    uint32_t data_crc; /* CRC32C of the bulk bytes (0 when there are none) */
+    uint32_t reserved1;
+};
+_Static_assert(sizeof(struct ol_wire_hdr) == 48, "the wire header is 48 bytes");
+
+/* ---- control argument encoding ---- */
+
+/* An append cursor over a caller's buffer.  A write past cap sets `over`
+ * and writes nothing more (check once at the end). */
+struct ol_wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool over;
+};
+
+static inline void ol_wbuf_bytes(struct ol_wbuf *w, const void *b, size_t n)
+{
+    if (w->over || n > w->cap - w->len) {
+        w->over = true;
+        return;
+    }
+    if (n)
+        memcpy(w->p + w->len, b, n);
+    w->len += n;
+}
+static inline void ol_wbuf_u8(struct ol_wbuf *w, uint8_t v)
+{
+    ol_wbuf_bytes(w, &v, 1);
+}
+static inline void ol_wbuf_u32(struct ol_wbuf *w, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    ol_wbuf_bytes(w, b, 4);
+}
+static inline void ol_wbuf_u64(struct ol_wbuf *w, uint64_t v)
+{
+    ol_wbuf_u32(w, (uint32_t)v);
+    ol_wbuf_u32(w, (uint32_t)(v >> 32));
+}
+/* A byte string: u32 length, then the bytes. */
+static inline void ol_wbuf_str(struct ol_wbuf *w, const void *s, size_t n)
+{
+    ol_wbuf_u32(w, (uint32_t)n);
+    ol_wbuf_bytes(w, s, n);
+}
+static inline void ol_wbuf_vid(struct ol_wbuf *w, const struct ol_version_id *v)
+{
+    ol_wbuf_bytes(w, v->b, OL_VERSION_ID_BYTES);
+}
+
+/* A read cursor.  A read past the end sets `bad` and yields zeros. */
+struct ol_rbuf {
+    const uint8_t *p;
+    size_t len, off;
+    bool bad;
+};
+
+static inline const uint8_t *ol_rbuf_take(struct ol_rbuf *r, size_t n)
+{
+    if (r->bad || n > r->len - r->off) {
+        r->bad = true;
+        return NULL;
+    }
+    const uint8_t *q = r->p + r->off;
+    r->off += n;
+    return q;
+}
+static inline uint8_t ol_rbuf_u8(struct ol_rbuf *r)
+{
+    const uint8_t *q = ol_rbuf_take(r, 1);
+    return q ? q[0] : 0;
+}
+static inline uint32_t ol_rbuf_u32(struct ol_rbuf *r)
+{
+    const uint8_t *q = ol_rbuf_take(r, 4);
+    return q ? (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24
+             : 0;
+}
+static inline uint64_t ol_rbuf_u64(struct ol_rbuf *r)
+{
+    uint64_t lo = ol_rbuf_u32(r);
+    return lo | (uint64_t)ol_rbuf_u32(r) << 32;
+}
+/* A byte string of at most max bytes: points into the buffer (*n its
+ * length); NULL (and bad) when longer or truncated. */
+static inline const void *ol_rbuf_str(struct ol_rbuf *r, size_t max, size_t *n)
+{
+    uint32_t len = ol_rbuf_u32(r);
+    if (len > max) {
+        r->bad = true;
+        *n = 0;
+        return NULL;
+    }
+    *n = len;
+    const uint8_t *q = ol_rbuf_take(r, len);
+    return q ? q : (const void *)"";
+}
+static inline void ol_rbuf_vid(struct ol_rbuf *r, struct ol_version_id *v)
+{
+    const uint8_t *q = ol_rbuf_take(r, OL_VERSION_ID_BYTES);
+    if (q)
+        memcpy(v->b, q, OL_VERSION_ID_BYTES);
+    else
+        memset(v->b, 0, OL_VERSION_ID_BYTES);
+}
+
+/* struct ol_shard_meta field by field (no padding, no host layout). */
+static inline void ol_wire_put_meta(struct ol_wbuf *w, const struct ol_shard_meta *sm)
+{
+    ol_wbuf_vid(w, &sm->vid);
+    uint8_t b[8] = {sm->k, sm->m, sm->shard, sm->rotation, sm->flags, 0, 0, 0};
+    ol_wbuf_bytes(w, b, 8);
+    ol_wbuf_u32(w, sm->unit_bytes);
+    ol_wbuf_u64(w, sm->size);
+    ol_wbuf_u64(w, (uint64_t)sm->mtime_ns);
+    ol_wbuf_bytes(w, sm->etag, sizeof(sm->etag));
+    ol_wbuf_u32(w, sm->meta_len);
+    ol_wbuf_u32(w, sm->meta_crc);
+    ol_wbuf_u64(w, sm->meta_stamp);
+}
+static inline void ol_wire_get_meta(struct ol_rbuf *r, struct ol_shard_meta *sm)
+{
+    memset(sm, 0, sizeof(*sm));
+    ol_rbuf_vid(r, &sm->vid);
+    const uint8_t *b = ol_rbuf_take(r, 8);
+    if (b) {
+        sm->k = b[0];
+        sm->m = b[1];
+        sm->shard = b[2];
+        sm->rotation = b[3];
+        sm->flags = b[4];
+    }
+    sm->unit_bytes = ol_rbuf_u32(r);
+    sm->size = ol_rbuf_u64(r);
+    sm->mtime_ns = (int64_t)ol_rbuf_u64(r);
+    const uint8_t *e = ol_rbuf_take(r, sizeof(sm->etag));
+    if (e)
+        memcpy(sm->etag, e, sizeof(sm->etag));
+    sm->etag[sizeof(sm->etag) - 1] = '\0';
+    sm->meta_len = ol_rbuf_u32(r);
+    sm->meta_crc = ol_rbuf_u32(r);
+    sm->meta_stamp = ol_rbuf_u64(r);
+}
+
+#endif
