@@ -20,7 +20,7 @@ struct ol_etcd {
     unsigned nep;
     unsigned cur; /* the endpoint that answered last */
     unsigned timeout_ms;
-    CURL *h;      /* kept across calls: its connection is reused */
+    CURL *h; /* kept across calls: its connection is reused */
     struct curl_slist *hdr;
 };
 
@@ -200,14 +200,21 @@ static int kv_parse(const cJSON *o, struct ol_etcd_kv *kv)
 static int grpc_err(int code, const char *msg)
 {
     switch (code) {
-    case 5: return -ENOENT;        /* NotFound: lease not found */
-    case 11: return -OL_ECOMPACTED; /* OutOfRange: compacted (or a future revision) */
-    case 3: return -EINVAL;        /* InvalidArgument */
-    case 4: return -ETIMEDOUT;     /* DeadlineExceeded */
-    case 14: return -EAGAIN;       /* Unavailable: no leader, request timed out */
+    case 5:
+        return -ENOENT; /* NotFound: lease not found */
+    case 11:
+        return -OL_ECOMPACTED; /* OutOfRange: compacted (or a future revision) */
+    case 3:
+        return -EINVAL; /* InvalidArgument */
+    case 4:
+        return -ETIMEDOUT; /* DeadlineExceeded */
+    case 14:
+        return -EAGAIN; /* Unavailable: no leader, request timed out */
     case 7:
-    case 16: return -EACCES;       /* PermissionDenied, Unauthenticated */
-    case 8: return -ENOSPC;        /* ResourceExhausted: quota */
+    case 16:
+        return -EACCES; /* PermissionDenied, Unauthenticated */
+    case 8:
+        return -ENOSPC; /* ResourceExhausted: quota */
     default:
         ol_log_limited(OL_LOG_WARN, "etcd: error %d: %s", code, msg ? msg : "?");
         return -OL_EETCD;
@@ -230,26 +237,34 @@ static int json_err(const cJSON *obj)
 static int curl_err(CURLcode res)
 {
     switch (res) {
-    case CURLE_OK: return 0;
-    case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
-    case CURLE_COULDNT_RESOLVE_HOST: return -EHOSTUNREACH;
-    case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
-    case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+    case CURLE_OK:
+        return 0;
+    case CURLE_COULDNT_CONNECT:
+        return -ECONNREFUSED;
+    case CURLE_COULDNT_RESOLVE_HOST:
+        return -EHOSTUNREACH;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE: return -ECONNRESET;
+    case CURLE_PARTIAL_FILE:
+        return -ECONNRESET;
     case CURLE_URL_MALFORMAT:
-    case CURLE_UNSUPPORTED_PROTOCOL: return -EINVAL;
-    default: return -ECONNRESET;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        return -EINVAL;
+    default:
+        return -ECONNRESET;
     }
 }
 
 /* Failures that another endpoint might not have. */
 static bool try_next(int rc)
 {
-    return rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ETIMEDOUT ||
-           rc == -ECONNRESET || rc == -EAGAIN;
+    return rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -ECONNRESET ||
+           rc == -EAGAIN;
 }
 
 /* ---- the client ---- */
@@ -326,8 +341,8 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 
 /* One POST to one endpoint.  *sent: whether any byte of the request left
  * (a write that was sent must not be retried elsewhere). */
-static int attempt(struct ol_etcd *c, unsigned ep, const char *path, const char *body,
-                   bool *sent, cJSON **out)
+static int attempt(struct ol_etcd *c, unsigned ep, const char *path, const char *body, bool *sent,
+                   cJSON **out)
 {
     char url[512];
     snprintf(url, sizeof(url), "%s%s", c->ep[ep], path);
@@ -446,8 +461,7 @@ void ol_etcd_range_clear(struct ol_etcd_range *r)
     memset(r, 0, sizeof(*r));
 }
 
-int ol_etcd_get_prefix(struct ol_etcd *c, const char *prefix, size_t limit,
-                       struct ol_etcd_range *r)
+int ol_etcd_get_prefix(struct ol_etcd *c, const char *prefix, size_t limit, struct ol_etcd_range *r)
 {
     memset(r, 0, sizeof(*r));
     if (!key_ok(prefix))
@@ -560,8 +574,8 @@ int ol_etcd_cas(struct ol_etcd *c, const char *key, enum ol_etcd_if cond, int64_
              json_add_i64(cmp, "mod_revision", want);
         break;
     case OL_ETCD_IF_VERSION:
-        ok = cJSON_AddStringToObject(cmp, "target", "VERSION") &&
-             json_add_i64(cmp, "version", want);
+        ok =
+            cJSON_AddStringToObject(cmp, "target", "VERSION") && json_add_i64(cmp, "version", want);
         break;
     case OL_ETCD_IF_ABSENT:
         ok = cJSON_AddStringToObject(cmp, "target", "VERSION") && json_add_i64(cmp, "version", 0);

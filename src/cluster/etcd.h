@@ -52,7 +52,7 @@ enum {
     OL_ETCD_MAX_KEY = 1024,
     OL_ETCD_MAX_VALUE = 1 << 20,
     OL_ETCD_MAX_RANGE = 10000,
-    OL_ETCD_MAX_RESPONSE = 16 << 20, /* bytes of one answer (a range) */
+    OL_ETCD_MAX_RESPONSE = 16 << 20,  /* bytes of one answer (a range) */
     OL_ETCD_MAX_WATCH_LINE = 4 << 20, /* bytes of one watch message */
 };
 

@@ -118,8 +118,7 @@ static int grow(void **arr, unsigned n, size_t size)
     return 0;
 }
 
-int ol_map_add_node(struct ol_map *map, const char *name, const char *s3_addr,
-                    const char *ucx_addr)
+int ol_map_add_node(struct ol_map *map, const char *name, const char *s3_addr, const char *ucx_addr)
 {
     s3_addr = s3_addr ? s3_addr : "";
     ucx_addr = ucx_addr ? ucx_addr : "";
@@ -231,7 +230,7 @@ static int check_spread(const struct ol_map *map, const struct ol_map_pool *p, c
     for (unsigned s = 0; s < p->nsets; s++) {
         const struct ol_map_set *set = &map->sets[find_set(map, p->sets[s])];
         unsigned width = set->k + set->m;
-        unsigned limit = n_nodes >= width ? 1 : (width + n_nodes - 1) / n_nodes;
+        unsigned limit = n_nodes >= width || n_nodes == 0 ? 1 : (width + n_nodes - 1) / n_nodes;
         memset(count, 0, nnodes * sizeof(*count));
         for (unsigned i = 0; i < width; i++) {
             int node = node_of[drive_index(map, set->drive[i])];
@@ -355,7 +354,8 @@ int ol_map_validate(const struct ol_map *map, char *why, size_t cap)
                 goto out;
             }
             if (set_seen[s]++ || map->sets[s].pool != p->id) {
-                rc = bad(why, cap, "set %" PRIu32 " is in pool %" PRIu32 " but names pool %" PRIu32
+                rc = bad(why, cap,
+                         "set %" PRIu32 " is in pool %" PRIu32 " but names pool %" PRIu32
                          " (or is listed twice)",
                          map->sets[s].id, p->id, map->sets[s].pool);
                 goto out;
@@ -488,8 +488,7 @@ int ol_map_add_pool(struct ol_map *map, const char *const *names, unsigned nname
                 if (left == 0)
                     continue;
                 if (best < 0 || bn[i].in_set < bn[best].in_set ||
-                    (bn[i].in_set == bn[best].in_set &&
-                     left > bn[best].nfree - bn[best].next))
+                    (bn[i].in_set == bn[best].in_set && left > bn[best].nfree - bn[best].next))
                     best = (int)i;
             }
             OL_ASSERT(best >= 0); /* total is a multiple of width */
@@ -624,7 +623,7 @@ static int get_str(const cJSON *o, const char *name, char *dst, size_t cap, bool
         dst[0] = '\0';
         return 0;
     }
-    if (!cJSON_IsString(v))
+    if (!v || !cJSON_IsString(v) || !v->valuestring)
         return bad(why, wcap, "%s: \"%s\" missing or not a string", what, name);
     if (strlen(v->valuestring) >= cap)
         return bad(why, wcap, "%s: \"%s\" longer than %zu bytes", what, name, cap - 1);
@@ -632,8 +631,8 @@ static int get_str(const cJSON *o, const char *name, char *dst, size_t cap, bool
     return 0;
 }
 
-static int get_uint(const cJSON *v, uint64_t max, uint64_t *out, const char *what,
-                    const char *name, char *why, size_t wcap)
+static int get_uint(const cJSON *v, uint64_t max, uint64_t *out, const char *what, const char *name,
+                    char *why, size_t wcap)
 {
     if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)max ||
         v->valuedouble != floor(v->valuedouble))
@@ -673,7 +672,7 @@ static int cmp_drive(const void *a, const void *b)
 static int parse(const cJSON *j, struct ol_map *map, char *why, size_t cap)
 {
     int rc = 0;
-    uint64_t u;
+    uint64_t u = 0;
     char what[64];
     if (!cJSON_IsObject(j))
         return bad(why, cap, "not a JSON object");
@@ -682,18 +681,17 @@ static int parse(const cJSON *j, struct ol_map *map, char *why, size_t cap)
     if (u != OL_MAP_FORMAT)
         return bad(why, cap, "map format %" PRIu64 " (this build reads format %d)", u,
                    OL_MAP_FORMAT);
-    if ((rc = get_str(j, "cluster", map->cluster, sizeof(map->cluster), true, "map", why, cap)) <
-        0)
+    if ((rc = get_str(j, "cluster", map->cluster, sizeof(map->cluster), true, "map", why, cap)) < 0)
         return rc;
     if ((rc = get_field_uint(j, "epoch", (1ull << 53), &map->epoch, "map", why, cap)) < 0)
         return rc;
 
     const cJSON *nodes = get_array(j, "nodes", OL_MAP_MAX_NODES, "map", why, cap, &rc);
-    const cJSON *drives = nodes ? get_array(j, "drives", OL_MAP_MAX_DRIVES, "map", why, cap, &rc)
-                                : NULL;
+    const cJSON *drives =
+        nodes ? get_array(j, "drives", OL_MAP_MAX_DRIVES, "map", why, cap, &rc) : NULL;
     const cJSON *sets = drives ? get_array(j, "sets", OL_MAP_MAX_SETS, "map", why, cap, &rc) : NULL;
-    const cJSON *pools = sets ? get_array(j, "pools", OL_MAP_MAX_POOLS, "map", why, cap, &rc)
-                              : NULL;
+    const cJSON *pools =
+        sets ? get_array(j, "pools", OL_MAP_MAX_POOLS, "map", why, cap, &rc) : NULL;
     if (!pools)
         return rc;
     map->nodes = calloc((size_t)cJSON_GetArraySize(nodes) + 1, sizeof(*map->nodes));
@@ -752,7 +750,7 @@ static int parse(const cJSON *j, struct ol_map *map, char *why, size_t cap)
     {
         struct ol_map_set *s = &map->sets[map->nsets];
         snprintf(what, sizeof(what), "set %u", map->nsets);
-        uint64_t id, pool, k, m;
+        uint64_t id = 0, pool = 0, k = 0, m = 0;
         if ((rc = get_field_uint(it, "id", UINT32_MAX, &id, what, why, cap)) < 0 ||
             (rc = get_field_uint(it, "pool", UINT32_MAX, &pool, what, why, cap)) < 0 ||
             (rc = get_field_uint(it, "k", OL_MAP_MAX_SET, &k, what, why, cap)) < 0 ||

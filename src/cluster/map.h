@@ -52,9 +52,9 @@
 
 enum {
     OL_MAP_FORMAT = 1,
-    OL_MAP_MAX_NAME = 63,    /* cluster and node names */
-    OL_MAP_MAX_ADDR = 127,   /* S3 and UCX addresses */
-    OL_MAP_MAX_PATH = 255,   /* drive paths */
+    OL_MAP_MAX_NAME = 63,  /* cluster and node names */
+    OL_MAP_MAX_ADDR = 127, /* S3 and UCX addresses */
+    OL_MAP_MAX_PATH = 255, /* drive paths */
     OL_MAP_MAX_NODES = 1024,
     OL_MAP_MAX_DRIVES = 4096, /* = OL_EC_MAX_DRIVES */
     OL_MAP_MAX_SET = 20,      /* k + m, = OL_EC_MAX_UNITS */
@@ -150,8 +150,7 @@ int ol_map_from_json(const char *json, size_t len, struct ol_map *map, char *why
 
 /* Reads the cluster's map from etcd into *map (mod_rev set).  -ENOENT when
  * there is none yet, -OL_EMAP when it does not load (why), etcd errors. */
-int ol_map_load(struct ol_etcd *c, const char *cluster, struct ol_map *map, char *why,
-                size_t cap);
+int ol_map_load(struct ol_etcd *c, const char *cluster, struct ol_map *map, char *why, size_t cap);
 
 /* Stores *map with epoch + 1 if the key is still at map->mod_rev (0: only if
  * there is no map yet).  On success map->epoch and map->mod_rev are the new

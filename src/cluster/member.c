@@ -19,10 +19,10 @@
 #include "core/log.h"
 
 enum {
-    MEMBER_SLICE_MS = 50,          /* longest wait between checks of the stop flag */
-    MEMBER_RETRY_MS = 250,         /* after a failed renewal or registration */
-    MEMBER_NAME_TAKEN_MS = 1000,   /* after finding our key held by another lease */
-    MEMBER_WATCH_RETRY_MS = 200,   /* after a broken watch */
+    MEMBER_SLICE_MS = 50,        /* longest wait between checks of the stop flag */
+    MEMBER_RETRY_MS = 250,       /* after a failed renewal or registration */
+    MEMBER_NAME_TAKEN_MS = 1000, /* after finding our key held by another lease */
+    MEMBER_WATCH_RETRY_MS = 200, /* after a broken watch */
 };
 
 struct ol_member {
@@ -45,7 +45,7 @@ struct ol_member {
 
     /* member thread only */
     bool registered;
-    bool fenced;      /* as last logged; true until the first registration */
+    bool fenced; /* as last logged; true until the first registration */
     bool ever_unfenced;
     bool renew_failing, watch_failing; /* log a streak of failures once */
     uint64_t next_renew_ms, next_register_ms, next_watch_ms;
@@ -383,10 +383,10 @@ static void *member_main(void *arg)
                 int rc = do_register(m);
                 if (rc < 0) {
                     if (rc != -EEXIST)
-                        ol_log_limited(OL_LOG_WARN, "member %s: registration failed: %s",
-                                       m->name, ol_strerror(rc));
-                    m->next_register_ms = ol_mono_ms() +
-                                          (rc == -EEXIST ? MEMBER_NAME_TAKEN_MS : MEMBER_RETRY_MS);
+                        ol_log_limited(OL_LOG_WARN, "member %s: registration failed: %s", m->name,
+                                       ol_strerror(rc));
+                    m->next_register_ms =
+                        ol_mono_ms() + (rc == -EEXIST ? MEMBER_NAME_TAKEN_MS : MEMBER_RETRY_MS);
                 }
             }
         } else if (now >= m->next_renew_ms) {
@@ -412,8 +412,8 @@ int ol_member_start(struct ol_member **out, const struct ol_member_opts *opts)
 {
     *out = NULL;
     unsigned ttl = opts->ttl_s ? opts->ttl_s : 6;
-    unsigned margin = opts->margin_ms ? opts->margin_ms : (ttl * 1000 / 6 > 500 ? ttl * 1000 / 6
-                                                                                 : 500);
+    unsigned margin =
+        opts->margin_ms ? opts->margin_ms : (ttl * 1000 / 6 > 500 ? ttl * 1000 / 6 : 500);
     if (!opts->endpoints || !opts->cluster || !opts->name || ttl < 2 || ttl > 3600 ||
         margin > ttl * 1000 / 3)
         return -EINVAL;

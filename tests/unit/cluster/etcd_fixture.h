@@ -38,8 +38,8 @@
 
 struct etcd_fixture {
     char bin[512];
-    char root[256];     /* scratch dir: data/ and etcd.log */
-    char url[64];       /* http://127.0.0.1:P */
+    char root[256]; /* scratch dir: data/ and etcd.log */
+    char url[64];   /* http://127.0.0.1:P */
     unsigned client_port, peer_port;
     pid_t pid;
     bool paused;
@@ -113,10 +113,10 @@ static inline int etcd_fixture_spawn(struct etcd_fixture *fx)
             dup2(fd, 2);
             close(fd);
         }
-        execl(fx->bin, fx->bin, "--name", "default", "--data-dir", data,
-              "--listen-client-urls", client, "--advertise-client-urls", client,
-              "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-              "--initial-cluster", cluster, "--log-level", "warn", (char *)NULL);
+        execl(fx->bin, fx->bin, "--name", "default", "--data-dir", data, "--listen-client-urls",
+              client, "--advertise-client-urls", client, "--listen-peer-urls", peer,
+              "--initial-advertise-peer-urls", peer, "--initial-cluster", cluster, "--log-level",
+              "warn", (char *)NULL);
         _exit(127);
     }
     fx->pid = pid;

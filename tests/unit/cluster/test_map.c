@@ -69,8 +69,8 @@ static void check_layout(struct ol_map *map, unsigned n, unsigned d, unsigned k,
         unsigned limit = n >= w ? 1 : (w + n - 1) / n;
         for (unsigned i = 0; i < n; i++)
             if (per_node[i] > limit) {
-                fprintf(stderr, "n=%u d=%u %u+%u: set %u has %u shards on node %u\n", n, d, k, m,
-                        s, per_node[i], i);
+                fprintf(stderr, "n=%u d=%u %u+%u: set %u has %u shards on node %u\n", n, d, k, m, s,
+                        per_node[i], i);
                 failures++;
             }
     }
@@ -82,8 +82,8 @@ static void check_layout(struct ol_map *map, unsigned n, unsigned d, unsigned k,
 
 static void test_build_property(void)
 {
-    static const unsigned geo[][2] = {{1, 0}, {1, 1}, {2, 1}, {2, 2}, {3, 2}, {4, 2},
-                                      {6, 3}, {8, 4}, {12, 4}, {10, 6}};
+    static const unsigned geo[][2] = {{1, 0}, {1, 1}, {2, 1}, {2, 2},  {3, 2},
+                                      {4, 2}, {6, 3}, {8, 4}, {12, 4}, {10, 6}};
     for (unsigned n = 1; n <= 20; n++)
         for (unsigned d = 1; d <= 6; d++)
             for (unsigned g = 0; g < sizeof(geo) / sizeof(geo[0]); g++) {
@@ -116,8 +116,8 @@ static void test_build_property(void)
                         shard_name(&a, s, i, x, sizeof(x));
                         shard_name(&b, s, i, y, sizeof(y));
                         if (strcmp(x, y) != 0) {
-                            fprintf(stderr, "n=%u d=%u %u+%u: set %u shard %u: %s vs %s\n", n, d,
-                                    k, m, s, i, x, y);
+                            fprintf(stderr, "n=%u d=%u %u+%u: set %u shard %u: %s vs %s\n", n, d, k,
+                                    m, s, i, x, y);
                             failures++;
                             s = a.nsets;
                             break;
@@ -234,8 +234,7 @@ static void expect_bad(const char *what, const char *json, const char *needle)
     CHECK(map.nodes == NULL && map.nnodes == 0);
 }
 
-static void mutate(const char *base, const char *what, const char *needle,
-                   void (*edit)(cJSON *j))
+static void mutate(const char *base, const char *what, const char *needle, void (*edit)(cJSON *j))
 {
     cJSON *j = cJSON_Parse(base);
     edit(j);
@@ -250,11 +249,14 @@ static cJSON *arr_item(cJSON *j, const char *arr, int i)
     return cJSON_GetArrayItem(cJSON_GetObjectItem(j, arr), i);
 }
 
-static void ed_format(cJSON *j) { cJSON_SetNumberValue(cJSON_GetObjectItem(j, "format"), 2); }
+static void ed_format(cJSON *j)
+{
+    cJSON_SetNumberValue(cJSON_GetObjectItem(j, "format"), 2);
+}
 static void ed_unknown_drive(cJSON *j)
 {
-    cJSON_SetNumberValue(cJSON_GetArrayItem(cJSON_GetObjectItem(arr_item(j, "sets", 0), "drives"), 1),
-                         999);
+    cJSON_SetNumberValue(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(arr_item(j, "sets", 0), "drives"), 1), 999);
 }
 static void ed_drive_twice(cJSON *j)
 {
@@ -300,7 +302,10 @@ static void ed_neg_id(cJSON *j)
 {
     cJSON_SetNumberValue(cJSON_GetObjectItem(arr_item(j, "drives", 0), "id"), -1);
 }
-static void ed_no_nodes(cJSON *j) { cJSON_DeleteItemFromObject(j, "nodes"); }
+static void ed_no_nodes(cJSON *j)
+{
+    cJSON_DeleteItemFromObject(j, "nodes");
+}
 static void ed_long_name(cJSON *j)
 {
     char name[100];
@@ -319,8 +324,8 @@ static void test_json(void)
     CHECK_RC(ol_map_to_json(&back, &again, NULL), 0);
     CHECK(again && strcmp(json, again) == 0);
     CHECK(back.epoch == 41 && back.nodes[1].state == OL_NODE_DOWN &&
-          back.nodes[2].lease == 7587456123456789012ll &&
-          back.drives[3].state == OL_DRIVE_FAILED && back.drives[4].state == OL_DRIVE_OFFLINE);
+          back.nodes[2].lease == 7587456123456789012ll && back.drives[3].state == OL_DRIVE_FAILED &&
+          back.drives[4].state == OL_DRIVE_OFFLINE);
     CHECK(back.nsets == 2 && back.npools == 1 && back.pools[0].nsets == 2);
     free(again);
     ol_map_free(&back);

@@ -55,7 +55,7 @@ static void show(struct seen *s, const char *want)
 #define CHECK_LIVE(s, want, ms)                                                                    \
     do {                                                                                           \
         if (!WAIT_FOR(seen_is((s), (want)), (ms))) {                                               \
-            fprintf(stderr, "%s:%d: live set wrong after %d ms\n", __FILE__, __LINE__, (ms));     \
+            fprintf(stderr, "%s:%d: live set wrong after %d ms\n", __FILE__, __LINE__, (ms));      \
             show((s), (want));                                                                     \
             failures++;                                                                            \
         }                                                                                          \
@@ -226,8 +226,7 @@ static void test_fence_kill(struct etcd_fixture *fx, struct ol_member *a)
     CHECK_RC(etcd_fixture_restart(fx), 0);
     uint64_t t1 = ol_mono_ms();
     CHECK_RC(ol_member_wait(a, 5000), 0);
-    printf("etcd restarted: acking again after %llu ms\n",
-           (unsigned long long)(ol_mono_ms() - t1));
+    printf("etcd restarted: acking again after %llu ms\n", (unsigned long long)(ol_mono_ms() - t1));
     ol_member_stats(a, &st);
     CHECK(st.fences == before.fences + 1);
 }
