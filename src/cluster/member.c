@@ -111,6 +111,7 @@ void ol_member_stats(const struct ol_member *m, struct ol_member_stats *st)
     st->fences = atomic_load(&m->fences);
     st->live_changes = atomic_load(&m->live_changes);
     st->lease = atomic_load(&m->lease);
+    st->deadline_ns = atomic_load(&m->deadline_ns);
     st->fenced = !ol_member_may_ack(m);
 }
 

@@ -121,6 +121,7 @@ struct ol_member_stats {
     uint64_t fences;         /* times the node went from may-ack to fenced */
     uint64_t live_changes;   /* on_live calls */
     int64_t lease;           /* current lease id, 0 while unregistered */
+    int64_t deadline_ns;     /* CLOCK_MONOTONIC time acks end, 0: not allowed */
     bool fenced;             /* as the member thread last saw it */
 };
 /* A snapshot of the counters; any thread (each field is read atomically,

@@ -170,8 +170,18 @@ struct events {
     char key[16][32];
     char value[16][8];
     int64_t mod_rev[16];
-    int stop_after; /* return -EINTR after this many (0: never) */
+    size_t value_len[16];
+    uint32_t value_sum[16]; /* a checksum of the whole value */
+    int stop_after;         /* return -EINTR after this many (0: never) */
 };
+
+static uint32_t sum(const void *p, size_t n)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 16777619u;
+    return h;
+}
 
 static int on_event(void *arg, const struct ol_etcd_event *ev)
 {
@@ -181,6 +191,8 @@ static int on_event(void *arg, const struct ol_etcd_event *ev)
         snprintf(e->key[e->n], sizeof(e->key[0]), "%s", ev->kv->key);
         snprintf(e->value[e->n], sizeof(e->value[0]), "%s", ev->kv->value);
         e->mod_rev[e->n] = ev->kv->mod_rev;
+        e->value_len[e->n] = ev->kv->value_len;
+        e->value_sum[e->n] = sum(ev->kv->value, ev->kv->value_len);
     }
     e->n++;
     return e->stop_after && e->n >= e->stop_after ? -EINTR : 0;
@@ -247,6 +259,28 @@ static void test_watch(struct ol_etcd *c)
     CHECK_RC(rc, -EINTR);
     CHECK(ev2.n == 2);
     ol_etcd_watch_close(w);
+
+    /* a value of 700 KiB arrives in many pieces of the stream (one message
+     * spans many reads) and comes out whole */
+    size_t big_len = 700 << 10;
+    unsigned char *big = malloc(big_len);
+    for (size_t i = 0; i < big_len; i++)
+        big[i] = (unsigned char)(i * 131 + (i >> 9));
+    struct events ev4 = {0};
+    int64_t big_rev = 0;
+    CHECK_RC(ol_etcd_put(c, "/t/w/big", big, big_len, 0, &big_rev), 0);
+    CHECK_RC(ol_etcd_watch_open(c, "/t/w/big", big_rev, on_event, &ev4, &w), 0);
+    end = ol_mono_ms() + 5000;
+    while (ev4.n < 1 && ol_mono_ms() < end)
+        CHECK_RC(ol_etcd_watch_poll(w, 100), 0);
+    CHECK(ev4.n == 1 && ev4.value_len[0] == big_len && ev4.value_sum[0] == sum(big, big_len));
+    ol_etcd_watch_close(w);
+    struct ol_etcd_kv kv;
+    CHECK_RC(ol_etcd_get(c, "/t/w/big", &kv, NULL), 0);
+    CHECK(kv.value_len == big_len && memcmp(kv.value, big, big_len) == 0);
+    ol_etcd_kv_clear(&kv);
+    CHECK_RC(ol_etcd_put(c, "/t/w/toobig", big, OL_ETCD_MAX_VALUE + 1, 0, NULL), -EINVAL);
+    free(big);
 
     /* compaction: a watch from before it ends with -OL_ECOMPACTED */
     int64_t now_rev = 0;
