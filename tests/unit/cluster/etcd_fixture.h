@@ -209,14 +209,24 @@ static inline int etcd_fixture_start(struct etcd_fixture *fx, const char *name)
 
 static inline void etcd_fixture_pause(struct etcd_fixture *fx)
 {
-    if (fx->pid > 0 && !fx->paused && kill(fx->pid, SIGSTOP) == 0)
-        fx->paused = true;
+    if (fx->pid <= 0 || fx->paused || kill(fx->pid, SIGSTOP) != 0)
+        return;
+    /* kill() returns before the child has stopped; wait until it has, so
+     * the next request surely meets a silent etcd */
+    int status;
+    while (waitpid(fx->pid, &status, WUNTRACED) < 0 && errno == EINTR)
+        ;
+    fx->paused = true;
 }
 
 static inline void etcd_fixture_resume(struct etcd_fixture *fx)
 {
-    if (fx->pid > 0 && fx->paused && kill(fx->pid, SIGCONT) == 0)
-        fx->paused = false;
+    if (fx->pid <= 0 || !fx->paused || kill(fx->pid, SIGCONT) != 0)
+        return;
+    int status;
+    while (waitpid(fx->pid, &status, WCONTINUED) < 0 && errno == EINTR)
+        ;
+    fx->paused = false;
 }
 
 /* Kills etcd and starts it again on the same ports and data.  0 or 1. */
