@@ -39,9 +39,11 @@
  * every key and the cluster restarts from its map anyway.
  *
  * With the defaults (TTL 6 s, renewal every 2 s, margin 1 s, per-call
- * timeout 2 s), a node rides out two lost renewals in a row and fences 5 s
- * after the last renewal it sent that etcd answered; the rest of the cluster
- * sees its key vanish no earlier than 6 s after that renewal.
+ * timeout 2 s, a failed renewal retried after 250 ms), an etcd that is
+ * silent for up to about TTL - margin - TTL/3 = 3 s causes no fence; past
+ * that the node fences 5 s after sending the last renewal etcd answered,
+ * while the rest of the cluster sees its key vanish no earlier than 6 s
+ * after that renewal.
  *
  * Recovery: while fenced the member keeps renewing the old lease; if etcd
  * still has it (it came back within TTL) the member simply unfences.  If etcd
@@ -96,7 +98,8 @@ struct ol_member;
  * bad options, -ENOMEM, or pthread_create's error. */
 int ol_member_start(struct ol_member **out, const struct ol_member_opts *opts);
 
-/* Stops the thread and frees the member.  leave = true revokes the lease
+/* Stops the thread and frees the member; waits for an etcd call in flight
+ * (at most TTL/3 per endpoint tried).  leave = true revokes the lease
  * (the key goes at once: a clean shutdown); false leaves it to expire, as a
  * crash would.  Either way the member may no longer ack, and a bound
  * process's ol_member_may_ack_writes() turns false for good. */
