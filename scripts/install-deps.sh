@@ -7,9 +7,11 @@ PKGS=(
   # build
   build-essential meson ninja-build pkg-config clang libclang-rt-14-dev
   liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev libboost-context-dev
-  libucx-dev
+  libucx-dev libcurl4-openssl-dev libcjson-dev
   # tests and tools (ucx-utils: ucx_info, to see the transports UCX finds)
   ucx-utils python3 python3-pytest python3-boto3 awscli lmdb-utils nginx-light curl
+  # the cluster tests start a real etcd (src/cluster/ talks to it)
+  etcd-server etcd-client
   # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's
   # fusermount3; the tests skip the FUSE mount where /dev/fuse is unusable)
   s3cmd rclone s3fs fuse3

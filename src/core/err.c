@@ -25,6 +25,11 @@ static const char *const ol_err_names[] = {
     [OL_EQUORUM - OL_ERR_BASE] = "erasure set quorum not reached",
     [OL_ENOVERSION - OL_ERR_BASE] = "object version does not exist",
     [OL_EMARKER - OL_ERR_BASE] = "version is a delete marker",
+    [OL_ECASFAIL - OL_ERR_BASE] = "compare-and-swap lost",
+    [OL_ECOMPACTED - OL_ERR_BASE] = "revision compacted",
+    [OL_EETCD - OL_ERR_BASE] = "etcd refused the request",
+    [OL_EMAP - OL_ERR_BASE] = "invalid cluster map",
+    [OL_EFENCED - OL_ERR_BASE] = "node fenced (lease lost)",
 };
 
 const char *ol_strerror(int err)

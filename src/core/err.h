@@ -32,6 +32,11 @@ enum ol_err {
     OL_EQUORUM,        /* too few drives of an erasure set answered or hold the data */
     OL_ENOVERSION,     /* the object version does not exist */
     OL_EMARKER,        /* the version asked for is a delete marker */
+    OL_ECASFAIL,       /* a compare-and-swap lost: the key changed since it was read */
+    OL_ECOMPACTED,     /* the revision asked for was compacted away: re-read */
+    OL_EETCD,          /* etcd refused a request (an error with no closer errno) */
+    OL_EMAP,           /* a cluster map is malformed or inconsistent */
+    OL_EFENCED,        /* this node lost its lease and may not acknowledge writes */
     OL_ERR_END,
 };
 
