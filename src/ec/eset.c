@@ -67,6 +67,11 @@ struct eset_res {
      * version too, when small (ol_drive_blob's shard_*): a small object's
      * GET reads them instead of a read round. */
     bool want_shard;
+    /* Reads of the latest version: try resolve_first's step first. */
+    bool first_step;
+    /* Resolved by that step: the slots not asked have no answer here (a
+     * degraded read completes the resolution first, res_complete). */
+    uint32_t unasked;
     struct ol_drive_blob blob[OL_EC_MAX_UNITS];
     uint8_t *blob_buf[OL_EC_MAX_UNITS];
     uint32_t answered;       /* slots whose versions call succeeded */
@@ -86,6 +91,11 @@ static unsigned popcount(uint32_t x)
 static unsigned slot_of(const struct ol_eset *es, unsigned rotation, unsigned shard)
 {
     return (shard + rotation) % es->n;
+}
+
+static uint32_t all_slots(const struct ol_eset *es)
+{
+    return es->n >= 32 ? UINT32_MAX : (1u << es->n) - 1;
 }
 
 void ol_eset_cfg_default(struct ol_eset_cfg *cfg)
@@ -544,15 +554,19 @@ static unsigned all_vids(const struct ol_eset *es, const struct eset_res *r,
     return m;
 }
 
-/* Asks every drive for its versions of the key (and, with r->want_blob, the
- * blob of its newest version or of want) and fills r.  Returns whether some
- * drive was too slow. */
+/* Asks the drives of the slots in `ask` for their versions of the key (and,
+ * with r->want_blob, the blob of its newest version or of want) and fills
+ * their part of r; the other slots' answers stay as they are.  0 or
+ * -ENOMEM. */
 static int ask_versions(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
-                        const struct ol_version_id *want, struct eset_res *r)
+                        const struct ol_version_id *want, struct eset_res *r, uint32_t ask)
 {
-    r->answered = 0;
+    r->answered &= ~ask;
+    r->unasked &= ~ask;
     r->found = false;
     for (unsigned s = 0; s < es->n; s++) {
+        if (!(ask & (1u << s)))
+            continue;
         free(r->blob_buf[s]);
         r->blob_buf[s] = NULL;
         r->blob[s].got = r->blob[s].shard_got = false;
@@ -567,13 +581,15 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     f->blob_cap = r->want_blob ? ESET_BLOB_FIRST : 0;
     f->shard_cap = r->want_blob && r->want_shard ? ESET_SHARD_FIRST : 0;
     for (unsigned s = 0; s < es->n; s++)
-        fan_add(f, FAN_VERSIONS, s, s);
+        if (ask & (1u << s))
+            fan_add(f, FAN_VERSIONS, s, s);
     /* A drive that does not answer within the read timeout counts as silent,
      * as an offline one does: the read rule copes with silent drives. */
     fan_run(f, es->read_timeout_ms);
     bool slow = false;
-    for (unsigned s = 0; s < es->n; s++) {
-        struct fan_call *c = &f->c[s];
+    for (unsigned x = 0; x < f->n; x++) {
+        struct fan_call *c = &f->c[x];
+        unsigned s = c->slot;
         r->nv[s] = c->done ? c->rc : -ETIMEDOUT;
         slow |= !c->done;
         if (c->done && c->rc > 0)
@@ -596,12 +612,91 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     return 0;
 }
 
+/* The first step of a read of the latest version (r->first_step): ask only
+ * f = max(k, m) drives, those of the key's first f shards.  A version that
+ * was acknowledged is durable on k+1 drives, and f + k+1 > n, so at least
+ * one of the f holds it.  So when every one of them answers, all name the
+ * same newest version and hold it consistently, and it is readable from
+ * them (its k data shards among them), nothing newer was acknowledged: it is
+ * the answer the full rule would give but for a newer unacknowledged write
+ * in flight (which either answer may show).  Otherwise the remaining drives
+ * are asked and the full rule decides.  A GET or HEAD of a healthy key then
+ * costs f calls instead of n.  Returns whether it resolved. */
+static bool resolve_first(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                          struct eset_res *r, uint32_t *asked)
+{
+    unsigned f = es->k > es->m ? es->k : es->m;
+    if (es->m == 0 || f >= es->n)
+        return false;
+    unsigned rot = rotation_of(es, bucket, key, klen);
+    uint32_t ask = 0;
+    for (unsigned i = 0; i < f; i++)
+        ask |= 1u << slot_of(es, rot, i);
+    for (unsigned s = 0; s < es->n; s++)
+        if (!(ask & (1u << s)))
+            r->nv[s] = -ENODATA; /* not asked (yet) */
+    *asked = ask;
+    if (ask_versions(es, bucket, key, klen, NULL, r, ask) < 0 || r->answered != ask)
+        return false;
+    const struct ol_shard_meta *top = NULL;
+    for (unsigned s = 0; s < es->n; s++) {
+        if (!(ask & (1u << s)))
+            continue;
+        if (r->nv[s] <= 0)
+            return false;
+        const struct ol_shard_meta *e = &VERS(r, s)[0];
+        if (!top)
+            top = e;
+        else if (ol_version_id_cmp(&e->vid, &top->vid) != 0)
+            return false;
+    }
+    const struct ol_shard_meta *ref;
+    uint32_t have, complete;
+    if (vote(es, r, &top->vid, &ref, &have, &complete) < es->k || !ref || have != ask)
+        return false;
+    for (unsigned j = 0; j < es->k; j++)
+        if (!(have & (1u << slot_of(es, ref->rotation, j))))
+            return false;
+    r->found = true;
+    r->win = *ref;
+    r->have = have;
+    r->complete = complete;
+    r->unasked = all_slots(es) & ~ask;
+    return true;
+}
+
+/* Asks the drives resolve_first left out, and counts those that hold the
+ * resolved version: a read that lost a shard needs parity from them.  The
+ * version stays the one resolved (it was readable; newer ones are not this
+ * read's business). */
+static int res_complete(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        struct eset_res *r)
+{
+    uint32_t ask = r->unasked;
+    if (!ask)
+        return 0;
+    struct ol_shard_meta win = r->win;
+    int rc = ask_versions(es, bucket, key, klen, NULL, r, ask);
+    r->found = true; /* ask_versions clears it; the version is still win */
+    r->unasked = 0;
+    if (rc < 0)
+        return rc;
+    uint32_t have, complete;
+    votes(es, r, &win, &have, &complete);
+    r->have |= have;
+    r->complete |= complete;
+    return 0;
+}
+
 /* Asks every drive for its versions of the key and picks the newest readable
  * version (or `want`).  0 with r->found, -OL_ENOKEY, -OL_EQUORUM. */
 static int resolve(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                    const struct ol_version_id *want, struct eset_res *r)
 {
-    int rc = ask_versions(es, bucket, key, klen, want, r);
+    uint32_t asked = 0;
+    if (!want && r->first_step && resolve_first(es, bucket, key, klen, r, &asked))
+        return (r->win.flags & OL_SHARD_DELETE_MARKER) ? -OL_ENOKEY : 0;
+    int rc = ask_versions(es, bucket, key, klen, want, r, all_slots(es) & ~asked);
     if (rc < 0)
         return rc;
     struct ol_version_id *vids = malloc(sizeof(*vids) * es->n * r->cap);
@@ -698,6 +793,7 @@ static int resolve_pinned(struct ol_eset *es, const char *bucket, const char *ke
         return -ENOMEM;
     big->want_blob = (*rp)->want_blob;
     big->want_shard = (*rp)->want_shard;
+    big->first_step = (*rp)->first_step;
     res_free(*rp);
     *rp = big;
     return resolve(es, bucket, key, klen, want, big);
@@ -1446,6 +1542,7 @@ static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key
         goto out;
     r->want_blob = true;
     r->want_shard = want_shard;
+    r->first_step = vid == NULL;
     rc = resolve_pinned(es, bucket, key, klen, vid, &r);
     if (rc == -OL_ENOKEY && r->found)
         obj_from_meta(&r->win, popcount(r->have), out); /* a delete marker */
@@ -1534,7 +1631,7 @@ int ol_eset_versions(struct ol_eset *es, const char *bucket, const char *key, si
     int rc = -ENOMEM;
     if (!r)
         goto out;
-    rc = ask_versions(es, bucket, key, klen, NULL, r);
+    rc = ask_versions(es, bucket, key, klen, NULL, r, all_slots(es));
     if (rc < 0)
         goto out;
     if (popcount(r->answered) < es->k) {
@@ -2725,11 +2822,18 @@ static void reader_heal(struct ol_eset_reader *rd, bool heal)
 int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, void *buf)
 {
     struct ol_eset *es = rd->es;
-    const struct eset_res *r = rd->r;
+    struct eset_res *r = rd->r;
     if (off > r->win.size || len > r->win.size - off)
         return -EINVAL;
     bool heal = false;
     int rc = len ? read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal) : 0;
+    if (rc == -OL_EQUORUM && r->unasked) {
+        /* Resolved from max(k, m) drives and a shard failed: the others
+         * hold the parity that rebuilds it. */
+        rc = res_complete(es, rd->bucket, rd->key, rd->klen, r);
+        if (rc == 0)
+            rc = read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal);
+    }
     if (rc < 0)
         return rc;
     atomic_fetch_add(&es->st.reads, 1);
