@@ -303,10 +303,10 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         break;
     }
     case OL_WOP_SHARD_COPY:
-        rc = ops->shard_copy ? ops->shard_copy(d, q.src_bucket, q.src_key, q.src_klen, &q.src_vid,
-                                               q.bucket, q.key, q.klen, &q.sm,
-                                               q.meta_len ? q.meta : NULL, q.meta_len)
-                             : -EOPNOTSUPP;
+        rc = ops->shard_copy
+                 ? ops->shard_copy(d, q.src_bucket, q.src_key, q.src_klen, &q.src_vid, q.bucket,
+                                   q.key, q.klen, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len)
+                 : -EOPNOTSUPP;
         break;
     case OL_WOP_MARK_COMPLETE:
         rc = ops->mark_complete(d, q.bucket, q.key, q.klen, &q.vid);
@@ -318,7 +318,8 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         uint32_t cap = q.cap, bcap = q.bcap;
         struct ol_shard_meta *sm = malloc((cap ? cap : 1) * sizeof(*sm));
         void *bbuf = malloc(bcap ? bcap : 1);
-        struct ol_drive_blob blob = {.want = (q.bflags & 2) ? &q.vid : NULL, .buf = bbuf, .cap = bcap};
+        struct ol_drive_blob blob = {
+            .want = (q.bflags & 2) ? &q.vid : NULL, .buf = bbuf, .cap = bcap};
         if (!sm || !bbuf) {
             free(sm);
             free(bbuf);
