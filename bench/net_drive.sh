@@ -19,6 +19,7 @@
 #   shm-eh  the default plus UCX_MM_ERROR_HANDLING=y for both, which lets
 #           our endpoints use sysv/posix shared memory for active messages
 # The net_drive binary: $NET_DRIVE_BIN, else build/net_drive (meson builds it).
+# NET_DRIVE_RESULTS=FILE keeps the raw lines there.
 # A run of the defaults takes about 70 s.  A benchmark, not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,15 +75,16 @@ perftest() {
     echo "$out" | awk -F, '{ print $6 }'
 }
 
-results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+results=${NET_DRIVE_RESULTS:-$(mktemp)}
+[ -n "${NET_DRIVE_RESULTS:-}" ] || trap 'rm -f "$results"' EXIT
 start=$(date +%s)
 IFS=, read -ra tl <<<"$transports"
 IFS=, read -ra sl <<<"$sizes"
 for t in "${tl[@]}"; do
     echo "== $t: net_drive -t $threads -d $secs -s $sizes" >&2
-    with_tls "$t" "$bin" -t "$threads" -d "$secs" -s "$sizes" | tee /dev/stderr |
-        sed "s/^/$t /" >>"$results"
+    out=$(with_tls "$t" "$bin" -t "$threads" -d "$secs" -s "$sizes")
+    echo "$out" >&2
+    echo "$out" | sed "s/^/$t /" >>"$results"
     for s in "${sl[@]}"; do
         bw=$(perftest "$t" "$s")
         echo "== $t: ucx_perftest ucp_am_bw -s $s: ${bw:-failed} MiB/s" >&2
@@ -91,23 +93,30 @@ for t in "${tl[@]}"; do
 done
 
 echo
-echo "threads=$threads seconds=$secs; $(nproc) CPUs; UCX $(ucx_info -v | sed -n 's/.*version=\([^ ]*\).*/\1/p' | head -1); wall $(( $(date +%s) - start )) s"
+echo "threads=$threads seconds=$secs; $(nproc) CPUs, load average $(cut -d" " -f1-3 /proc/loadavg); UCX $(ucx_info -v | sed -n 's/^# Version //p'); wall $(( $(date +%s) - start )) s"
 echo
 echo "| transport | shard size | write MiB/s (ops/s) | read MiB/s (ops/s) | ucx_perftest ucp_am_bw MiB/s | write / perftest | read / perftest |"
 echo "| --- | --- | --- | --- | --- | --- | --- |"
 awk '
-function kv(k,   i, a) { for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == k) return a[2] } return "" }
-$2 == "net_drive" { key = $1 " " kv("size"); bw[key, kv("op")] = kv("mibps");
-                    ops[key, kv("op")] = kv("ops") / kv("seconds"); if (!(key in seen)) { seen[key] = 1; order[n++] = key } }
+function kv(k,   i, a) {
+    for (i = 1; i <= NF; i++) { split($i, a, "="); if (a[1] == k) return a[2] }
+    return ""
+}
+$2 == "net_drive" {
+    key = $1 " " kv("size"); op = kv("op")
+    bw[key "/" op] = kv("mibps"); ops[key "/" op] = kv("ops") / kv("seconds")
+    if (!(key in seen)) { seen[key] = 1; order[n++] = key }
+}
 $2 == "perftest" { pt[$1 " " kv("size")] = kv("mibps") }
 END {
     for (i = 0; i < n; i++) {
         k = order[i]; split(k, p, " ")
-        sz = p[2] >= 1048576 ? sprintf("%d MiB", p[2] / 1048576) : sprintf("%d KiB", p[2] / 1024)
-        ref = pt[k] + 0
-        printf "| %s | %s | %.0f (%.0f) | %.0f (%.0f) | %.0f | %s | %s |\n", p[1], sz,
-            bw[k, "write"], ops[k, "write"], bw[k, "read"], ops[k, "read"], ref,
-            ref > 0 ? sprintf("%.2f", bw[k, "write"] / ref) : "-",
-            ref > 0 ? sprintf("%.2f", bw[k, "read"] / ref) : "-"
+        if (p[2] >= 1048576) sz = sprintf("%d MiB", p[2] / 1048576)
+        else sz = sprintf("%d KiB", p[2] / 1024)
+        ref = pt[k] + 0; w = bw[k "/write"] + 0; r = bw[k "/read"] + 0
+        wr = "-"; rr = "-"
+        if (ref > 0) { wr = sprintf("%.2f", w / ref); rr = sprintf("%.2f", r / ref) }
+        printf "| %s | %s | %.0f (%.0f) | %.0f (%.0f) | %.0f | %s | %s |\n", p[1], sz, w,
+            ops[k "/write"], r, ops[k "/read"], ref, wr, rr
     }
 }' "$results"
