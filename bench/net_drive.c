@@ -108,8 +108,7 @@ static int write_one(struct worker *w, const char *key)
         ops->shard_abort(wr);
         return rc;
     }
-    struct ol_shard_meta sm = {
-        .k = 1, .m = 0, .unit_bytes = 65536, .size = w->size, .mtime_ns = 1};
+    struct ol_shard_meta sm = {.k = 1, .m = 0, .unit_bytes = 65536, .size = w->size, .mtime_ns = 1};
     ol_version_id_make(&sm.vid, ++w->stamp, 1, w->idx);
     if ((rc = ops->shard_commit(wr, &sm, NULL, 0)) < 0)
         return rc;

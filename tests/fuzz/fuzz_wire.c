@@ -84,7 +84,8 @@ static void fuzz_header(struct in *in)
     FUZZ_CHECK(!ok || (hlen == sizeof(h) && h.magic == OL_WIRE_MAGIC));
     if (!ok)
         return;
-    size_t length = how & 1 ? x : (size_t)(h.ctl_len + h.data_len + (uint64_t)((int)(how >> 1) - 64));
+    size_t length =
+        how & 1 ? x : (size_t)(h.ctl_len + h.data_len + (uint64_t)((int)(how >> 1) - 64));
     int rc = ol_wire_req_check(&h, length);
     FUZZ_CHECK(rc == 0 || rc == -EPROTO || rc == -EMSGSIZE);
     if (rc == 0)
@@ -228,8 +229,8 @@ static void fuzz_request(struct in *in)
 
     /* Round trip: what decoded encodes to a request with the same
      * arguments (the bytes may differ: reserved bytes, trailing bytes). */
-    static uint8_t buf[2 * (4 + OL_DRIVE_MAX_BUCKET + 4 + OL_DRIVE_MAX_KEY) + 512 +
-                       OL_DRIVE_META_MAX];
+    static uint8_t
+        buf[2 * (4 + OL_DRIVE_MAX_BUCKET + 4 + OL_DRIVE_MAX_KEY) + 512 + OL_DRIVE_META_MAX];
     struct ol_wbuf w = {.p = buf, .cap = sizeof(buf)};
     encode(&q, &w);
     FUZZ_CHECK(!w.over && w.len <= in->n);
@@ -243,9 +244,8 @@ static void fuzz_request(struct in *in)
     FUZZ_CHECK(memcmp(&q.sm, &q2.sm, sizeof(q.sm)) == 0);
     FUZZ_CHECK(memcmp(&q.vid, &q2.vid, sizeof(q.vid)) == 0 &&
                memcmp(&q.src_vid, &q2.src_vid, sizeof(q.src_vid)) == 0);
-    FUZZ_CHECK(q.handle == q2.handle && q.off == q2.off && q.len == q2.len &&
-               q.stamp == q2.stamp && q.cap == q2.cap && q.bflags == q2.bflags &&
-               q.bcap == q2.bcap);
+    FUZZ_CHECK(q.handle == q2.handle && q.off == q2.off && q.len == q2.len && q.stamp == q2.stamp &&
+               q.cap == q2.cap && q.bflags == q2.bflags && q.bcap == q2.bcap);
 }
 
 /* ---- replies ---- */
@@ -344,9 +344,8 @@ static void fuzz_reply(struct in *in)
         unsigned cap = small % 9;
         struct ol_shard_meta out[8];
         uint8_t bbuf[64];
-        struct ol_drive_blob blob = {.want = (small & 16) ? &vid : NULL,
-                                     .buf = bbuf,
-                                     .cap = (small >> 5) * 9};
+        struct ol_drive_blob blob = {
+            .want = (small & 16) ? &vid : NULL, .buf = bbuf, .cap = (small >> 5) * 9};
         rc = ops->versions(dr.d, "bkt", "key", 3, out, cap, which % 9 == 3 ? &blob : NULL);
         if (rc >= 0)
             FUZZ_CHECK((unsigned)rc <= cap);
