@@ -70,6 +70,12 @@ router)
         -e src/core/msg.c -e src/core/clock.c)"
     libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lpthread"
     ;;
+wire)
+    # The drive protocol's decoders; the target stands in for net.c's
+    # ol_net_call, so no UCX.
+    srcs="src/net/drive_req.c src/ec/remotedrive.c"
+    libs=""
+    ;;
 *)
     echo "$0: unknown target '$target' (add it to the table in this script)" >&2
     exit 2

@@ -20,6 +20,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "net/drive_req.h"
 #include "net/wire.h"
 
 enum {
@@ -125,34 +126,7 @@ static void sweep(struct ol_drive_server *srv, bool all)
     }
 }
 
-/* ---- request decoding helpers ---- */
-
-struct args {
-    struct ol_rbuf r;
-    char bucket[OL_DRIVE_MAX_BUCKET + 1];
-    const char *key;
-    size_t klen;
-};
-
-/* A bucket name: 0..63 bytes on the wire, NUL-terminated here. */
-static void get_bucket(struct ol_rbuf *r, char *out)
-{
-    size_t n;
-    const void *b = ol_rbuf_str(r, OL_DRIVE_MAX_BUCKET, &n);
-    if (!b || memchr(b, '\0', n)) {
-        r->bad = true;
-        out[0] = '\0';
-        return;
-    }
-    memcpy(out, b, n);
-    out[n] = '\0';
-}
-
-static void get_bucket_key(struct args *a)
-{
-    get_bucket(&a->r, a->bucket);
-    a->key = ol_rbuf_str(&a->r, OL_DRIVE_MAX_KEY, &a->klen);
-}
+/* ---- replies ---- */
 
 /* An encoded reply: a malloc'd buffer, handed to ol_net_reply. */
 static int wbuf_alloc(struct ol_wbuf *w, size_t cap)
@@ -201,7 +175,7 @@ static int add_bucket(void *ctx, const char *bucket)
 static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
 {
     const struct ol_wire_hdr *h = ol_net_req_hdr(req);
-    struct args a = {.r = {.p = ol_net_req_ctl(req), .len = h->ctl_len}};
+    struct ol_drive_req q;
     const uint8_t *data = ol_net_req_data(req);
     struct ol_wbuf out = {0};
     void *rdata = NULL;
@@ -222,14 +196,12 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
     const struct ol_drive *dr = &srv->drives[h->drive];
     const struct ol_drive_ops *ops = dr->ops;
     void *d = dr->d;
+    /* The request's arguments, decoded whole before anything is done. */
+    if ((rc = ol_drive_req_decode(h->op, ol_net_req_ctl(req), h->ctl_len, &q)) < 0)
+        goto reply;
 
     switch (h->op) {
     case OL_WOP_SHARD_BEGIN: {
-        get_bucket_key(&a);
-        if (a.r.bad || a.klen == 0) {
-            rc = -EPROTO;
-            break;
-        }
         /* A slot first, so that a full table costs no drive call. */
         pthread_mutex_lock(&srv->mu);
         struct wslot *s = NULL;
@@ -251,7 +223,7 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
             break;
         }
         void *w = NULL;
-        rc = ops->shard_begin(d, a.bucket, a.key, a.klen, &w);
+        rc = ops->shard_begin(d, q.bucket, q.key, q.klen, &w);
         pthread_mutex_lock(&srv->mu);
         if (rc == 0) {
             s->w = w;
@@ -275,17 +247,12 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         break;
     }
     case OL_WOP_SHARD_WRITE: {
-        uint64_t handle = ol_rbuf_u64(&a.r), off = ol_rbuf_u64(&a.r);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        struct wslot *s = writer_take(srv, handle, h->drive);
+        struct wslot *s = writer_take(srv, q.handle, h->drive);
         if (!s) {
             rc = -EIO; /* unknown, idle-aborted or already consumed */
             break;
         }
-        if (s->failed || off != s->written) {
+        if (s->failed || q.off != s->written) {
             s->failed = true;
             rc = -EIO;
         } else {
@@ -299,27 +266,18 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         break;
     }
     case OL_WOP_SHARD_COMMIT: {
-        uint64_t handle = ol_rbuf_u64(&a.r), total = ol_rbuf_u64(&a.r);
-        struct ol_shard_meta sm;
-        ol_wire_get_meta(&a.r, &sm);
-        size_t mlen;
-        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        struct wslot *s = writer_take(srv, handle, h->drive);
+        struct wslot *s = writer_take(srv, q.handle, h->drive);
         if (!s) {
             rc = -EIO;
             break;
         }
         void *w = s->w;
-        bool ok = !s->failed && total == s->written;
+        bool ok = !s->failed && q.len == s->written;
         pthread_mutex_lock(&srv->mu);
         writer_drop_locked(srv, s);
         pthread_mutex_unlock(&srv->mu);
         if (ok) {
-            rc = ops->shard_commit(w, &sm, mlen ? meta : NULL, mlen);
+            rc = ops->shard_commit(w, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len);
         } else {
             ops->shard_abort(w);
             rc = -EIO;
@@ -327,15 +285,10 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         break;
     }
     case OL_WOP_SHARD_ABORT: {
-        uint64_t handle = ol_rbuf_u64(&a.r);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        struct wslot *s = &srv->ws[handle & (OL_DRIVE_SERVER_MAX_WRITERS - 1)];
+        struct wslot *s = &srv->ws[q.handle & (OL_DRIVE_SERVER_MAX_WRITERS - 1)];
         void *w = NULL;
         pthread_mutex_lock(&srv->mu);
-        if (s->w && s->handle == handle && s->drive == h->drive) {
+        if (s->w && s->handle == q.handle && s->drive == h->drive) {
             if (s->busy) {
                 s->doomed = true; /* the call in progress aborts it */
             } else {
@@ -349,65 +302,31 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         rc = 0;
         break;
     }
-    case OL_WOP_SHARD_COPY: {
-        char sb[OL_DRIVE_MAX_BUCKET + 1];
-        get_bucket(&a.r, sb);
-        size_t sklen;
-        const char *skey = ol_rbuf_str(&a.r, OL_DRIVE_MAX_KEY, &sklen);
-        struct ol_version_id svid;
-        ol_rbuf_vid(&a.r, &svid);
-        get_bucket_key(&a);
-        struct ol_shard_meta sm;
-        ol_wire_get_meta(&a.r, &sm);
-        size_t mlen;
-        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        rc = ops->shard_copy ? ops->shard_copy(d, sb, skey, sklen, &svid, a.bucket, a.key, a.klen,
-                                               &sm, mlen ? meta : NULL, mlen)
-                             : -EOPNOTSUPP;
+    case OL_WOP_SHARD_COPY:
+        rc = ops->shard_copy
+                 ? ops->shard_copy(d, q.src_bucket, q.src_key, q.src_klen, &q.src_vid, q.bucket,
+                                   q.key, q.klen, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len)
+                 : -EOPNOTSUPP;
         break;
-    }
     case OL_WOP_MARK_COMPLETE:
-    case OL_WOP_DELETE_VERSION: {
-        get_bucket_key(&a);
-        struct ol_version_id vid;
-        ol_rbuf_vid(&a.r, &vid);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        rc = h->op == OL_WOP_MARK_COMPLETE ? ops->mark_complete(d, a.bucket, a.key, a.klen, &vid)
-                                           : ops->delete_version(d, a.bucket, a.key, a.klen, &vid);
+        rc = ops->mark_complete(d, q.bucket, q.key, q.klen, &q.vid);
         break;
-    }
+    case OL_WOP_DELETE_VERSION:
+        rc = ops->delete_version(d, q.bucket, q.key, q.klen, &q.vid);
+        break;
     case OL_WOP_VERSIONS: {
-        get_bucket_key(&a);
-        uint32_t cap = ol_rbuf_u32(&a.r);
-        uint8_t bflags = ol_rbuf_u8(&a.r);
-        struct ol_version_id want;
-        ol_rbuf_vid(&a.r, &want);
-        uint32_t bcap = ol_rbuf_u32(&a.r);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        if (cap > OL_DRIVE_SERVER_MAX_VERSIONS)
-            cap = OL_DRIVE_SERVER_MAX_VERSIONS;
-        if (bcap > OL_DRIVE_META_MAX)
-            bcap = OL_DRIVE_META_MAX;
+        uint32_t cap = q.cap, bcap = q.bcap;
         struct ol_shard_meta *sm = malloc((cap ? cap : 1) * sizeof(*sm));
         void *bbuf = malloc(bcap ? bcap : 1);
-        struct ol_drive_blob blob = {.want = (bflags & 2) ? &want : NULL, .buf = bbuf, .cap = bcap};
+        struct ol_drive_blob blob = {
+            .want = (q.bflags & 2) ? &q.vid : NULL, .buf = bbuf, .cap = bcap};
         if (!sm || !bbuf) {
             free(sm);
             free(bbuf);
             rc = -ENOMEM;
             break;
         }
-        rc = ops->versions(d, a.bucket, a.key, a.klen, sm, cap, (bflags & 1) ? &blob : NULL);
+        rc = ops->versions(d, q.bucket, q.key, q.klen, sm, cap, (q.bflags & 1) ? &blob : NULL);
         if (rc >= 0) {
             unsigned n = (unsigned)rc;
             int e = wbuf_alloc(&out, 4 + (size_t)n * OL_WIRE_META_BYTES + 1 + 4 +
@@ -428,29 +347,11 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         free(bbuf);
         break;
     }
-    case OL_WOP_SET_META: {
-        get_bucket_key(&a);
-        struct ol_version_id vid;
-        ol_rbuf_vid(&a.r, &vid);
-        uint64_t stamp = ol_rbuf_u64(&a.r);
-        size_t mlen;
-        const void *meta = ol_rbuf_str(&a.r, OL_DRIVE_META_MAX, &mlen);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        rc = ops->set_meta(d, a.bucket, a.key, a.klen, &vid, meta, mlen, stamp);
+    case OL_WOP_SET_META:
+        rc = ops->set_meta(d, q.bucket, q.key, q.klen, &q.vid, q.meta, q.meta_len, q.stamp);
         break;
-    }
     case OL_WOP_READ_SHARD: {
-        get_bucket_key(&a);
-        struct ol_version_id vid;
-        ol_rbuf_vid(&a.r, &vid);
-        uint64_t off = ol_rbuf_u64(&a.r), len = ol_rbuf_u64(&a.r);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
+        uint64_t len = q.len;
         if (len > OL_WIRE_MAX_DATA) {
             rc = -EMSGSIZE;
             break;
@@ -460,7 +361,7 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
             rc = -ENOMEM;
             break;
         }
-        rc = ops->read_shard(d, a.bucket, a.key, a.klen, &vid, off, len, rdata);
+        rc = ops->read_shard(d, q.bucket, q.key, q.klen, &q.vid, q.off, len, rdata);
         if (rc >= 0)
             rdata_len = len;
         else {
@@ -470,22 +371,13 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         break;
     }
     case OL_WOP_LIST_KEYS: {
-        get_bucket(&a.r, a.bucket);
-        size_t alen;
-        const char *after = ol_rbuf_str(&a.r, OL_DRIVE_MAX_KEY, &alen);
-        uint32_t cap = ol_rbuf_u32(&a.r);
-        if (a.r.bad) {
-            rc = -EPROTO;
-            break;
-        }
-        if (cap > OL_DRIVE_SERVER_MAX_LIST)
-            cap = OL_DRIVE_SERVER_MAX_LIST;
+        uint32_t cap = q.cap;
         struct ol_drive_entry *ents = malloc((cap ? cap : 1) * sizeof(*ents));
         if (!ents) {
             rc = -ENOMEM;
             break;
         }
-        rc = ops->list_keys(d, a.bucket, after, alen, ents, cap);
+        rc = ops->list_keys(d, q.bucket, q.after, q.alen, ents, cap);
         if (rc >= 0) {
             size_t need = 4;
             for (int i = 0; i < rc; i++)

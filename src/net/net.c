@@ -458,10 +458,8 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
 {
     struct ol_net *net = arg;
     struct ol_wire_hdr h;
-    if (header_length != sizeof(h))
-        return UCS_OK;
-    memcpy(&h, header, sizeof(h));
-    struct pending *p = h.magic == OL_WIRE_MAGIC ? table_find(net, h.req_id) : NULL;
+    struct pending *p =
+        ol_wire_hdr_get(header, header_length, &h) ? table_find(net, h.req_id) : NULL;
     if (!p || p->finished || p->answered) {
         /* A reply to a call that timed out (or garbage): dropped, a
          * rendezvous included (returning UCS_OK lets UCX discard it). */
@@ -469,16 +467,9 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
         return UCS_OK;
     }
     struct ol_net_call *c = p->c;
-    if (h.version != OL_WIRE_VERSION || h.op != c->op || !(h.flags & OL_WIRE_F_REPLY)) {
-        finish(net, p, -EPROTO);
-        return UCS_OK;
-    }
-    if ((uint64_t)h.ctl_len + h.data_len != length) {
-        finish(net, p, -EPROTO);
-        return UCS_OK;
-    }
-    if (h.ctl_len > c->rep_ctl_cap || h.data_len > c->rep_data_cap) {
-        finish(net, p, -EMSGSIZE);
+    int bad = ol_wire_rep_check(&h, length, c->op, c->rep_ctl_cap, c->rep_data_cap);
+    if (bad < 0) {
+        finish(net, p, bad);
         return UCS_OK;
     }
     p->hdr.status = h.status;
@@ -652,10 +643,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
 {
     struct ol_net *net = arg;
     struct ol_wire_hdr h;
-    if (header_length != sizeof(h) || !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
-        return UCS_OK;
-    memcpy(&h, header, sizeof(h));
-    if (h.magic != OL_WIRE_MAGIC)
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+        !ol_wire_hdr_get(header, header_length, &h))
         return UCS_OK;
     struct conn *conn = conn_find(net, param->reply_ep);
     if (!conn)
@@ -667,14 +656,10 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
     req->conn = conn;
     conn->refs++;
     req->hdr = h;
-    if (h.version != OL_WIRE_VERSION) {
-        reply_now(net, req, -EPROTO);
-        return UCS_OK;
-    }
-    if (h.ctl_len > OL_WIRE_MAX_CTL || h.data_len > OL_WIRE_MAX_DATA ||
-        (uint64_t)h.ctl_len + h.data_len != length) {
+    int bad = ol_wire_req_check(&h, length);
+    if (bad < 0) {
         /* The bytes are dropped (a rendezvous is never fetched). */
-        reply_now(net, req, -EMSGSIZE);
+        reply_now(net, req, bad);
         return UCS_OK;
     }
     req->buf = malloc(length ? length : 1);

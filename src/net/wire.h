@@ -32,6 +32,7 @@
 #ifndef OL_NET_WIRE_H
 #define OL_NET_WIRE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -93,6 +94,45 @@ struct ol_wire_hdr {
     uint32_t reserved1;
 };
 _Static_assert(sizeof(struct ol_wire_hdr) == 48, "the wire header is 48 bytes");
+
+/* ---- header checks (what a receiver does first; tests/fuzz/fuzz_wire.c) ---- */
+
+/* Copies an AM header of header_len bytes into *h: false (drop it, there is
+ * no one to answer) when it is not a drive protocol header. */
+static inline bool ol_wire_hdr_get(const void *header, size_t header_len, struct ol_wire_hdr *h)
+{
+    if (header_len != sizeof(*h))
+        return false;
+    memcpy(h, header, sizeof(*h));
+    return h->magic == OL_WIRE_MAGIC;
+}
+
+/* A request whose AM data is `length` bytes: 0, -EPROTO (another version),
+ * -EMSGSIZE (past the limits, or lengths that do not add up to length). */
+static inline int ol_wire_req_check(const struct ol_wire_hdr *h, size_t length)
+{
+    if (h->version != OL_WIRE_VERSION)
+        return -EPROTO;
+    if (h->ctl_len > OL_WIRE_MAX_CTL || h->data_len > OL_WIRE_MAX_DATA ||
+        (uint64_t)h->ctl_len + h->data_len != length)
+        return -EMSGSIZE;
+    return 0;
+}
+
+/* A reply to a call of op whose buffers hold ctl_cap and data_cap bytes:
+ * 0, -EPROTO (another version or op, not a reply, lengths that do not add
+ * up), -EMSGSIZE (larger than the buffers). */
+static inline int ol_wire_rep_check(const struct ol_wire_hdr *h, size_t length, uint8_t op,
+                                    size_t ctl_cap, size_t data_cap)
+{
+    if (h->version != OL_WIRE_VERSION || h->op != op || !(h->flags & OL_WIRE_F_REPLY))
+        return -EPROTO;
+    if ((uint64_t)h->ctl_len + h->data_len != length)
+        return -EPROTO;
+    if (h->ctl_len > ctl_cap || h->data_len > data_cap)
+        return -EMSGSIZE;
+    return 0;
+}
 
 /* ---- control argument encoding ---- */
 
