@@ -578,10 +578,14 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
      * ASan: a "successful" rendezvous that wrote nothing); the data CRC
      * catches it, and never are wrong bytes returned as a shard's. */
     unsigned good = 0;
-    for (unsigned i = 0; i < 3 && !good; i++) {
+    /* On a loaded machine a retry may also time out or meet the endpoint
+     * being made again: a transport error, never wrong bytes. */
+    for (unsigned i = 0; i < 10 && !good; i++) {
         memset(b8, 0, n8);
         rc = ol_remotedrive_ops.read_shard(rd, "b", "hang", 4, &sm8.vid, 0, n8, b8);
-        CHECK(rc == 0 || rc == -EIO);
+        if (rc != 0)
+            printf("  read after the reset: %s\n", ol_strerror(rc));
+        CHECK(rc == 0 || rc == -EIO || rc == -ETIMEDOUT || rc == -ECONNRESET);
         if (rc == 0) {
             CHECK(memcmp(b8, w8, n8) == 0);
             good++;
