@@ -48,9 +48,9 @@ with_tls() {
     local t=$1
     shift
     case $t in
-    tcp) env UCX_TLS=tcp "$@" ;;
-    shm) env -u UCX_TLS "$@" ;;
-    shm-eh) env -u UCX_TLS UCX_MM_ERROR_HANDLING=y "$@" ;;
+    tcp) env UCX_TLS=tcp UCX_NET_DEVICES=lo "$@" ;;
+    shm) env -u UCX_TLS UCX_NET_DEVICES=lo "$@" ;;
+    shm-eh) env -u UCX_TLS UCX_NET_DEVICES=lo UCX_MM_ERROR_HANDLING=y "$@" ;;
     *) echo "net_drive.sh: unknown transport $t" >&2; return 2 ;;
     esac
 }

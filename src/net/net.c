@@ -1075,6 +1075,14 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     ucp_config_t *cfg;
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
         goto fail;
+    /* Our endpoints ask for peer-failure handling (a dead peer must fail its
+     * calls, not hang them), which UCX 1.13's shared-memory transports only
+     * offer when their error handling is switched on; off, two processes of
+     * one host talk over tcp on loopback.  The environment still wins. */
+    if (!getenv("UCX_MM_ERROR_HANDLING") && !getenv("UCX_POSIX_ERROR_HANDLING") &&
+        !getenv("UCX_SYSV_ERROR_HANDLING") &&
+        ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y") != UCS_OK)
+        ol_warn("net: cannot switch on UCX's MM_ERROR_HANDLING (shared memory may not be used)");
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
