@@ -44,13 +44,14 @@ void ol_deploy_close(struct ol_deploy *ec)
         if (ec->sets[s])
             ol_eset_destroy(ec->sets[s]);
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        if (ec->drives && ec->drives[i])
+        if (ec->drives && ec->drives[i] && !ec->borrowed)
             ol_storedrive_destroy(ec->drives[i]);
-        if (ec->stores && ec->stores[i])
+        if (ec->stores && ec->stores[i] && !ec->borrowed)
             ol_store_close(ec->stores[i]);
         if (ec->paths)
             free(ec->paths[i]);
     }
+    free(ec->drv);
     free(ec->sets);
     free(ec->drives);
     free(ec->stores);
@@ -194,6 +195,83 @@ out:
     return rc;
 }
 
+/* One erasure set per k+m drives of ec->drv, in order. */
+static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, size_t errlen)
+{
+    for (unsigned s = 0; s < ec->nsets; s++) {
+        unsigned size = ec->k + ec->m;
+        struct ol_eset_cfg c;
+        ol_eset_cfg_default(&c);
+        c.k = ec->k;
+        c.m = ec->m;
+        c.drives = &ec->drv[s * size];
+        c.hlc = &ec->hlc;
+        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
+        memcpy(c.deployment_id, ec->deploy_id, 16);
+        int rc = ol_eset_create(&c, &ec->sets[s]);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
+                       const struct ol_drive *drives, struct ol_storedrive *const *local,
+                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
+                       char *err, size_t errlen)
+{
+    struct ol_deploy *ec = calloc(1, sizeof(*ec));
+    if (!ec)
+        return -ENOMEM;
+    ec->borrowed = true;
+    ec->ndrives = n;
+    memcpy(ec->deploy_id, id, 16);
+    int rc = ol_ec_placement_init(&ec->place, n, k, m, id);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot group %u drives into erasure sets of %u+%u", n, k, m);
+        goto fail;
+    }
+    ec->k = k;
+    ec->m = m;
+    ec->nsets = ec->place.nsets;
+    ec->scrub_interval_ms = cfg->scrub_interval_ms;
+    ec->scrub_per_sec = cfg->scrub_objects_per_sec;
+    ec->drive_check_ms = cfg->ec_drive_check_ms;
+    ec->body_wait_ms = (unsigned)cfg->body_memory_wait_ms;
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    rc = -ENOMEM;
+    ec->paths = calloc(n, sizeof(*ec->paths));
+    ec->stores = calloc(n, sizeof(*ec->stores));
+    ec->drives = calloc(n, sizeof(*ec->drives));
+    ec->drv = calloc(n, sizeof(*ec->drv));
+    ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
+        goto fail;
+    for (unsigned i = 0; i < n; i++) {
+        ec->paths[i] = strdup(names[i]);
+        if (!ec->paths[i])
+            goto fail;
+        ec->drv[i] = drives[i];
+        ec->drives[i] = local[i];
+        ec->stores[i] = local[i] ? ol_storedrive_store(local[i]) : NULL;
+    }
+    rc = make_sets(ec, cfg, err, errlen);
+    if (rc < 0)
+        goto fail;
+    *out = ec;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "%s", ol_strerror(rc));
+    ol_deploy_close(ec);
+    return rc;
+}
+
 int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
                   const struct ol_store_opts *so, struct ol_deploy **out, char *err,
                   size_t errlen)
@@ -225,9 +303,10 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
     ec->drives = calloc(n, sizeof(*ec->drives));
+    ec->drv = calloc(n, sizeof(*ec->drv));
     ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
     rc = -ENOMEM;
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->sets)
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
         goto fail;
     struct ol_storedrive_policy pol;
     ol_storedrive_policy_default(&pol);
@@ -284,25 +363,11 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
         goto fail;
     rc = ol_ec_placement_init(&ec->place, n, ec->k, ec->m, ec->deploy_id);
     OL_ASSERT(rc == 0 && ec->place.nsets == ec->nsets);
-    for (unsigned s = 0; s < ec->nsets; s++) {
-        struct ol_drive drv[OL_EC_MAX_UNITS];
-        unsigned size = ec->k + ec->m;
-        for (unsigned j = 0; j < size; j++)
-            drv[j] = ol_storedrive_drive(ec->drives[s * size + j]);
-        struct ol_eset_cfg c;
-        ol_eset_cfg_default(&c);
-        c.k = ec->k;
-        c.m = ec->m;
-        c.drives = drv;
-        c.hlc = &ec->hlc;
-        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
-        memcpy(c.deployment_id, ec->deploy_id, 16);
-        rc = ol_eset_create(&c, &ec->sets[s]);
-        if (rc < 0) {
-            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
-            goto fail;
-        }
-    }
+    for (unsigned i = 0; i < n; i++)
+        ec->drv[i] = ol_storedrive_drive(ec->drives[i]);
+    rc = make_sets(ec, cfg, err, errlen);
+    if (rc < 0)
+        goto fail;
     *out = ec;
     return 0;
 fail:
@@ -356,11 +421,10 @@ static int bucket_exists(struct ol_deploy *ec, const char *bucket)
 {
     unsigned answered = 0, have = 0;
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
+        const struct ol_drive *d = &ec->drv[i];
+        if (!d->ops->bucket_get)
             continue;
-        struct ol_bucket_info bi;
-        int rc = ol_store_bucket_get(st, bucket, &bi);
+        int rc = d->ops->bucket_get(d->d, bucket, NULL);
         if (rc == 0 || rc == -OL_ENOBUCKET) {
             answered++;
             have += rc == 0;
@@ -380,8 +444,10 @@ int ol_deploy_bucket_exists(struct ol_deploy *ec, const char *bucket)
 unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64_t now)
 {
     unsigned ok = 0;
-    for (unsigned i = 0; i < ec->ndrives; i++)
-        ok += ol_storedrive_bucket_create(ec->drives[i], bucket, now) == 0;
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        const struct ol_drive *d = &ec->drv[i];
+        ok += d->ops->bucket_create && d->ops->bucket_create(d->d, bucket, now) == 0;
+    }
     return ok;
 }
 
@@ -407,10 +473,10 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
     unsigned ok = 0;
     int last = -OL_EQUORUM;
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
+        const struct ol_drive *d = &ec->drv[i];
+        if (!d->ops->bucket_config_put)
             continue;
-        int rc = ol_store_bucket_config_put(st, bucket, name, v, CFG_HEAD + (val ? len : 0));
+        int rc = d->ops->bucket_config_put(d->d, bucket, name, v, CFG_HEAD + (val ? len : 0));
         if (rc == 0)
             ok++;
         else
@@ -437,10 +503,10 @@ ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, co
     ssize_t best_len = -OL_ENOCONFIG;
     bool too_small = false;
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
+        const struct ol_drive *d = &ec->drv[i];
+        if (!d->ops->bucket_config_get)
             continue;
-        ssize_t n = ol_store_bucket_config_get(st, bucket, name, v, vcap);
+        ssize_t n = d->ops->bucket_config_get(d->d, bucket, name, v, vcap);
         if (n == -OL_ENOCONFIG || n == -OL_ENOBUCKET) {
             answered++;
             continue;
@@ -511,9 +577,9 @@ static int acc_bucket(struct bucket_acc *a, const char *name, int64_t ctime)
     return 0;
 }
 
-static int acc_cb(void *ctx, const struct ol_bucket_info *b)
+static int acc_cb(void *ctx, const char *name, int64_t ctime_ns)
 {
-    return acc_bucket(ctx, b->name, b->ctime_ns);
+    return acc_bucket(ctx, name, ctime_ns);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -527,10 +593,10 @@ static int bucket_union(struct ol_deploy *ec, struct bucket_acc *a, unsigned *an
     memset(a, 0, sizeof(*a));
     *answered = 0;
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
+        const struct ol_drive *d = &ec->drv[i];
+        if (!d->ops->bucket_list)
             continue;
-        if (ol_store_bucket_list(st, acc_cb, a) >= 0)
+        if (d->ops->bucket_list(d->d, acc_cb, a) >= 0)
             (*answered)++;
     }
     if (*answered < (ec->ndrives + 1) / 2)
@@ -736,6 +802,8 @@ void ol_deploy_monitor_fiber(void *arg)
             break;
         bool back = false;
         for (unsigned i = 0; i < ec->ndrives; i++) {
+            if (!ec->drives[i])
+                continue; /* remote: its own node checks it */
             (void)ol_storedrive_check(ec->drives[i]);
             back |= ol_storedrive_take_came_back(ec->drives[i]);
         }
@@ -832,6 +900,8 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     unsigned offline = 0, full = 0;
     uint64_t corrupt = 0, failures = 0;
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->drives[i])
+            continue;
         struct ol_storedrive_info di;
         ol_storedrive_info(ec->drives[i], &di);
         offline += di.state == OL_SD_OFFLINE || di.state == OL_SD_ADMIN_OFFLINE;
@@ -847,6 +917,8 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     JS("openlake_ec_drives_full %u\n", full);
     JS("openlake_ec_drive_failures_total %" PRIu64 "\n", failures);
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->drives[i])
+            continue;
         struct ol_storedrive_info di;
         ol_storedrive_info(ec->drives[i], &di);
         JS("openlake_ec_drive_state{drive=\"%u\",state=\"%s\"} 1\n", i,
