@@ -67,7 +67,7 @@ static int cmd_pool(struct ol_etcd *c, const char *cluster, char *nodes, long k,
     int rc = ol_map_update(c, cluster, false, add_pool, &pa, MAP_TRIES, &map);
     if (rc < 0) {
         fprintf(stderr, "openlake admin cluster: cannot add the pool: %s%s\n", ol_strerror(rc),
-                rc == -ENOENT ? " (no map yet, or an unknown node: start the nodes first)"
+                rc == -ENOENT   ? " (no map yet, or an unknown node: start the nodes first)"
                 : rc == -EINVAL ? " (the free drives are not a multiple of k+m)"
                                 : "");
         return 1;
@@ -103,8 +103,8 @@ static int cmd_show(struct ol_etcd *c, const char *cluster)
         bool up = false;
         for (size_t j = 0; have_live && j < live.n; j++)
             up |= strcmp(live.kvs[j].key + strlen(prefix), nd->name) == 0;
-        printf("  %-16s %-5s s3 %s drives %s\n", nd->name,
-               have_live ? (up ? "up" : "down") : "?", nd->s3_addr, nd->ucx_addr);
+        printf("  %-16s %-5s s3 %s drives %s\n", nd->name, have_live ? (up ? "up" : "down") : "?",
+               nd->s3_addr, nd->ucx_addr);
     }
     printf("drives (%u):\n", map.ndrives);
     for (unsigned i = 0; i < map.ndrives; i++)

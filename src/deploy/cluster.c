@@ -237,8 +237,13 @@ static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct o
                 names[pos] = malloc(nl);
                 if (!names[pos])
                     goto out;
-                snprintf(names[pos], nl, "%s:%s", md->node, md->path);
-                if (strcmp(md->node, cl->name) == 0) {
+                bool mine = strcmp(md->node, cl->name) == 0;
+                /* A local drive by its directory (the admin routes statvfs it). */
+                if (mine)
+                    snprintf(names[pos], nl, "%s", md->path);
+                else
+                    snprintf(names[pos], nl, "%s:%s", md->node, md->path);
+                if (mine) {
                     unsigned i = 0;
                     while (i < cl->nlocal && cl->ids[i] != md->id)
                         i++;
@@ -276,8 +281,8 @@ static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct o
             }
         }
     }
-    rc = ol_deploy_assemble(cfg, n, k, m, drv, local, (const char *const *)names, id, &cl->dp,
-                            err, errlen);
+    rc = ol_deploy_assemble(cfg, n, k, m, drv, local, (const char *const *)names, id, &cl->dp, err,
+                            errlen);
     if (rc == 0) {
         snprintf(cl->dp->node, sizeof(cl->dp->node), "%s", cl->name);
         snprintf(cl->dp->cluster, sizeof(cl->dp->cluster), "%s", cl->cluster);
@@ -379,17 +384,18 @@ static int serve_drives(struct ol_cluster *cl, const struct ol_cfg *cfg, const s
         return -EINVAL;
     for (unsigned i = 0; i < cl->nlocal; i++)
         drives[i] = ol_storedrive_drive(cl->sd[i]);
-    struct ol_drive_server_opts o = {
-        .net = cl->net, .host = host, .port = prev ? prev : port, .drives = drives,
-        .ndrives = cl->nlocal};
+    struct ol_drive_server_opts o = {.net = cl->net,
+                                     .host = host,
+                                     .port = prev ? prev : port,
+                                     .drives = drives,
+                                     .ndrives = cl->nlocal};
     rc = ol_drive_server_create(&o, &cl->srv);
     if (rc < 0 && prev) {
         o.port = port;
         rc = ol_drive_server_create(&o, &cl->srv);
     }
     if (rc < 0) {
-        snprintf(err, errlen, "cannot serve drives on %s: %s", cfg->drive_listen,
-                 ol_strerror(rc));
+        snprintf(err, errlen, "cannot serve drives on %s: %s", cfg->drive_listen, ol_strerror(rc));
         return rc;
     }
     snprintf(cl->ucx, sizeof(cl->ucx), "%s:%u", host, ol_drive_server_port(cl->srv));

@@ -80,8 +80,8 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
 void ol_deploy_close(struct ol_deploy *dp);
 /* A deployment over n drives someone else opened (a cluster's,
  * deploy/cluster.h): in set order (set s is drives s*(k+m) .. s*(k+m)+k+m-1,
- * shard slot j on the j-th), each with a name for messages (names[i],
- * copied), local[i] its storedrive when local (the monitor and metrics look
+ * shard slot j on the j-th), each with a name (names[i], copied: a local
+ * drive's directory, which the admin routes look at, or "node:/dir"), local[i] its storedrive when local (the monitor and metrics look
  * at those) or NULL when remote; placement keyed by id.  The drives and
  * storedrives are borrowed: they outlive the deployment, ol_deploy_close
  * leaves them.  No identity check here (the caller's business). */
