@@ -272,6 +272,7 @@ static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct o
                         .addr = nd->ucx_addr,
                         .drive = (uint32_t)drive_index(map, md->id, md->node),
                         .timeout_ms = (unsigned)cfg->drive_timeout_ms,
+                        .down_ms = (unsigned)cfg->drive_timeout_ms,
                     };
                     rc = ol_remotedrive_create(&ro, &cl->rds[cl->nrds]);
                     if (rc < 0)

@@ -8,11 +8,14 @@
 #include "ec/remotedrive.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+#include "core/loop.h"
 #include "net/drive_server.h"
 #include "net/wire.h"
 
@@ -25,7 +28,23 @@ struct ol_remotedrive {
     char addr[OL_NET_MAX_ADDR];
     uint32_t drive;
     unsigned timeout_ms;
+    unsigned down_ms;
+    _Atomic uint64_t down_until_ms; /* fail fast until then (opts.down_ms) */
 };
+
+/* Fail fast: whether to answer -ETIMEDOUT without a call; and noting a
+ * call's outcome. */
+static bool rd_down(struct ol_remotedrive *rd)
+{
+    return rd->down_ms && ol_now_ms() < atomic_load(&rd->down_until_ms);
+}
+
+static int rd_note(struct ol_remotedrive *rd, int rc)
+{
+    if (rc == -ETIMEDOUT && rd->down_ms)
+        atomic_store(&rd->down_until_ms, ol_now_ms() + rd->down_ms);
+    return rc;
+}
 
 struct rwriter {
     struct ol_remotedrive *rd;
@@ -40,6 +59,8 @@ static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl
 {
     if (ctl && ctl->over)
         return -EINVAL; /* an argument past the limits of ec/drive.h */
+    if (rd_down(rd))
+        return -ETIMEDOUT;
     struct ol_net_call c = {
         .addr = rd->addr,
         .op = op,
@@ -54,7 +75,7 @@ static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl
         .rep_data = rep_data,
         .rep_data_cap = rep_data_cap,
     };
-    int rc = ol_net_call(rd->net, &c);
+    int rc = rd_note(rd, ol_net_call(rd->net, &c));
     /* A reply with data (read_shard) must fill the buffer exactly. */
     if (rc >= 0 && rep_data && c.rep_data_len != rep_data_cap)
         rc = -EPROTO;
@@ -504,6 +525,8 @@ static ssize_t rd_bucket_config_get(void *d, const char *bucket, const char *nam
     if (put_setting(&ctl, bucket, name, cap) < 0)
         return -EINVAL;
     /* Not call(): the value is shorter than buf, as a rule. */
+    if (rd_down(rd))
+        return -ETIMEDOUT;
     struct ol_net_call c = {
         .addr = rd->addr,
         .op = OL_WOP_BUCKET_CONFIG_GET,
@@ -514,7 +537,7 @@ static ssize_t rd_bucket_config_get(void *d, const char *bucket, const char *nam
         .rep_data = buf,
         .rep_data_cap = cap,
     };
-    int rc = ol_net_call(rd->net, &c);
+    int rc = rd_note(rd, ol_net_call(rd->net, &c));
     if (rc == -EMSGSIZE)
         return -ENOBUFS; /* cannot happen with a server that honours cap */
     if (rc >= 0 && c.rep_data_len != (size_t)rc)
@@ -554,6 +577,7 @@ int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remo
     snprintf(rd->addr, sizeof(rd->addr), "%s", opts->addr);
     rd->drive = opts->drive;
     rd->timeout_ms = opts->timeout_ms;
+    rd->down_ms = opts->down_ms;
     *out = rd;
     return 0;
 }

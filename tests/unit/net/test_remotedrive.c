@@ -878,6 +878,34 @@ static void test_buckets(struct server *s, struct ol_net *cnet)
     ol_remotedrive_destroy(rd);
 }
 
+/* Fail fast (opts.down_ms): after a timeout, calls answer -ETIMEDOUT at
+ * once for down_ms, even though the server answers again; then they go out. */
+static void test_down(struct server *s, struct ol_net *cnet)
+{
+    struct ol_remotedrive_opts o = {
+        .net = cnet, .addr = s->addr, .drive = 2, .timeout_ms = 200, .down_ms = 600};
+    struct ol_remotedrive *rd;
+    CHECK_RC(ol_remotedrive_create(&o, &rd), 0);
+    const struct ol_drive_ops *ops = &ol_remotedrive_ops;
+    struct timespec t0;
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -OL_ENOBUCKET);
+    ol_drive_server_pause(s->srv, true);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -ETIMEDOUT);
+    CHECK(ms_since(&t0) >= 180);
+    ol_drive_server_pause(s->srv, false);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct ol_shard_meta vs[2];
+    CHECK_RC(ops->versions(rd, "b", "x", 1, vs, 2, NULL), -ETIMEDOUT);
+    CHECK_RC(ops->bucket_create(rd, "down", 1), -ETIMEDOUT);
+    char v[8];
+    CHECK_RC(ops->bucket_config_get(rd, "down", "n", v, sizeof(v)), -ETIMEDOUT);
+    CHECK(ms_since(&t0) < 100); /* at once: no call went out */
+    usleep(700 * 1000);
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -OL_ENOBUCKET);
+    ol_remotedrive_destroy(rd);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -893,7 +921,8 @@ int main(void)
     } tests[] = {
         {"ops", test_ops},       {"large", test_large}, {"threads", test_threads},
         {"fibers", test_fibers}, {"raw", test_raw},     {"timeouts", test_timeouts},
-        {"eset", test_eset},     {"buckets", test_buckets}, {"dead", test_dead},
+        {"eset", test_eset},     {"buckets", test_buckets}, {"down", test_down},
+        {"dead", test_dead},
     };
     for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         struct timespec t0;
