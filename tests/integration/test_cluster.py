@@ -4,7 +4,9 @@
 byte-identical through every node; with one node killed (-9) every object
 still reads (4 of 6 shards left: k), a PUT is refused quickly (503, it cannot
 reach the write quorum) rather than hanging; the node restarts, rejoins and
-serves the objects again."""
+serves the objects again.  With etcd stopped (SIGSTOP) the nodes fence: writes
+get 503 within the lease's TTL - margin, reads go on, and writes come back once
+etcd answers again."""
 import os
 import shutil
 import signal
@@ -166,6 +168,38 @@ def test_three_nodes():
             assert listed == sorted(objs), listed
             assert bucket in [b["Name"] for b in c.list_buckets()["Buckets"]]
 
+        # etcd stops answering: within TTL - margin (5 s) of their last renewal the
+        # nodes stop acknowledging writes (503), and still serve reads; once etcd
+        # is back they renew (or register again) and writes are acknowledged.
+        etcd.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            while True:
+                try:
+                    clients[1].put_object(Bucket=bucket, Key="fence", Body=b"f")
+                except Exception as e:  # noqa: BLE001 - the 503 is what we wait for
+                    assert http_status(e) == 503, e
+                    break
+                assert time.monotonic() - t0 < 8, "writes still acknowledged"
+                time.sleep(0.2)
+            fenced_after = time.monotonic() - t0
+            assert clients[1].get_object(Bucket=bucket, Key="obj-4096")["Body"].read() == \
+                objs["obj-4096"]
+        finally:
+            etcd.proc.send_signal(signal.SIGCONT)
+        t0 = time.monotonic()
+        while True:
+            try:
+                clients[1].put_object(Bucket=bucket, Key="fence", Body=b"f")
+                break
+            except Exception as e:  # noqa: BLE001
+                assert http_status(e) == 503, e
+                assert time.monotonic() - t0 < 15, "writes not acknowledged again"
+                time.sleep(0.2)
+        print(f"fenced {fenced_after:.1f} s after etcd stopped, "
+              f"writes back {time.monotonic() - t0:.1f} s after it resumed")
+        objs["fence"] = b"f"
+
         # One node gone: 4 of 6 shards of every object are left (k).
         nodes[2].kill9()
         for c in clients[:2]:
@@ -178,6 +212,7 @@ def test_three_nodes():
         took = time.monotonic() - t0
         assert http_status(ei.value) == 503, ei.value
         assert took < 3 * DRIVE_TIMEOUT_MS / 1000, took
+        print(f"PUT with a node killed: 503 in {took:.2f} s")
 
         # It comes back: the same drives, the same objects through it.
         nodes[2].launch()
