@@ -11,6 +11,7 @@
  * Credentials: --access-key/--secret-key, else $OPENLAKE_ACCESS_KEY and
  * $OPENLAKE_SECRET_KEY, else the server's default pair. */
 #include "cli/admin.h"
+#include "cli/cluster.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -241,6 +242,8 @@ static void *heal_watch_main(void *arg)
 int ol_admin_main(int argc, char **argv)
 {
     const char *cmd = argc >= 2 ? argv[1] : NULL;
+    if (cmd && strcmp(cmd, "cluster") == 0)
+        return ol_admin_cluster_main(argc - 1, argv + 1);
     const char *endpoint = NULL, *bucket = NULL, *key = NULL, *index = NULL, *state = NULL;
     const char *ak = getenv("OPENLAKE_ACCESS_KEY"), *sk = getenv("OPENLAKE_SECRET_KEY");
     const char *region = "us-east-1";

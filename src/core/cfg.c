@@ -77,6 +77,12 @@ static const struct cfg_row rows[] = {
     I(ec_drive_fail_after, 1, 1000, "3", "EC: consecutive drive errors that take a drive offline"),
     I(ec_drive_backoff_max_ms, 10, 3600000, "30000", "EC: longest pause between probes of an offline drive"),
     I(ec_drive_check_ms, 10, 600000, "1000", "EC: how often the drive monitor checks the drives"),
+    S(cluster, "", "cluster: etcd endpoints (host:port,host:port); empty = a single node"),
+    S(node, "", "cluster: this node's name (default: the host name)"),
+    S(cluster_name, "openlake", "cluster: the cluster's name (its map in etcd, its deployment id)"),
+    S(drive_listen, "127.0.0.1:0", "cluster: host:port of this node's drive service (UCX); port 0 = a free one (a restart tries its previous one first)"),
+    I(drive_timeout_ms, 100, 600000, "5000", "cluster: a call to another node's drive gives up after this"),
+    I(cluster_wait_ms, 0, 86400000, "600000", "cluster: how long a start waits for a pool that holds its drives (openlake admin cluster pool)"),
 };
 
 #define NROWS (sizeof(rows) / sizeof(rows[0]))

@@ -67,6 +67,13 @@ struct ol_cfg {
     int64_t ec_drive_fail_after;     /* consecutive errors that take a drive offline */
     int64_t ec_drive_backoff_max_ms; /* cap of the offline drive's probe backoff */
     int64_t ec_drive_check_ms;       /* drive monitor period */
+    /* cluster (deploy/cluster.h); cluster "" = a single node */
+    char cluster[1024];      /* etcd endpoints, host:port[,host:port...] */
+    char node[64];           /* this node's name */
+    char cluster_name[64];
+    char drive_listen[256];  /* host:port of the drive service; port 0 = a free one */
+    int64_t drive_timeout_ms;    /* a remote drive call gives up after this */
+    int64_t cluster_wait_ms;     /* how long a start waits for a pool with its drives */
     const char *const *drive_dirs; /* the data directories when more than one (main.c) */
     unsigned ndrive_dirs;
     /* users */

@@ -44,13 +44,14 @@ void ol_deploy_close(struct ol_deploy *ec)
         if (ec->sets[s])
             ol_eset_destroy(ec->sets[s]);
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        if (ec->drives && ec->drives[i])
+        if (ec->drives && ec->drives[i] && !ec->borrowed)
             ol_storedrive_destroy(ec->drives[i]);
-        if (ec->stores && ec->stores[i])
+        if (ec->stores && ec->stores[i] && !ec->borrowed)
             ol_store_close(ec->stores[i]);
         if (ec->paths)
             free(ec->paths[i]);
     }
+    free(ec->drv);
     free(ec->sets);
     free(ec->drives);
     free(ec->stores);
@@ -194,6 +195,83 @@ out:
     return rc;
 }
 
+/* One erasure set per k+m drives of ec->drv, in order. */
+static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, size_t errlen)
+{
+    for (unsigned s = 0; s < ec->nsets; s++) {
+        unsigned size = ec->k + ec->m;
+        struct ol_eset_cfg c;
+        ol_eset_cfg_default(&c);
+        c.k = ec->k;
+        c.m = ec->m;
+        c.drives = &ec->drv[s * size];
+        c.hlc = &ec->hlc;
+        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
+        memcpy(c.deployment_id, ec->deploy_id, 16);
+        int rc = ol_eset_create(&c, &ec->sets[s]);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
+                       const struct ol_drive *drives, struct ol_storedrive *const *local,
+                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
+                       char *err, size_t errlen)
+{
+    struct ol_deploy *ec = calloc(1, sizeof(*ec));
+    if (!ec)
+        return -ENOMEM;
+    ec->borrowed = true;
+    ec->ndrives = n;
+    memcpy(ec->deploy_id, id, 16);
+    int rc = ol_ec_placement_init(&ec->place, n, k, m, id);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot group %u drives into erasure sets of %u+%u", n, k, m);
+        goto fail;
+    }
+    ec->k = k;
+    ec->m = m;
+    ec->nsets = ec->place.nsets;
+    ec->scrub_interval_ms = cfg->scrub_interval_ms;
+    ec->scrub_per_sec = cfg->scrub_objects_per_sec;
+    ec->drive_check_ms = cfg->ec_drive_check_ms;
+    ec->body_wait_ms = (unsigned)cfg->body_memory_wait_ms;
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    rc = -ENOMEM;
+    ec->paths = calloc(n, sizeof(*ec->paths));
+    ec->stores = calloc(n, sizeof(*ec->stores));
+    ec->drives = calloc(n, sizeof(*ec->drives));
+    ec->drv = calloc(n, sizeof(*ec->drv));
+    ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
+        goto fail;
+    for (unsigned i = 0; i < n; i++) {
+        ec->paths[i] = strdup(names[i]);
+        if (!ec->paths[i])
+            goto fail;
+        ec->drv[i] = drives[i];
+        ec->drives[i] = local[i];
+        ec->stores[i] = local[i] ? ol_storedrive_store(local[i]) : NULL;
+    }
+    rc = make_sets(ec, cfg, err, errlen);
+    if (rc < 0)
+        goto fail;
+    *out = ec;
+    return 0;
+fail:
+    if (!err[0])
+        snprintf(err, errlen, "%s", ol_strerror(rc));
+    ol_deploy_close(ec);
+    return rc;
+}
+
 int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
                   const struct ol_store_opts *so, struct ol_deploy **out, char *err,
                   size_t errlen)
@@ -225,9 +303,10 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
     ec->drives = calloc(n, sizeof(*ec->drives));
+    ec->drv = calloc(n, sizeof(*ec->drv));
     ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
     rc = -ENOMEM;
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->sets)
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
         goto fail;
     struct ol_storedrive_policy pol;
     ol_storedrive_policy_default(&pol);
@@ -284,25 +363,11 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
         goto fail;
     rc = ol_ec_placement_init(&ec->place, n, ec->k, ec->m, ec->deploy_id);
     OL_ASSERT(rc == 0 && ec->place.nsets == ec->nsets);
-    for (unsigned s = 0; s < ec->nsets; s++) {
-        struct ol_drive drv[OL_EC_MAX_UNITS];
-        unsigned size = ec->k + ec->m;
-        for (unsigned j = 0; j < size; j++)
-            drv[j] = ol_storedrive_drive(ec->drives[s * size + j]);
-        struct ol_eset_cfg c;
-        ol_eset_cfg_default(&c);
-        c.k = ec->k;
-        c.m = ec->m;
-        c.drives = drv;
-        c.hlc = &ec->hlc;
-        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
-        memcpy(c.deployment_id, ec->deploy_id, 16);
-        rc = ol_eset_create(&c, &ec->sets[s]);
-        if (rc < 0) {
-            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
-            goto fail;
-        }
-    }
+    for (unsigned i = 0; i < n; i++)
+        ec->drv[i] = ol_storedrive_drive(ec->drives[i]);
+    rc = make_sets(ec, cfg, err, errlen);
+    if (rc < 0)
+        goto fail;
     *out = ec;
     return 0;
 fail:
@@ -350,22 +415,103 @@ struct ol_eset *ol_deploy_set(struct ol_deploy *ec, unsigned i)
 
 /* ---- buckets ---- */
 
+/* One call per drive, fn(ec, i, ctx).  A cluster's deployment (remote
+ * drives: each call a network round trip, up to drive_timeout_ms for a hung
+ * node) makes them at once, a fiber each, when the caller is a fiber; local
+ * drives, or a caller outside a fiber, one after another as always.  The
+ * fibers share the caller's loop thread, so fn needs no lock; it must
+ * write only its own drive's slot of ctx (or what a cooperative loop
+ * makes safe). */
+struct each_state {
+    unsigned left;
+    struct ol_fiber *waiter; /* set once parked: a wake before that would
+                              * hit a park inside the caller's own calls */
+};
+struct each_call {
+    struct ol_deploy *ec;
+    unsigned i;
+    void (*fn)(struct ol_deploy *ec, unsigned i, void *ctx);
+    void *ctx;
+    struct each_state *st;
+};
+
+static void each_fiber(void *arg)
+{
+    struct each_call *c = arg;
+    c->fn(c->ec, c->i, c->ctx);
+    if (--c->st->left == 0 && c->st->waiter)
+        ol_fiber_wake(c->st->waiter);
+}
+
+static void each_drive(struct ol_deploy *ec, void (*fn)(struct ol_deploy *, unsigned, void *),
+                       void *ctx)
+{
+    struct ol_loop *loop = ol_loop_current();
+    struct ol_fiber *me = ol_fiber_current();
+    struct each_call *c = ec->borrowed && loop && me ? calloc(ec->ndrives, sizeof(*c)) : NULL;
+    if (!c) {
+        for (unsigned i = 0; i < ec->ndrives; i++)
+            fn(ec, i, ctx);
+        return;
+    }
+    struct each_state st = {.left = 1}; /* 1: ours, until every call is started */
+    for (unsigned i = 0; i < ec->ndrives; i++) {
+        c[i] = (struct each_call){ec, i, fn, ctx, &st};
+        st.left++;
+        if (ol_fiber_spawn(loop, each_fiber, &c[i]) != 0) {
+            st.left--; /* no fiber left: here (backpressure, not failure) */
+            fn(ec, i, ctx);
+        }
+    }
+    st.left--;
+    for (unsigned guard = 0; st.left > 0 && guard < (1u << 20); guard++) {
+        st.waiter = me;
+        ol_fiber_park();
+        st.waiter = NULL;
+    }
+    OL_ASSERT(st.left == 0);
+    free(c);
+}
+
+struct bucket_q {
+    const char *bucket;
+    int64_t now;
+    int *rc; /* per drive */
+};
+
+static void q_get(struct ol_deploy *ec, unsigned i, void *ctx)
+{
+    struct bucket_q *q = ctx;
+    const struct ol_drive *d = &ec->drv[i];
+    q->rc[i] = d->ops->bucket_get ? d->ops->bucket_get(d->d, q->bucket, NULL) : -EOPNOTSUPP;
+}
+
+static void q_create(struct ol_deploy *ec, unsigned i, void *ctx)
+{
+    struct bucket_q *q = ctx;
+    const struct ol_drive *d = &ec->drv[i];
+    q->rc[i] = d->ops->bucket_create ? d->ops->bucket_create(d->d, q->bucket, q->now)
+                                     : -EOPNOTSUPP;
+}
+
 /* A bucket exists when at least half of the drives that answer hold it (a
  * replaced, empty drive lacks it until a heal).  1, 0, or -OL_EQUORUM. */
 static int bucket_exists(struct ol_deploy *ec, const char *bucket)
 {
     unsigned answered = 0, have = 0;
+    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    if (!rcs)
+        return -ENOMEM;
+    struct bucket_q q = {.bucket = bucket, .rc = rcs};
+    each_drive(ec, q_get, &q);
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
-            continue;
-        struct ol_bucket_info bi;
-        int rc = ol_store_bucket_get(st, bucket, &bi);
+        int rc = rcs[i];
         if (rc == 0 || rc == -OL_ENOBUCKET) {
             answered++;
             have += rc == 0;
         }
     }
+    free(rcs);
     if (answered < (ec->ndrives + 1) / 2)
         return -OL_EQUORUM;
     return have > 0 && 2 * have >= answered;
@@ -380,8 +526,14 @@ int ol_deploy_bucket_exists(struct ol_deploy *ec, const char *bucket)
 unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64_t now)
 {
     unsigned ok = 0;
+    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    if (!rcs)
+        return 0;
+    struct bucket_q q = {.bucket = bucket, .now = now, .rc = rcs};
+    each_drive(ec, q_create, &q);
     for (unsigned i = 0; i < ec->ndrives; i++)
-        ok += ol_storedrive_bucket_create(ec->drives[i], bucket, now) == 0;
+        ok += rcs[i] == 0;
+    free(rcs);
     return ok;
 }
 
@@ -389,6 +541,63 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64
  * was set (and a flag: set or removed), so that a drive that missed a
  * change (offline, replaced) never wins over the newer ones. */
 #define CFG_HEAD 9u /* stamp (8, little-endian ns) + set flag (1) */
+
+struct cfg_q {
+    const char *bucket, *name;
+    uint8_t *v; /* put: the encoded value; get: the shared buffer (local drives) */
+    size_t len; /* put: its length; get: the buffers' size */
+    int *rc;
+    /* get: the answers, folded in as they come (each_drive's fibers share
+     * one thread, and the fold does not yield) */
+    unsigned answered;
+    int64_t best;
+    ssize_t best_len;
+    bool too_small;
+    void *buf;
+};
+
+static void q_cfg_put(struct ol_deploy *ec, unsigned i, void *ctx)
+{
+    struct cfg_q *q = ctx;
+    const struct ol_drive *d = &ec->drv[i];
+    q->rc[i] = d->ops->bucket_config_put
+                   ? d->ops->bucket_config_put(d->d, q->bucket, q->name, q->v, q->len)
+                   : -EOPNOTSUPP;
+}
+
+static void q_cfg_get(struct ol_deploy *ec, unsigned i, void *ctx)
+{
+    struct cfg_q *q = ctx;
+    const struct ol_drive *d = &ec->drv[i];
+    if (!d->ops->bucket_config_get)
+        return;
+    /* Calls at once (remote drives) need a buffer each. */
+    uint8_t *v = ec->borrowed ? malloc(q->len) : q->v;
+    if (!v)
+        return;
+    ssize_t n = d->ops->bucket_config_get(d->d, q->bucket, q->name, v, q->len);
+    if (n == -OL_ENOCONFIG || n == -OL_ENOBUCKET) {
+        q->answered++;
+    } else if (n == -ENOBUFS) {
+        q->answered++;
+        q->too_small = true;
+    } else if (n >= (ssize_t)CFG_HEAD) {
+        q->answered++;
+        int64_t stamp;
+        memcpy(&stamp, v, 8);
+        if (stamp > q->best) {
+            q->best = stamp;
+            if (!v[8]) {
+                q->best_len = -OL_ENOCONFIG;
+            } else {
+                q->best_len = n - (ssize_t)CFG_HEAD;
+                memcpy(q->buf, v + CFG_HEAD, (size_t)q->best_len);
+            }
+        }
+    }
+    if (v != q->v)
+        free(v);
+}
 
 int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const char *name,
                                 const void *val, size_t len)
@@ -406,16 +615,23 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
         memcpy(v + CFG_HEAD, val, len);
     unsigned ok = 0;
     int last = -OL_EQUORUM;
+    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    if (!rcs) {
+        free(v);
+        return -ENOMEM;
+    }
+    struct cfg_q q = {.bucket = bucket, .name = name, .v = v, .len = CFG_HEAD + (val ? len : 0),
+                      .rc = rcs};
+    each_drive(ec, q_cfg_put, &q);
     for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
-            continue;
-        int rc = ol_store_bucket_config_put(st, bucket, name, v, CFG_HEAD + (val ? len : 0));
-        if (rc == 0)
+        if (rcs[i] == -EOPNOTSUPP)
+            continue; /* no bucket ops: not asked */
+        if (rcs[i] == 0)
             ok++;
         else
-            last = rc;
+            last = rcs[i];
     }
+    free(rcs);
     free(v);
     if (ok >= ec->ndrives / 2 + 1)
         return 0;
@@ -432,45 +648,15 @@ ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, co
     uint8_t *v = malloc(vcap);
     if (!v)
         return -ENOMEM;
-    unsigned answered = 0;
-    int64_t best = INT64_MIN;
-    ssize_t best_len = -OL_ENOCONFIG;
-    bool too_small = false;
-    for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
-            continue;
-        ssize_t n = ol_store_bucket_config_get(st, bucket, name, v, vcap);
-        if (n == -OL_ENOCONFIG || n == -OL_ENOBUCKET) {
-            answered++;
-            continue;
-        }
-        if (n == -ENOBUFS) {
-            answered++;
-            too_small = true;
-            continue;
-        }
-        if (n < (ssize_t)CFG_HEAD)
-            continue;
-        answered++;
-        int64_t stamp;
-        memcpy(&stamp, v, 8);
-        if (stamp <= best)
-            continue;
-        best = stamp;
-        if (!v[8]) {
-            best_len = -OL_ENOCONFIG;
-        } else {
-            best_len = n - (ssize_t)CFG_HEAD;
-            memcpy(buf, v + CFG_HEAD, (size_t)best_len);
-        }
-    }
+    struct cfg_q q = {.bucket = bucket, .name = name, .v = v, .len = vcap, .best = INT64_MIN,
+                      .best_len = -OL_ENOCONFIG, .buf = buf};
+    each_drive(ec, q_cfg_get, &q);
     free(v);
-    if (answered < (ec->ndrives + 1) / 2)
+    if (q.answered < (ec->ndrives + 1) / 2)
         return -OL_EQUORUM;
-    if (too_small && best_len == -OL_ENOCONFIG)
+    if (q.too_small && q.best_len == -OL_ENOCONFIG)
         return -ENOBUFS;
-    return best_len;
+    return q.best_len;
 }
 
 struct bucket_acc {
@@ -511,9 +697,9 @@ static int acc_bucket(struct bucket_acc *a, const char *name, int64_t ctime)
     return 0;
 }
 
-static int acc_cb(void *ctx, const struct ol_bucket_info *b)
+static int acc_cb(void *ctx, const char *name, int64_t ctime_ns)
 {
-    return acc_bucket(ctx, b->name, b->ctime_ns);
+    return acc_bucket(ctx, name, ctime_ns);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -521,18 +707,29 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(a, b);
 }
 
+struct union_q {
+    struct bucket_acc *a;
+    unsigned answered;
+};
+
+/* A drive's list is taken whole into the accumulator: a remote drive
+ * calls acc_cb only after its reply came, without yielding in between. */
+static void q_list(struct ol_deploy *ec, unsigned i, void *ctx)
+{
+    struct union_q *q = ctx;
+    const struct ol_drive *d = &ec->drv[i];
+    if (d->ops->bucket_list && d->ops->bucket_list(d->d, acc_cb, q->a) >= 0)
+        q->answered++;
+}
+
 /* The buckets held by at least half of the answering drives, sorted. */
 static int bucket_union(struct ol_deploy *ec, struct bucket_acc *a, unsigned *answered)
 {
     memset(a, 0, sizeof(*a));
     *answered = 0;
-    for (unsigned i = 0; i < ec->ndrives; i++) {
-        struct ol_store *st = ol_storedrive_store(ec->drives[i]);
-        if (ol_storedrive_offline(ec->drives[i]) || !st)
-            continue;
-        if (ol_store_bucket_list(st, acc_cb, a) >= 0)
-            (*answered)++;
-    }
+    struct union_q q = {a, 0};
+    each_drive(ec, q_list, &q);
+    *answered = q.answered;
     if (*answered < (ec->ndrives + 1) / 2)
         return -OL_EQUORUM;
     unsigned w = 0;
@@ -736,6 +933,8 @@ void ol_deploy_monitor_fiber(void *arg)
             break;
         bool back = false;
         for (unsigned i = 0; i < ec->ndrives; i++) {
+            if (!ec->drives[i])
+                continue; /* remote: its own node checks it */
             (void)ol_storedrive_check(ec->drives[i]);
             back |= ol_storedrive_take_came_back(ec->drives[i]);
         }
@@ -832,6 +1031,8 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     unsigned offline = 0, full = 0;
     uint64_t corrupt = 0, failures = 0;
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->drives[i])
+            continue;
         struct ol_storedrive_info di;
         ol_storedrive_info(ec->drives[i], &di);
         offline += di.state == OL_SD_OFFLINE || di.state == OL_SD_ADMIN_OFFLINE;
@@ -847,6 +1048,8 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     JS("openlake_ec_drives_full %u\n", full);
     JS("openlake_ec_drive_failures_total %" PRIu64 "\n", failures);
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->drives[i])
+            continue;
         struct ol_storedrive_info di;
         ol_storedrive_info(ec->drives[i], &di);
         JS("openlake_ec_drive_state{drive=\"%u\",state=\"%s\"} 1\n", i,

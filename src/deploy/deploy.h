@@ -24,6 +24,7 @@ struct ol_store;
 struct ol_store_opts;
 struct ol_storedrive;
 struct ol_bucket_info;
+struct ol_drive;
 
 /* Read by s3/admin.c and obj/ec.c; written here and by the object layer
  * (the counters are atomics). */
@@ -35,7 +36,19 @@ struct ol_deploy {
     struct ol_ec_placement place;
     char **paths;
     struct ol_store **stores;
+    /* Each position's local drive; NULL where the drive is remote (a
+     * cluster, deploy/cluster.h): the drive monitor, metrics and admin
+     * routes only look at local ones. */
     struct ol_storedrive **drives;
+    /* Every position's drive as the sets and the bucket rules use it
+     * (local or remote). */
+    struct ol_drive *drv;
+    /* Opened by someone else (ol_deploy_assemble): close leaves them. */
+    bool borrowed;
+    /* In a cluster: this node, the cluster and the map's epoch the sets
+     * were built from ("" / 0 otherwise). */
+    char node[64], cluster[64];
+    _Atomic uint64_t epoch;
     struct ol_eset **sets;
     struct ol_hlc hlc;
     int64_t scrub_interval_ms, scrub_per_sec;
@@ -65,6 +78,17 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
                    const struct ol_store_opts *so, struct ol_deploy **out, char *err,
                    size_t errlen);
 void ol_deploy_close(struct ol_deploy *dp);
+/* A deployment over n drives someone else opened (a cluster's,
+ * deploy/cluster.h): in set order (set s is drives s*(k+m) .. s*(k+m)+k+m-1,
+ * shard slot j on the j-th), each with a name (names[i], copied: a local
+ * drive's directory, which the admin routes look at, or "node:/dir"), local[i] its storedrive when local (the monitor and metrics look
+ * at those) or NULL when remote; placement keyed by id.  The drives and
+ * storedrives are borrowed: they outlive the deployment, ol_deploy_close
+ * leaves them.  No identity check here (the caller's business). */
+int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
+                       const struct ol_drive *drives, struct ol_storedrive *const *local,
+                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
+                       char *err, size_t errlen);
 /* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
 void ol_deploy_describe(const struct ol_deploy *dp, char *buf, size_t cap);
 /* The erasure set that holds bucket/key; the sets by index. */
@@ -73,7 +97,11 @@ struct ol_eset *ol_deploy_set_of(struct ol_deploy *dp, const char *bucket, const
 unsigned ol_deploy_nsets(const struct ol_deploy *dp);
 struct ol_eset *ol_deploy_set(struct ol_deploy *dp, unsigned i);
 
-/* ---- buckets (every drive holds every bucket) ---- */
+/* ---- buckets (every drive holds every bucket) ----
+ *
+ * Through the drives' bucket ops (ec/drive.h), local or remote alike; a
+ * drive that does not answer (offline, unreachable) counts as not
+ * answering, one without the ops is left out. */
 
 /* 1 when at least half of the drives that answer hold the bucket, 0 when
  * not, or -OL_EQUORUM. */

@@ -245,6 +245,35 @@ struct ol_drive_ops {
                        const struct ol_version_id *vid, void **h);
     ssize_t (*reader_file)(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff);
     void (*reader_close)(void *h);
+
+    /* Buckets (optional, all six or none: a drive without them takes no
+     * part in the deployment's bucket rules, deploy/deploy.h).  Every drive
+     * of a deployment holds every bucket and its settings; the majority
+     * rules and the encoding of settings are the deployment's, the drive
+     * only stores.  Any call may also fail as any drive call does (-EIO,
+     * -ETIMEDOUT...: "did not answer").
+     *
+     * bucket_create: 0, also when the bucket exists (ctime_ns is then left
+     * as it was).  bucket_delete: removes the bucket with every shard
+     * version still in it (the caller checked, over the sets, that no key
+     * reads as present: what is left are stale shards and markers); 0 also
+     * when absent.  bucket_get: 0 and *ctime_ns (may be NULL), or
+     * -OL_ENOBUCKET.  bucket_list: fn for every bucket, in name order, with
+     * its creation time; fn returns non-zero to stop; 0 or an error.
+     * bucket_config_put: stores an opaque value (len <= 1 MiB, else
+     * -OL_ETOOLARGE) under name (1..64 bytes), or removes it when val is
+     * NULL; -OL_ENOBUCKET.  bucket_config_get: copies the value into buf and
+     * returns its length; -OL_ENOCONFIG when unset, -ENOBUFS when cap is too
+     * small, -OL_ENOBUCKET. */
+    int (*bucket_create)(void *d, const char *bucket, int64_t ctime_ns);
+    int (*bucket_delete)(void *d, const char *bucket);
+    int (*bucket_get)(void *d, const char *bucket, int64_t *ctime_ns);
+    int (*bucket_list)(void *d, int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns),
+                       void *ctx);
+    int (*bucket_config_put)(void *d, const char *bucket, const char *name, const void *val,
+                             size_t len);
+    ssize_t (*bucket_config_get)(void *d, const char *bucket, const char *name, void *buf,
+                                 size_t cap);
 };
 
 /* One drive of a set: its operations and their first argument. */

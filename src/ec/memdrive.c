@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,8 +29,26 @@ struct md_obj {
     struct md_version *ver; /* newest first */
 };
 
+/* A bucket and its settings (ec/drive.h's bucket ops), kept apart from
+ * the shards: as on a store, shards may sit in a bucket the drive does not
+ * list (shard_begin does not need one). */
+struct md_setting {
+    struct md_setting *next;
+    char name[65];
+    size_t len;
+    uint8_t val[]; /* len bytes */
+};
+
+struct md_bucket {
+    struct md_bucket *next; /* name order */
+    char name[OL_DRIVE_MAX_BUCKET + 1];
+    int64_t ctime_ns;
+    struct md_setting *cfg;
+};
+
 struct ol_memdrive {
     pthread_mutex_t mu;
+    struct md_bucket *buckets;
     struct md_obj **objs; /* sorted by (bucket, key) */
     size_t nobjs, cap;
     bool offline;
@@ -599,6 +618,190 @@ static int md_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
     return 0;
 }
 
+/* ---- buckets ---- */
+
+static struct md_bucket **bucket_slot(struct ol_memdrive *md, const char *name)
+{
+    struct md_bucket **p = &md->buckets;
+    while (*p && strcmp((*p)->name, name) < 0)
+        p = &(*p)->next;
+    return p;
+}
+
+static struct md_bucket *bucket_find(struct ol_memdrive *md, const char *name)
+{
+    struct md_bucket *b = *bucket_slot(md, name);
+    return b && strcmp(b->name, name) == 0 ? b : NULL;
+}
+
+static void bucket_free(struct md_bucket *b)
+{
+    for (struct md_setting *c = b->cfg, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    free(b);
+}
+
+static int md_bucket_create(void *d, const char *bucket, int64_t ctime_ns)
+{
+    struct ol_memdrive *md = d;
+    if (strlen(bucket) > OL_DRIVE_MAX_BUCKET || !bucket[0])
+        return -EINVAL;
+    int rc = enter(md, true);
+    if (rc < 0)
+        return rc;
+    struct md_bucket **p = bucket_slot(md, bucket);
+    if (!*p || strcmp((*p)->name, bucket) != 0) {
+        struct md_bucket *b = calloc(1, sizeof(*b));
+        if (!b) {
+            rc = -ENOMEM;
+        } else {
+            snprintf(b->name, sizeof(b->name), "%s", bucket);
+            b->ctime_ns = ctime_ns;
+            b->next = *p;
+            *p = b;
+        }
+    }
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+static int md_bucket_delete(void *d, const char *bucket)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, true);
+    if (rc < 0)
+        return rc;
+    struct md_bucket **p = bucket_slot(md, bucket);
+    if (*p && strcmp((*p)->name, bucket) == 0) {
+        struct md_bucket *b = *p;
+        *p = b->next;
+        bucket_free(b);
+    }
+    /* The shards left in it go too (ec/drive.h). */
+    size_t i = lower_bound(md, bucket, "", 0);
+    while (i < md->nobjs && strcmp(md->objs[i]->bucket, bucket) == 0)
+        remove_ver(md, md->objs[i], md->objs[i]->nver - 1);
+    pthread_mutex_unlock(&md->mu);
+    return 0;
+}
+
+static int md_bucket_get(void *d, const char *bucket, int64_t *ctime_ns)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    struct md_bucket *b = bucket_find(md, bucket);
+    if (!b)
+        rc = -OL_ENOBUCKET;
+    else if (ctime_ns)
+        *ctime_ns = b->ctime_ns;
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+static int md_bucket_list(void *d, int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns),
+                          void *ctx)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    size_t n = 0;
+    for (struct md_bucket *b = md->buckets; b; b = b->next)
+        n++;
+    /* Copied out, so that fn runs without the drive's lock. */
+    struct md_bucket *copy = malloc((n ? n : 1) * sizeof(*copy));
+    if (copy) {
+        n = 0;
+        for (struct md_bucket *b = md->buckets; b; b = b->next)
+            copy[n++] = *b;
+    }
+    pthread_mutex_unlock(&md->mu);
+    if (!copy)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (fn(ctx, copy[i].name, copy[i].ctime_ns))
+            break;
+    free(copy);
+    return 0;
+}
+
+static int md_bucket_config_put(void *d, const char *bucket, const char *name, const void *val,
+                                size_t len)
+{
+    struct ol_memdrive *md = d;
+    size_t nl = strlen(name);
+    if (nl == 0 || nl > 64)
+        return -EINVAL;
+    if (val && len > (1u << 20))
+        return -OL_ETOOLARGE;
+    struct md_setting *c = NULL;
+    if (val) {
+        c = malloc(sizeof(*c) + len);
+        if (!c)
+            return -ENOMEM;
+        memcpy(c->name, name, nl + 1);
+        c->len = len;
+        memcpy(c->val, val, len);
+    }
+    int rc = enter(md, true);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    struct md_bucket *b = bucket_find(md, bucket);
+    if (!b) {
+        rc = -OL_ENOBUCKET;
+    } else {
+        for (struct md_setting **p = &b->cfg; *p; p = &(*p)->next) {
+            if (strcmp((*p)->name, name) == 0) {
+                struct md_setting *old = *p;
+                *p = old->next;
+                free(old);
+                break;
+            }
+        }
+        if (c) {
+            c->next = b->cfg;
+            b->cfg = c;
+            c = NULL;
+        }
+    }
+    pthread_mutex_unlock(&md->mu);
+    free(c);
+    return rc;
+}
+
+static ssize_t md_bucket_config_get(void *d, const char *bucket, const char *name, void *buf,
+                                    size_t cap)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    ssize_t n = -OL_ENOBUCKET;
+    struct md_bucket *b = bucket_find(md, bucket);
+    if (b) {
+        n = -OL_ENOCONFIG;
+        for (struct md_setting *c = b->cfg; c; c = c->next) {
+            if (strcmp(c->name, name) != 0)
+                continue;
+            if (c->len > cap) {
+                n = -ENOBUFS;
+            } else {
+                memcpy(buf, c->val, c->len);
+                n = (ssize_t)c->len;
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&md->mu);
+    return n;
+}
+
 const struct ol_drive_ops ol_memdrive_ops = {
     .shard_begin = md_shard_begin,
     .shard_write = md_shard_write,
@@ -612,6 +815,12 @@ const struct ol_drive_ops ol_memdrive_ops = {
     .delete_version = md_delete_version,
     .list_keys = md_list_keys,
     .list_buckets = md_list_buckets,
+    .bucket_create = md_bucket_create,
+    .bucket_delete = md_bucket_delete,
+    .bucket_get = md_bucket_get,
+    .bucket_list = md_bucket_list,
+    .bucket_config_put = md_bucket_config_put,
+    .bucket_config_get = md_bucket_config_get,
 };
 
 int ol_memdrive_create(struct ol_memdrive **out)
@@ -635,6 +844,11 @@ static void wipe_locked(struct ol_memdrive *md)
     free(md->objs);
     md->objs = NULL;
     md->nobjs = md->cap = 0;
+    for (struct md_bucket *b = md->buckets, *n; b; b = n) {
+        n = b->next;
+        bucket_free(b);
+    }
+    md->buckets = NULL;
 }
 
 void ol_memdrive_destroy(struct ol_memdrive *md)

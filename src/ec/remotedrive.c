@@ -8,11 +8,14 @@
 #include "ec/remotedrive.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+#include "core/loop.h"
 #include "net/drive_server.h"
 #include "net/wire.h"
 
@@ -25,7 +28,23 @@ struct ol_remotedrive {
     char addr[OL_NET_MAX_ADDR];
     uint32_t drive;
     unsigned timeout_ms;
+    unsigned down_ms;
+    _Atomic uint64_t down_until_ms; /* fail fast until then (opts.down_ms) */
 };
+
+/* Fail fast: whether to answer -ETIMEDOUT without a call; and noting a
+ * call's outcome. */
+static bool rd_down(struct ol_remotedrive *rd)
+{
+    return rd->down_ms && ol_now_ms() < atomic_load(&rd->down_until_ms);
+}
+
+static int rd_note(struct ol_remotedrive *rd, int rc)
+{
+    if (rc == -ETIMEDOUT && rd->down_ms)
+        atomic_store(&rd->down_until_ms, ol_now_ms() + rd->down_ms);
+    return rc;
+}
 
 struct rwriter {
     struct ol_remotedrive *rd;
@@ -40,6 +59,8 @@ static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl
 {
     if (ctl && ctl->over)
         return -EINVAL; /* an argument past the limits of ec/drive.h */
+    if (rd_down(rd))
+        return -ETIMEDOUT;
     struct ol_net_call c = {
         .addr = rd->addr,
         .op = op,
@@ -54,7 +75,7 @@ static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl
         .rep_data = rep_data,
         .rep_data_cap = rep_data_cap,
     };
-    int rc = ol_net_call(rd->net, &c);
+    int rc = rd_note(rd, ol_net_call(rd->net, &c));
     /* A reply with data (read_shard) must fill the buffer exactly. */
     if (rc >= 0 && rep_data && c.rep_data_len != rep_data_cap)
         rc = -EPROTO;
@@ -396,6 +417,134 @@ static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
     return rc;
 }
 
+/* ---- buckets ---- */
+
+static int put_bucket(struct ol_wbuf *w, const char *bucket)
+{
+    size_t bl = strnlen(bucket, OL_DRIVE_MAX_BUCKET + 1);
+    if (bl == 0 || bl > OL_DRIVE_MAX_BUCKET)
+        return -EINVAL;
+    ol_wbuf_str(w, bucket, bl);
+    return 0;
+}
+
+static int rd_bucket_create(void *d, const char *bucket, int64_t ctime_ns)
+{
+    uint8_t b[128];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    if (put_bucket(&ctl, bucket) < 0)
+        return -EINVAL;
+    ol_wbuf_u64(&ctl, (uint64_t)ctime_ns);
+    return call(d, OL_WOP_BUCKET_CREATE, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+}
+
+static int rd_bucket_delete(void *d, const char *bucket)
+{
+    uint8_t b[128];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    if (put_bucket(&ctl, bucket) < 0)
+        return -EINVAL;
+    return call(d, OL_WOP_BUCKET_DELETE, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+}
+
+static int rd_bucket_get(void *d, const char *bucket, int64_t *ctime_ns)
+{
+    uint8_t b[128], r[8];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    if (put_bucket(&ctl, bucket) < 0)
+        return -EINVAL;
+    size_t rlen = 0;
+    int rc = call(d, OL_WOP_BUCKET_GET, &ctl, NULL, 0, r, sizeof(r), &rlen, NULL, 0);
+    if (rc == 0 && rlen != 8)
+        rc = -EPROTO;
+    if (rc == 0 && ctime_ns) {
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        *ctime_ns = (int64_t)ol_rbuf_u64(&rb);
+    }
+    return rc;
+}
+
+static int rd_bucket_list(void *d, int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns),
+                          void *ctx)
+{
+    uint8_t *r = malloc(OL_WIRE_MAX_CTL);
+    if (!r)
+        return -ENOMEM;
+    size_t rlen = 0;
+    int rc = call(d, OL_WOP_BUCKET_LIST, NULL, NULL, 0, r, OL_WIRE_MAX_CTL, &rlen, NULL, 0);
+    if (rc == 0) {
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        uint32_t n = ol_rbuf_u32(&rb);
+        char name[OL_DRIVE_MAX_BUCKET + 1];
+        for (uint32_t i = 0; i < n && !rb.bad; i++) {
+            size_t bl;
+            const void *bn = ol_rbuf_str(&rb, OL_DRIVE_MAX_BUCKET, &bl);
+            int64_t ct = (int64_t)ol_rbuf_u64(&rb);
+            if (rb.bad || memchr(bn, '\0', bl))
+                break;
+            memcpy(name, bn, bl);
+            name[bl] = '\0';
+            if (fn(ctx, name, ct) != 0)
+                break;
+        }
+        if (rb.bad)
+            rc = -EPROTO;
+    }
+    free(r);
+    return rc;
+}
+
+/* The setting's name and an argument (put: set or remove; get: the cap). */
+static int put_setting(struct ol_wbuf *w, const char *bucket, const char *name, uint64_t arg)
+{
+    size_t nl = strnlen(name, 65);
+    if (put_bucket(w, bucket) < 0 || nl == 0 || nl > 64)
+        return -EINVAL;
+    ol_wbuf_str(w, name, nl);
+    ol_wbuf_u64(w, arg);
+    return 0;
+}
+
+static int rd_bucket_config_put(void *d, const char *bucket, const char *name, const void *val,
+                                size_t len)
+{
+    uint8_t b[256];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    if (put_setting(&ctl, bucket, name, val != NULL) < 0)
+        return -EINVAL;
+    /* The value travels as bulk bytes, with their CRC32C. */
+    return call(d, OL_WOP_BUCKET_CONFIG_PUT, &ctl, val, val ? len : 0, NULL, 0, NULL, NULL, 0);
+}
+
+static ssize_t rd_bucket_config_get(void *d, const char *bucket, const char *name, void *buf,
+                                    size_t cap)
+{
+    struct ol_remotedrive *rd = d;
+    uint8_t b[256];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    if (put_setting(&ctl, bucket, name, cap) < 0)
+        return -EINVAL;
+    /* Not call(): the value is shorter than buf, as a rule. */
+    if (rd_down(rd))
+        return -ETIMEDOUT;
+    struct ol_net_call c = {
+        .addr = rd->addr,
+        .op = OL_WOP_BUCKET_CONFIG_GET,
+        .drive = rd->drive,
+        .timeout_ms = rd->timeout_ms,
+        .ctl = ctl.p,
+        .ctl_len = ctl.len,
+        .rep_data = buf,
+        .rep_data_cap = cap,
+    };
+    int rc = rd_note(rd, ol_net_call(rd->net, &c));
+    if (rc == -EMSGSIZE)
+        return -ENOBUFS; /* cannot happen with a server that honours cap */
+    if (rc >= 0 && c.rep_data_len != (size_t)rc)
+        return -EPROTO;
+    return rc;
+}
+
 const struct ol_drive_ops ol_remotedrive_ops = {
     .shard_begin = rd_shard_begin,
     .shard_write = rd_shard_write,
@@ -409,6 +558,12 @@ const struct ol_drive_ops ol_remotedrive_ops = {
     .delete_version = rd_delete_version,
     .list_keys = rd_list_keys,
     .list_buckets = rd_list_buckets,
+    .bucket_create = rd_bucket_create,
+    .bucket_delete = rd_bucket_delete,
+    .bucket_get = rd_bucket_get,
+    .bucket_list = rd_bucket_list,
+    .bucket_config_put = rd_bucket_config_put,
+    .bucket_config_get = rd_bucket_config_get,
 };
 
 int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remotedrive **out)
@@ -422,6 +577,7 @@ int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remo
     snprintf(rd->addr, sizeof(rd->addr), "%s", opts->addr);
     rd->drive = opts->drive;
     rd->timeout_ms = opts->timeout_ms;
+    rd->down_ms = opts->down_ms;
     *out = rd;
     return 0;
 }

@@ -13,6 +13,8 @@
  * malformed reply, -ENODEV for a drive index the server does not have, -EIO
  * for shard bytes that failed their wire CRC32C (never returned as data).
  * The erasure set takes any of these as "this drive could not answer".
+ * With opts.down_ms, a drive that timed out answers -ETIMEDOUT at once for a
+ * while (below).
  *
  * Writers: the server holds the writer; the client's writer (void *w) is a
  * handle and the byte count sent.  After a failed shard_write, the writer is
@@ -42,6 +44,12 @@ struct ol_remotedrive_opts {
     const char *addr;    /* the server, "host:port" (copied) */
     uint32_t drive;      /* index in the server's table */
     unsigned timeout_ms; /* per call; 0: the ol_net's default */
+    /* Fail fast (0: off): after a call timed out, every call answers
+     * -ETIMEDOUT at once for down_ms, then one goes out again (and a new
+     * timeout starts the next period).  A hung node then costs one timeout
+     * per period instead of one per call, which an erasure set makes several
+     * times per request (a cluster sets it to its drive timeout). */
+    unsigned down_ms;
 };
 
 int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remotedrive **out);

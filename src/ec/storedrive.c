@@ -1175,6 +1175,75 @@ static void sd_reader_close(void *h)
     free(r);
 }
 
+/* ---- buckets (ec/drive.h: every drive holds every bucket) ----
+ *
+ * Straight over the store; unlike the shard ops these do not count errors
+ * towards taking the drive offline (the deployment asks every drive about
+ * buckets on many requests, and an answer about a bucket says nothing about
+ * the drive's health). */
+
+static int sd_bucket_create(void *d, const char *bucket, int64_t ctime_ns)
+{
+    return ol_storedrive_bucket_create(d, bucket, ctime_ns);
+}
+
+static int sd_bucket_delete(void *d, const char *bucket)
+{
+    return ol_storedrive_bucket_delete(d, bucket);
+}
+
+static int sd_bucket_get(void *d, const char *bucket, int64_t *ctime_ns)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct ol_bucket_info bi;
+    int rc = ol_store_bucket_get(st, bucket, &bi);
+    if (rc == 0 && ctime_ns)
+        *ctime_ns = bi.ctime_ns;
+    return rc;
+}
+
+struct sd_btlist {
+    int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns);
+    void *ctx;
+};
+
+static int sd_bucket_time_cb(void *ctx, const struct ol_bucket_info *b)
+{
+    struct sd_btlist *bl = ctx;
+    return bl->fn(bl->ctx, b->name, b->ctime_ns);
+}
+
+static int sd_bucket_list(void *d, int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns),
+                          void *ctx)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    struct sd_btlist bl = {fn, ctx};
+    int rc = ol_store_bucket_list(st, sd_bucket_time_cb, &bl);
+    return rc < 0 ? rc : 0;
+}
+
+static int sd_bucket_config_put(void *d, const char *bucket, const char *name, const void *val,
+                                size_t len)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    return ol_store_bucket_config_put(st, bucket, name, val, len);
+}
+
+static ssize_t sd_bucket_config_get(void *d, const char *bucket, const char *name, void *buf,
+                                    size_t cap)
+{
+    struct ol_store *st = sd_store(d);
+    if (!st)
+        return -EIO;
+    return ol_store_bucket_config_get(st, bucket, name, buf, cap);
+}
+
 const struct ol_drive_ops ol_storedrive_ops = {
     .shard_begin = sd_shard_begin,
     .shard_write = sd_shard_write,
@@ -1191,6 +1260,12 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .reader_open = sd_reader_open,
     .reader_file = sd_reader_file,
     .reader_close = sd_reader_close,
+    .bucket_create = sd_bucket_create,
+    .bucket_delete = sd_bucket_delete,
+    .bucket_get = sd_bucket_get,
+    .bucket_list = sd_bucket_list,
+    .bucket_config_put = sd_bucket_config_put,
+    .bucket_config_get = sd_bucket_config_get,
 };
 
 /* ---- management ---- */

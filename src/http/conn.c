@@ -266,10 +266,49 @@ static int head_failed(struct ol_http_conn *c, int status, int err)
     return err;
 }
 
+/* Write fencing (ol_http_conn_opts.may_ack_write): whether this success
+ * answer to a request that changes data must not go out now. */
+static bool write_fenced(const struct ol_http_conn *c, int status)
+{
+    if (!c->opts->may_ack_write || status >= 300)
+        return false;
+    struct ol_slice m = c->req.head.method;
+    bool write = (m.n == 3 && memcmp(m.p, "PUT", 3) == 0) ||
+                 (m.n == 4 && memcmp(m.p, "POST", 4) == 0) ||
+                 (m.n == 6 && memcmp(m.p, "DELETE", 6) == 0);
+    return write && !c->opts->may_ack_write();
+}
+
+static int send_fenced(struct ol_http_conn *c)
+{
+    static const char body[] =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>ServiceUnavailable</Code>"
+        "<Message>This node lost its cluster membership lease: the write is not acknowledged "
+        "(it may or may not have been applied). Retry.</Message></Error>";
+    static const struct ol_http_hdr h[] = {{"Content-Type", "application/xml"}};
+    ol_log_limited(OL_LOG_WARN, "%s: write not acknowledged (node fenced): 503", c->req.remote);
+    ssize_t hn = make_head(c, 503, h, 1, sizeof(body) - 1);
+    if (hn < 0)
+        return head_failed(c, 503, (int)hn);
+    c->resp_started = true;
+    c->resp_left = 0;
+    c->head_len = (size_t)hn;
+    struct iovec iov = {.iov_base = (void *)body, .iov_len = sizeof(body) - 1};
+    ssize_t rc = send_all(c, &iov, c->req.is_head ? 0 : 1);
+    return rc < 0 ? (int)rc : 0;
+}
+
 int ol_http_resp_begin(struct ol_http_conn *c, const int status, const struct ol_http_hdr *hdrs,
                        size_t nhdrs, uint64_t content_length)
 {
     OL_ASSERT(!c->resp_started);
+    if (write_fenced(c, status)) {
+        /* The handler's body has nowhere to go: its writes fail, and the
+         * connection closes after the 503. */
+        c->close_after = true;
+        int rc = send_fenced(c);
+        return rc < 0 ? rc : -ESHUTDOWN;
+    }
     /* A client that asked for 100-continue and got a final answer without it
      * may or may not send the body; the connection cannot be reused safely. */
     if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
@@ -354,6 +393,8 @@ int ol_http_respond(struct ol_http_conn *c, int status, const struct ol_http_hdr
                     size_t nhdrs, const void *body, size_t body_len)
 {
     OL_ASSERT(!c->resp_started);
+    if (write_fenced(c, status))
+        return send_fenced(c);
     if (c->req.expect_continue && !c->continue_sent && c->req.has_body && !c->body_done)
         c->close_after = true;
     ssize_t hn = make_head(c, status, hdrs, nhdrs, body_len);

@@ -51,6 +51,13 @@ struct ol_http_conn_opts {
     unsigned body_rate_grace_ms;
     unsigned body_rate_window_ms;
     size_t buf_bytes;  /* receive buffer: must hold max_head_bytes plus room */
+    /* Write fencing (a cluster node, cluster/member.h): when set, a success
+     * (< 300) answer to a PUT, POST or DELETE is sent only while this says
+     * true, checked right before the head is built; otherwise the client
+     * gets 503 ServiceUnavailable instead (and the connection closes after
+     * a streamed answer).  NULL: no fence.  Called on the loop thread; must
+     * be cheap and never block. */
+    bool (*may_ack_write)(void);
 };
 
 /* The request as the handler sees it. */

@@ -24,6 +24,10 @@
 #include "net/wire.h"
 
 enum {
+    /* Bucket settings: names of 1..64 bytes, values of at most 1 MiB plus
+     * the deployment's small header (store/store.h). */
+    CFG_NAME_MAX = 64,
+    CFG_VALUE_MAX = (1 << 20) + 64,
     SLOT_BITS = 10,
     SWEEP_MS = 200, /* how often an idle worker looks for idle or orphaned writers */
 };
@@ -167,6 +171,27 @@ static int add_bucket(void *ctx, const char *bucket)
     }
     ol_wbuf_str(w, bucket, n);
     bl->n++;
+    return 0;
+}
+
+/* bucket_list's callback: a name and its creation time. */
+static int add_bucket_time(void *ctx, const char *bucket, int64_t ctime_ns)
+{
+    struct bucket_list *bl = ctx;
+    if (add_bucket(ctx, bucket) != 0)
+        return 1;
+    struct ol_wbuf *w = bl->w;
+    if (w->cap - w->len < 8) {
+        size_t cap = w->cap * 2;
+        uint8_t *p = cap <= OL_WIRE_MAX_CTL ? realloc(w->p, cap) : NULL;
+        if (!p) {
+            bl->err = cap > OL_WIRE_MAX_CTL ? -EMSGSIZE : -ENOMEM;
+            return 1;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    ol_wbuf_u64(w, (uint64_t)ctime_ns);
     return 0;
 }
 
@@ -409,6 +434,91 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
             out.p[1] = (uint8_t)(bl.n >> 8);
             out.p[2] = (uint8_t)(bl.n >> 16);
             out.p[3] = (uint8_t)(bl.n >> 24);
+        }
+        break;
+    }
+    case OL_WOP_BUCKET_CREATE:
+    case OL_WOP_BUCKET_DELETE:
+    case OL_WOP_BUCKET_GET: {
+        get_bucket(&a.r, a.bucket);
+        uint64_t ctime = h->op == OL_WOP_BUCKET_CREATE ? ol_rbuf_u64(&a.r) : 0;
+        if (a.r.bad || !a.bucket[0]) {
+            rc = -EPROTO;
+            break;
+        }
+        if (!ops->bucket_get) {
+            rc = -EOPNOTSUPP;
+            break;
+        }
+        if (h->op == OL_WOP_BUCKET_CREATE) {
+            rc = ops->bucket_create(d, a.bucket, (int64_t)ctime);
+        } else if (h->op == OL_WOP_BUCKET_DELETE) {
+            rc = ops->bucket_delete(d, a.bucket);
+        } else {
+            int64_t ct = 0;
+            rc = ops->bucket_get(d, a.bucket, &ct);
+            if (rc == 0 && (rc = wbuf_alloc(&out, 8)) == 0)
+                ol_wbuf_u64(&out, (uint64_t)ct);
+        }
+        break;
+    }
+    case OL_WOP_BUCKET_LIST: {
+        if (!ops->bucket_list) {
+            rc = -EOPNOTSUPP;
+            break;
+        }
+        if ((rc = wbuf_alloc(&out, 4096)) < 0)
+            break;
+        ol_wbuf_u32(&out, 0); /* the count, patched below */
+        struct bucket_list bl = {.w = &out};
+        rc = ops->bucket_list(d, add_bucket_time, &bl);
+        if (rc == 0)
+            rc = bl.err;
+        if (rc == 0) {
+            out.p[0] = (uint8_t)bl.n;
+            out.p[1] = (uint8_t)(bl.n >> 8);
+            out.p[2] = (uint8_t)(bl.n >> 16);
+            out.p[3] = (uint8_t)(bl.n >> 24);
+        }
+        break;
+    }
+    case OL_WOP_BUCKET_CONFIG_PUT:
+    case OL_WOP_BUCKET_CONFIG_GET: {
+        get_bucket(&a.r, a.bucket);
+        char name[CFG_NAME_MAX + 1];
+        size_t nl;
+        const void *nm = ol_rbuf_str(&a.r, CFG_NAME_MAX, &nl);
+        uint64_t arg = ol_rbuf_u64(&a.r); /* put: 1 set, 0 remove; get: the cap */
+        if (a.r.bad || !a.bucket[0] || nl == 0 || memchr(nm, '\0', nl)) {
+            rc = -EPROTO;
+            break;
+        }
+        memcpy(name, nm, nl);
+        name[nl] = '\0';
+        if (!ops->bucket_config_get) {
+            rc = -EOPNOTSUPP;
+            break;
+        }
+        if (h->op == OL_WOP_BUCKET_CONFIG_PUT) {
+            rc = ops->bucket_config_put(d, a.bucket, name, arg ? (data ? (const void *)data : "")
+                                                               : NULL,
+                                        arg ? h->data_len : 0);
+            break;
+        }
+        size_t cap = arg < CFG_VALUE_MAX ? (size_t)arg : CFG_VALUE_MAX;
+        rdata = malloc(cap ? cap : 1);
+        if (!rdata) {
+            rc = -ENOMEM;
+            break;
+        }
+        ssize_t n = ops->bucket_config_get(d, a.bucket, name, rdata, cap);
+        if (n >= 0) {
+            rdata_len = (size_t)n;
+            rc = (int)n;
+        } else {
+            free(rdata);
+            rdata = NULL;
+            rc = (int)n;
         }
         break;
     }

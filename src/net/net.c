@@ -1073,6 +1073,13 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     int rc = -EIO;
 
     ucp_config_t *cfg;
+    /* A listener restarted on its port (a node back after a crash) must
+     * not be refused for the old connections' TIME_WAIT: SO_REUSEADDR, which
+     * still refuses a port another listener holds.  UCX 1.13 reads the TCP
+     * connection manager's settings from the environment only (not from
+     * ucp_config_modify), so it goes there, unless set already; every
+     * ol_net is created at start-up, before threads that read it. */
+    (void)setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
         goto fail;
     /* Our endpoints ask for peer-failure handling (a dead peer must fail its

@@ -76,6 +76,13 @@ enum ol_wire_op {
     OL_WOP_DELETE_VERSION = 11,
     OL_WOP_LIST_KEYS = 12,
     OL_WOP_LIST_BUCKETS = 13,
+    /* Buckets and their settings (ec/drive.h, bucket_*). */
+    OL_WOP_BUCKET_CREATE = 14,
+    OL_WOP_BUCKET_DELETE = 15,
+    OL_WOP_BUCKET_GET = 16,
+    OL_WOP_BUCKET_LIST = 17,
+    OL_WOP_BUCKET_CONFIG_PUT = 18,
+    OL_WOP_BUCKET_CONFIG_GET = 19,
     OL_WOP_END,
 };
 

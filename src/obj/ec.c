@@ -140,8 +140,10 @@ int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name)
             return quorum_err(dp, rc);
     }
     unsigned gone = 0;
-    for (unsigned i = 0; i < dp->ndrives; i++)
-        gone += ol_storedrive_bucket_delete(dp->drives[i], name) == 0;
+    for (unsigned i = 0; i < dp->ndrives; i++) {
+        const struct ol_drive *d = &dp->drv[i];
+        gone += d->ops->bucket_delete && d->ops->bucket_delete(d->d, name) == 0;
+    }
     return gone >= dp->ndrives / 2 + 1 ? 0 : quorum_err(dp, -OL_EQUORUM);
 }
 

@@ -112,6 +112,12 @@ static int admin_info(struct ol_s3_req *r)
         JS("%02x", ec->deploy_id[i]);
     JS("\",\"drives\":[");
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        if (!ec->drives[i]) { /* a cluster's remote drive: its node reports it */
+            JS("%s{\"index\":%u,\"set\":%u,\"path\":", i ? "," : "", i, i / (ec->k + ec->m));
+            json_str(b, cap, &n, ec->paths[i]);
+            JS(",\"state\":\"remote\"}");
+            continue;
+        }
         struct statvfs sv;
         struct ol_storedrive_info di;
         ol_storedrive_info(ec->drives[i], &di);
@@ -140,13 +146,21 @@ static int admin_info(struct ol_s3_req *r)
     for (unsigned s = 0; s < ec->nsets; s++) {
         unsigned online = 0, size = ec->k + ec->m;
         for (unsigned j = 0; j < size; j++)
-            online += !ol_storedrive_offline(ec->drives[s * size + j]);
+            online += !ec->drives[s * size + j] || !ol_storedrive_offline(ec->drives[s * size + j]);
         const char *state = online == size ? "healthy" : online >= ec->k + (ec->m > 0) ? "degraded"
                                                   : online >= ec->k ? "read-only" : "unavailable";
         JS("%s{\"index\":%u,\"first_drive\":%u,\"drives\":%u,\"online\":%u,\"state\":\"%s\"}",
            s ? "," : "", s, s * size, size, online, state);
     }
-    JS("]}\n");
+    JS("]");
+    if (ec->cluster[0]) {
+        JS(",\"cluster\":");
+        json_str(b, cap, &n, ec->cluster);
+        JS(",\"node\":");
+        json_str(b, cap, &n, ec->node);
+        JS(",\"epoch\":%" PRIu64, atomic_load(&ec->epoch));
+    }
+    JS("}\n");
     int rc = send_json(r, 200, b, n);
     free(b);
     return rc;
@@ -159,7 +173,7 @@ static int admin_drive(struct ol_s3_req *r)
     const struct ol_s3_param *ps = ol_s3_param(r, "state");
     char *end = NULL;
     unsigned long i = pi ? strtoul(pi->value, &end, 10) : 0;
-    if (!pi || !end || *end || i >= ec->ndrives || !ps ||
+    if (!pi || !end || *end || i >= ec->ndrives || !ec->drives[i] || !ps ||
         (strcmp(ps->value, "online") != 0 && strcmp(ps->value, "offline") != 0))
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Give index (a drive number) and state (online or offline).");

@@ -48,6 +48,7 @@ static void usage(FILE *f)
             "usage: openlake server [DIR...] [--config FILE] [--SETTING VALUE ...]\n"
             "       openlake bench [--endpoint URL] [--op get|put|...] [options] (--help)\n"
             "       openlake admin heal|info --endpoint URL [--bucket B [--key K]]\n"
+            "       openlake admin cluster pool|show --cluster ENDPOINTS [--cluster_name C] ...\n"
             "       openlake version\n"
             "\n"
             "Runs an S3-compatible object store with its data in DIR (default ./openlake-data).\n"

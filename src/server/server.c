@@ -33,6 +33,8 @@
 #include "core/loop.h"
 #include "ec/placement.h"
 #include "http/conn.h"
+#include "cluster/member.h"
+#include "deploy/cluster.h"
 #include "deploy/deploy.h"
 #include "obj/obj.h"
 #include "s3/router.h"
@@ -91,6 +93,7 @@ struct server {
     struct ol_cfg *cfg;
     struct ol_store *store; /* one directory */
     struct ol_deploy *ec;   /* several: erasure-coded (deploy/deploy.h) */
+    struct ol_cluster *cl;  /* a cluster node (deploy/cluster.h): ec is its deployment */
     struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
@@ -632,6 +635,18 @@ int ol_server_run(struct ol_cfg *cfg)
     so.compact_pct = (unsigned)cfg->compact_pct;
     so.commit_batch = (unsigned)cfg->commit_batch;
     so.compact_interval_ms = (unsigned)cfg->compact_interval_ms;
+    if (cfg->cluster[0]) {
+        const char *one[1] = {cfg->data_dir};
+        bool many = cfg->ndrive_dirs > 0;
+        rc = ol_cluster_open(cfg, many ? cfg->drive_dirs : one, many ? cfg->ndrive_dirs : 1, &so,
+                             &srv.cl, err, sizeof(err));
+        if (rc < 0) {
+            fprintf(stderr, "openlake: %s\n", err);
+            return 1;
+        }
+        srv.ec = ol_cluster_deploy(srv.cl);
+        goto opened;
+    }
     if (cfg->ndrive_dirs > 1) {
         rc = ol_deploy_open(cfg, cfg->drive_dirs, cfg->ndrive_dirs, &so, &srv.ec, err, sizeof(err));
         if (rc < 0) {
@@ -671,6 +686,9 @@ opened:
     srv.conn_opts.body_rate_grace_ms = (unsigned)cfg->body_rate_grace_ms;
     srv.conn_opts.body_rate_window_ms = (unsigned)cfg->body_rate_window_ms;
     srv.conn_opts.buf_bytes = (size_t)cfg->max_header_bytes + 64 * 1024;
+    /* A cluster node acknowledges writes only while it holds its lease. */
+    if (srv.cl)
+        srv.conn_opts.may_ack_write = ol_member_may_ack_writes;
 
     srv.max_conns = (unsigned)cfg->max_conns_per_thread;
     raise_fd_limit((size_t)n * srv.max_conns);
@@ -680,7 +698,10 @@ opened:
         free(srv.workers);
         if (srv.store)
             ol_store_close(srv.store);
-        ol_deploy_close(srv.ec);
+        if (srv.cl)
+            ol_cluster_close(srv.cl);
+        else
+            ol_deploy_close(srv.ec);
         return 1;
     }
     srv.nworkers = n;
@@ -767,7 +788,10 @@ opened:
     ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);
-    ol_deploy_close(srv.ec);
+    if (srv.cl)
+        ol_cluster_close(srv.cl);
+    else
+        ol_deploy_close(srv.ec);
     free(srv.workers);
     ip_table_free(&srv.ips);
     ol_info("stopped");

@@ -413,8 +413,50 @@ static void test_large_heads(void)
     free(v);
 }
 
+/* ---- write fencing (ol_http_conn_opts.may_ack_write) ---- */
+
+static bool fence_open;
+static bool may_ack(void)
+{
+    return fence_open;
+}
+
+/* A fenced node answers a PUT, POST or DELETE success with 503, plain and
+ * streamed, and still answers reads; an open fence changes nothing. */
+static void test_write_fence(void)
+{
+    static const char script[] = "PUT /b/k HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi"
+                                 "GET /b/k HTTP/1.1\r\nHost: h\r\n\r\n"
+                                 "DELETE /b/k HTTP/1.1\r\nHost: h\r\n\r\n";
+    opts.may_ack_write = may_ack;
+    for (int streamed = 0; streamed < 2; streamed++) {
+        for (int open = 0; open < 2; open++) {
+            fence_open = open;
+            struct seen s = {0};
+            s.streamed = streamed;
+            struct conn_sim sim;
+            run(script, sizeof(script) - 1, SIM_WHOLE, NULL, 0, &s, &sim);
+            if (open) {
+                CHECK(s.nreq == 3 && count_responses(sim.out, 200) == 3);
+                CHECK(count_responses(sim.out, 503) == 0);
+            } else if (!streamed) {
+                CHECK(s.nreq == 3 && count_responses(sim.out, 200) == 1);
+                CHECK(count_responses(sim.out, 503) == 2);
+                CHECK(strstr(sim.out, "ServiceUnavailable") != NULL);
+            } else {
+                /* The streamed 503 closes the connection. */
+                CHECK(s.nreq == 1 && count_responses(sim.out, 503) == 1);
+                CHECK(count_responses(sim.out, 200) == 0);
+            }
+            conn_sim_free(&sim);
+        }
+    }
+    opts.may_ack_write = NULL;
+}
+
 int main(void)
 {
+    test_write_fence();
     test_head_survives_chunked_body();
     test_pipelined_chunked();
     test_framing();

@@ -784,6 +784,132 @@ static void test_dead(struct server *s, struct ol_net *cnet)
     ol_remotedrive_destroy(rd);
 }
 
+struct btimes {
+    char b[8][64];
+    int64_t t[8];
+    unsigned n;
+};
+static int btime_cb(void *ctx, const char *bucket, int64_t ctime_ns)
+{
+    struct btimes *bt = ctx;
+    if (bt->n < 8) {
+        snprintf(bt->b[bt->n], sizeof(bt->b[0]), "%s", bucket);
+        bt->t[bt->n] = ctime_ns;
+    }
+    bt->n++;
+    return 0;
+}
+
+/* The bucket ops across the wire: what the drive answers, as it answers it
+ * (compared with the memdrive itself), settings of every size up to the
+ * store's limit, and the errors. */
+static void test_buckets(struct server *s, struct ol_net *cnet)
+{
+    struct ol_remotedrive *rd = rdrive(cnet, s->addr, 1, 0);
+    const struct ol_drive_ops *ops = &ol_remotedrive_ops;
+    void *d = rd;
+    int64_t ct = 0;
+    CHECK_RC(ops->bucket_get(d, "bk-a", &ct), -OL_ENOBUCKET);
+    CHECK_RC(ops->bucket_create(d, "bk-b", 222), 0);
+    CHECK_RC(ops->bucket_create(d, "bk-a", 111), 0);
+    CHECK_RC(ops->bucket_create(d, "bk-a", 999), 0); /* exists: 0, time kept */
+    CHECK_RC(ops->bucket_get(d, "bk-a", &ct), 0);
+    CHECK(ct == 111);
+    CHECK_RC(ops->bucket_get(d, "bk-a", NULL), 0);
+    /* The server's drive 1 holds them, not drive 0. */
+    int64_t lt = 0;
+    CHECK_RC(ol_memdrive_ops.bucket_get(s->md[1], "bk-b", &lt), 0);
+    CHECK(lt == 222);
+    CHECK_RC(ol_memdrive_ops.bucket_get(s->md[0], "bk-b", &lt), -OL_ENOBUCKET);
+    struct btimes bt = {0};
+    CHECK_RC(ops->bucket_list(d, btime_cb, &bt), 0);
+    CHECK(bt.n == 2 && strcmp(bt.b[0], "bk-a") == 0 && bt.t[0] == 111 &&
+          strcmp(bt.b[1], "bk-b") == 0 && bt.t[1] == 222);
+
+    /* Settings: absent, set, replaced, too small a buffer, removed. */
+    char v[64];
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "cors", v, sizeof(v)), -OL_ENOCONFIG);
+    CHECK_RC(ops->bucket_config_get(d, "nope", "cors", v, sizeof(v)), -OL_ENOBUCKET);
+    CHECK_RC(ops->bucket_config_put(d, "nope", "cors", "x", 1), -OL_ENOBUCKET);
+    CHECK_RC(ops->bucket_config_put(d, "bk-a", "cors", "hello", 5), 0);
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "cors", v, sizeof(v)), 5);
+    CHECK(memcmp(v, "hello", 5) == 0);
+    CHECK_RC(ops->bucket_config_put(d, "bk-a", "cors", "hey", 3), 0);
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "cors", v, sizeof(v)), 3);
+    CHECK(memcmp(v, "hey", 3) == 0);
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "cors", v, 2), -ENOBUFS);
+    CHECK_RC(ops->bucket_config_put(d, "bk-a", "empty", "", 0), 0);
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "empty", v, sizeof(v)), 0);
+    CHECK_RC(ops->bucket_config_put(d, "bk-a", "cors", NULL, 0), 0);
+    CHECK_RC(ops->bucket_config_get(d, "bk-a", "cors", v, sizeof(v)), -OL_ENOCONFIG);
+    /* A large value (rendezvous on the way in and out), byte for byte. */
+    size_t big = 1u << 20;
+    uint8_t *bv = malloc(big), *bb = malloc(big);
+    CHECK(bv && bb);
+    if (bv && bb) {
+        fill(bv, big, 77);
+        CHECK_RC(ops->bucket_config_put(d, "bk-a", "lifecycle", bv, big), 0);
+        CHECK_RC(ops->bucket_config_get(d, "bk-a", "lifecycle", bb, big), (int)big);
+        CHECK(memcmp(bv, bb, big) == 0);
+        CHECK_RC(ops->bucket_config_put(d, "bk-a", "toolarge", bv, (1u << 20) + 1),
+                 -OL_ETOOLARGE);
+    }
+    free(bv);
+    free(bb);
+
+    /* Delete: the shards left in the bucket go with it; absent is 0. */
+    struct ol_shard_meta sm, vs[4];
+    CHECK_RC(ops->bucket_create(d, "b", 5), 0);
+    CHECK_RC(put_shard(ops, d, "bk-key", 1000, 5, &sm, NULL, 0), 0);
+    CHECK_RC(ops->versions(d, "b", "bk-key", 6, vs, 4, NULL), 1);
+    CHECK_RC(ops->bucket_delete(d, "b"), 0);
+    CHECK_RC(ops->bucket_get(d, "b", NULL), -OL_ENOBUCKET);
+    CHECK_RC(ops->versions(d, "b", "bk-key", 6, vs, 4, NULL), 0);
+    CHECK_RC(ops->bucket_delete(d, "b"), 0);
+    CHECK_RC(ops->bucket_delete(d, "bk-a"), 0);
+    CHECK_RC(ops->bucket_delete(d, "bk-b"), 0);
+    bt.n = 0;
+    CHECK_RC(ops->bucket_list(d, btime_cb, &bt), 0);
+    CHECK(bt.n == 0);
+
+    /* Bad arguments never leave the client; an offline drive says -EIO. */
+    CHECK_RC(ops->bucket_create(d, "", 1), -EINVAL);
+    CHECK_RC(ops->bucket_config_put(d, "bk-a", "", "x", 1), -EINVAL);
+    ol_memdrive_set_offline(s->md[1], true);
+    CHECK_RC(ops->bucket_get(d, "bk-b", NULL), -EIO);
+    CHECK_RC(ops->bucket_list(d, btime_cb, &bt), -EIO);
+    ol_memdrive_set_offline(s->md[1], false);
+    ol_remotedrive_destroy(rd);
+}
+
+/* Fail fast (opts.down_ms): after a timeout, calls answer -ETIMEDOUT at
+ * once for down_ms, even though the server answers again; then they go out. */
+static void test_down(struct server *s, struct ol_net *cnet)
+{
+    struct ol_remotedrive_opts o = {
+        .net = cnet, .addr = s->addr, .drive = 2, .timeout_ms = 200, .down_ms = 600};
+    struct ol_remotedrive *rd;
+    CHECK_RC(ol_remotedrive_create(&o, &rd), 0);
+    const struct ol_drive_ops *ops = &ol_remotedrive_ops;
+    struct timespec t0;
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -OL_ENOBUCKET);
+    ol_drive_server_pause(s->srv, true);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -ETIMEDOUT);
+    CHECK(ms_since(&t0) >= 180);
+    ol_drive_server_pause(s->srv, false);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    struct ol_shard_meta vs[2];
+    CHECK_RC(ops->versions(rd, "b", "x", 1, vs, 2, NULL), -ETIMEDOUT);
+    CHECK_RC(ops->bucket_create(rd, "down", 1), -ETIMEDOUT);
+    char v[8];
+    CHECK_RC(ops->bucket_config_get(rd, "down", "n", v, sizeof(v)), -ETIMEDOUT);
+    CHECK(ms_since(&t0) < 100); /* at once: no call went out */
+    usleep(700 * 1000);
+    CHECK_RC(ops->bucket_get(rd, "down", NULL), -OL_ENOBUCKET);
+    ol_remotedrive_destroy(rd);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -799,7 +925,8 @@ int main(void)
     } tests[] = {
         {"ops", test_ops},       {"large", test_large}, {"threads", test_threads},
         {"fibers", test_fibers}, {"raw", test_raw},     {"timeouts", test_timeouts},
-        {"eset", test_eset},     {"dead", test_dead},
+        {"eset", test_eset},     {"buckets", test_buckets}, {"down", test_down},
+        {"dead", test_dead},
     };
     for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         struct timespec t0;

@@ -1,0 +1,59 @@
+/* A node of an OpenLake cluster (`openlake server --cluster ENDPOINTS`).
+ *
+ * The node serves its local directories to the other nodes as drives
+ * (net/drive_server.h over UCX), registers itself in etcd (cluster/member.h:
+ * a lease, self-fencing), records itself and its drives in the cluster map
+ * (cluster/map.h), waits until an admin has built a pool that holds its
+ * drives (`openlake admin cluster pool`), and then builds one erasure-coded
+ * deployment (deploy/deploy.h) over every set of every pool of the map: its
+ * own drives local (ec/storedrive.h), the others' remote (ec/remotedrive.h).
+ * Every node so serves S3 for every key through the same object layer;
+ * docs/ARCHITECTURE.md, "Cluster".
+ *
+ * Drive identity.  A node's drives keep their map ids over restarts (found
+ * by (node, path)); a node serves them in the order of their ids, which
+ * must be the order of the directories given (a start with the directories
+ * in another order, or missing one of them, is refused).  Every local drive
+ * is checked and stamped as in docs/EC.md 6.5, with the deployment id
+ * derived from the cluster name (ol_cluster_deploy_id) and its position in
+ * the deployment: a directory of another cluster or deployment is refused.
+ *
+ * The deployment is built once, from the map read at start: pools added
+ * later are seen by a restart (not built yet: following the map live).
+ * All sets must share k and m (one placement over all of them).
+ *
+ * Threads: open and close from the main thread, before the loops start and
+ * after they stopped; the etcd client lives only inside open.
+ */
+#ifndef OL_DEPLOY_CLUSTER_H
+#define OL_DEPLOY_CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ol_cfg;
+struct ol_deploy;
+struct ol_store_opts;
+struct ol_cluster;
+
+/* Starts the node as above (cfg->cluster, node, cluster_name, drive_listen,
+ * drive_timeout_ms, cluster_wait_ms); dirs are its data directories.  On
+ * error writes a message (naming the directory, the node or the map) into
+ * err.  -ETIMEDOUT when no pool held the node's drives within
+ * cluster_wait_ms. */
+int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
+                    const struct ol_store_opts *so, struct ol_cluster **out, char *err,
+                    size_t errlen);
+/* The deployment (owned by the cluster). */
+struct ol_deploy *ol_cluster_deploy(struct ol_cluster *cl);
+/* Leaves the cluster (revokes the lease), stops serving drives, closes. */
+void ol_cluster_close(struct ol_cluster *cl);
+
+/* "h1:p1,http://h2:p2" -> "http://h1:p1,http://h2:p2" (what cluster/etcd.h
+ * takes).  0 or -EINVAL (empty, too long for cap). */
+int ol_cluster_endpoints(const char *in, char *out, size_t cap);
+/* The placement key of a cluster: the first 16 bytes of MD5("openlake
+ * cluster " + name); stable, the same on every node. */
+void ol_cluster_deploy_id(const char *cluster, uint8_t id[16]);
+
+#endif
