@@ -73,8 +73,8 @@ router)
 wire)
     # The drive protocol's decoders; the target stands in for net.c's
     # ol_net_call, so no UCX.
-    srcs="src/net/drive_req.c src/ec/remotedrive.c"
-    libs=""
+    srcs="src/net/drive_req.c src/ec/remotedrive.c src/core/loop.c src/core/msg.c src/core/clock.c"
+    libs="-luring -lpthread"""
     ;;
 *)
     echo "$0: unknown target '$target' (add it to the table in this script)" >&2

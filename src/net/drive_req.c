@@ -102,6 +102,33 @@ int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_d
         if (q->cap > OL_DRIVE_SERVER_MAX_LIST)
             q->cap = OL_DRIVE_SERVER_MAX_LIST;
         break;
+    case OL_WOP_BUCKET_CREATE:
+    case OL_WOP_BUCKET_DELETE:
+    case OL_WOP_BUCKET_GET:
+        get_bucket(&r, q->bucket);
+        if (op == OL_WOP_BUCKET_CREATE)
+            q->ctime_ns = (int64_t)ol_rbuf_u64(&r);
+        if (!q->bucket[0])
+            r.bad = true;
+        break;
+    case OL_WOP_BUCKET_LIST:
+        break;
+    case OL_WOP_BUCKET_CONFIG_PUT:
+    case OL_WOP_BUCKET_CONFIG_GET: {
+        get_bucket(&r, q->bucket);
+        size_t nl = 0;
+        const void *nm = ol_rbuf_str(&r, OL_DRIVE_REQ_CFG_NAME_MAX, &nl);
+        q->arg = ol_rbuf_u64(&r);
+        if (r.bad || !q->bucket[0] || !nm || nl == 0 || memchr(nm, '\0', nl)) {
+            r.bad = true;
+            break;
+        }
+        memcpy(q->name, nm, nl);
+        q->name[nl] = '\0';
+        if (op == OL_WOP_BUCKET_CONFIG_GET && q->arg > OL_DRIVE_REQ_CFG_VALUE_MAX)
+            q->arg = OL_DRIVE_REQ_CFG_VALUE_MAX;
+        break;
+    }
     default:
         return -EOPNOTSUPP;
     }

@@ -40,6 +40,13 @@
 
 #include "ec/drive.h"
 
+enum {
+    /* Bucket settings: names of 1..64 bytes, values of at most 1 MiB plus
+     * the deployment's small header (store/store.h). */
+    OL_DRIVE_REQ_CFG_NAME_MAX = 64,
+    OL_DRIVE_REQ_CFG_VALUE_MAX = (1 << 20) + 64,
+};
+
 struct ol_drive_req {
     uint8_t op;
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
@@ -62,6 +69,12 @@ struct ol_drive_req {
     uint32_t bcap;
     const char *after; /* into ctl */
     size_t alen;
+    /* bucket ops: bucket_create's ctime; a setting's name, and arg (put: 1
+     * set, 0 remove; get: the room the caller has, clamped to
+     * OL_DRIVE_REQ_CFG_VALUE_MAX) */
+    int64_t ctime_ns;
+    char name[OL_DRIVE_REQ_CFG_NAME_MAX + 1];
+    uint64_t arg;
 };
 
 int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_drive_req *q);

@@ -24,10 +24,6 @@
 #include "net/wire.h"
 
 enum {
-    /* Bucket settings: names of 1..64 bytes, values of at most 1 MiB plus
-     * the deployment's small header (store/store.h). */
-    CFG_NAME_MAX = 64,
-    CFG_VALUE_MAX = (1 << 20) + 64,
     SLOT_BITS = 10,
     SWEEP_MS = 200, /* how often an idle worker looks for idle or orphaned writers */
 };
@@ -440,23 +436,17 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
     case OL_WOP_BUCKET_CREATE:
     case OL_WOP_BUCKET_DELETE:
     case OL_WOP_BUCKET_GET: {
-        get_bucket(&a.r, a.bucket);
-        uint64_t ctime = h->op == OL_WOP_BUCKET_CREATE ? ol_rbuf_u64(&a.r) : 0;
-        if (a.r.bad || !a.bucket[0]) {
-            rc = -EPROTO;
-            break;
-        }
         if (!ops->bucket_get) {
             rc = -EOPNOTSUPP;
             break;
         }
         if (h->op == OL_WOP_BUCKET_CREATE) {
-            rc = ops->bucket_create(d, a.bucket, (int64_t)ctime);
+            rc = ops->bucket_create(d, q.bucket, q.ctime_ns);
         } else if (h->op == OL_WOP_BUCKET_DELETE) {
-            rc = ops->bucket_delete(d, a.bucket);
+            rc = ops->bucket_delete(d, q.bucket);
         } else {
             int64_t ct = 0;
-            rc = ops->bucket_get(d, a.bucket, &ct);
+            rc = ops->bucket_get(d, q.bucket, &ct);
             if (rc == 0 && (rc = wbuf_alloc(&out, 8)) == 0)
                 ol_wbuf_u64(&out, (uint64_t)ct);
         }
@@ -484,34 +474,24 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
     }
     case OL_WOP_BUCKET_CONFIG_PUT:
     case OL_WOP_BUCKET_CONFIG_GET: {
-        get_bucket(&a.r, a.bucket);
-        char name[CFG_NAME_MAX + 1];
-        size_t nl;
-        const void *nm = ol_rbuf_str(&a.r, CFG_NAME_MAX, &nl);
-        uint64_t arg = ol_rbuf_u64(&a.r); /* put: 1 set, 0 remove; get: the cap */
-        if (a.r.bad || !a.bucket[0] || nl == 0 || memchr(nm, '\0', nl)) {
-            rc = -EPROTO;
-            break;
-        }
-        memcpy(name, nm, nl);
-        name[nl] = '\0';
         if (!ops->bucket_config_get) {
             rc = -EOPNOTSUPP;
             break;
         }
         if (h->op == OL_WOP_BUCKET_CONFIG_PUT) {
-            rc = ops->bucket_config_put(d, a.bucket, name, arg ? (data ? (const void *)data : "")
-                                                               : NULL,
-                                        arg ? h->data_len : 0);
+            /* arg: 1 set (to the request's data), 0 remove. */
+            rc = ops->bucket_config_put(d, q.bucket, q.name,
+                                        q.arg ? (data ? (const void *)data : "") : NULL,
+                                        q.arg ? h->data_len : 0);
             break;
         }
-        size_t cap = arg < CFG_VALUE_MAX ? (size_t)arg : CFG_VALUE_MAX;
+        size_t cap = (size_t)q.arg;
         rdata = malloc(cap ? cap : 1);
         if (!rdata) {
             rc = -ENOMEM;
             break;
         }
-        ssize_t n = ops->bucket_config_get(d, a.bucket, name, rdata, cap);
+        ssize_t n = ops->bucket_config_get(d, q.bucket, q.name, rdata, cap);
         if (n >= 0) {
             rdata_len = (size_t)n;
             rc = (int)n;

@@ -190,6 +190,19 @@ static void encode(const struct ol_drive_req *q, struct ol_wbuf *w)
         ol_wbuf_str(w, q->after, q->alen);
         ol_wbuf_u32(w, q->cap);
         break;
+    case OL_WOP_BUCKET_CREATE:
+    case OL_WOP_BUCKET_DELETE:
+    case OL_WOP_BUCKET_GET:
+        ol_wbuf_str(w, q->bucket, strlen(q->bucket));
+        if (q->op == OL_WOP_BUCKET_CREATE)
+            ol_wbuf_u64(w, (uint64_t)q->ctime_ns);
+        break;
+    case OL_WOP_BUCKET_CONFIG_PUT:
+    case OL_WOP_BUCKET_CONFIG_GET:
+        ol_wbuf_str(w, q->bucket, strlen(q->bucket));
+        ol_wbuf_str(w, q->name, strlen(q->name));
+        ol_wbuf_u64(w, q->arg);
+        break;
     default:
         break;
     }
@@ -226,6 +239,12 @@ static void fuzz_request(struct in *in)
         FUZZ_CHECK(q.cap <= OL_DRIVE_SERVER_MAX_VERSIONS && q.bcap <= OL_DRIVE_META_MAX);
     if (has_meta(op))
         FUZZ_CHECK(q.meta && inside(q.meta, q.meta_len, in->p, in->n));
+    if (op >= OL_WOP_BUCKET_CREATE && op != OL_WOP_BUCKET_LIST)
+        FUZZ_CHECK(q.bucket[0] != '\0');
+    if (op == OL_WOP_BUCKET_CONFIG_PUT || op == OL_WOP_BUCKET_CONFIG_GET)
+        FUZZ_CHECK(q.name[0] && strlen(q.name) <= OL_DRIVE_REQ_CFG_NAME_MAX);
+    if (op == OL_WOP_BUCKET_CONFIG_GET)
+        FUZZ_CHECK(q.arg <= OL_DRIVE_REQ_CFG_VALUE_MAX);
 
     /* Round trip: what decoded encodes to a request with the same
      * arguments (the bytes may differ: reserved bytes, trailing bytes). */
@@ -241,6 +260,7 @@ static void fuzz_request(struct in *in)
     FUZZ_CHECK(same_bytes(q.src_key, q.src_klen, q2.src_key, q2.src_klen));
     FUZZ_CHECK(same_bytes(q.after, q.alen, q2.after, q2.alen));
     FUZZ_CHECK(same_bytes(q.meta, q.meta_len, q2.meta, q2.meta_len));
+    FUZZ_CHECK(strcmp(q.name, q2.name) == 0 && q.ctime_ns == q2.ctime_ns && q.arg == q2.arg);
     FUZZ_CHECK(memcmp(&q.sm, &q2.sm, sizeof(q.sm)) == 0);
     FUZZ_CHECK(memcmp(&q.vid, &q2.vid, sizeof(q.vid)) == 0 &&
                memcmp(&q.src_vid, &q2.src_vid, sizeof(q.src_vid)) == 0);

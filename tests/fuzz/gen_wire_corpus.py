@@ -104,6 +104,13 @@ seeds["req_read_long_key"] = req(READ, bk(k="k" * 1025) + vid() + u64(0) + u64(1
 seeds["req_list_keys"] = req(LIST_KEYS, s("bkt") + s("after") + u32(100))
 seeds["req_list_keys_start"] = req(LIST_KEYS, s("bkt") + s("") + u32(1000))
 seeds["req_list_buckets"] = req(LIST_BUCKETS, b"")
+seeds["req_bucket_create"] = req(14, s("bkt") + u64(1700000000000000000))
+seeds["req_bucket_delete"] = req(15, s("bkt"))
+seeds["req_bucket_get_empty"] = req(16, s(""))
+seeds["req_bucket_list"] = req(17, b"")
+seeds["req_bconf_put"] = req(18, s("bkt") + s("ol.versioning") + u64(1))
+seeds["req_bconf_get_huge"] = req(19, s("bkt") + s("cors") + u64(0xFFFFFFFFFFFFFFFF))
+seeds["req_bconf_get_nul_name"] = req(19, s("bkt") + s("a\0b") + u64(10))
 seeds["req_unknown_op"] = req(99, b"abc")
 seeds["req_trailing"] = req(MARK, bk() + vid() + b"future fields")
 

@@ -86,8 +86,11 @@ class Node(Server):
     def launch(self):
         """Starts the process without waiting for S3 (it waits for a pool)."""
         self._log = open(self.log_path, "ab")
+        # UCX would also open tcp lanes on the host's other interfaces to
+        # reach a peer on this host: the tests send nothing off 127.0.0.1.
+        env = dict(os.environ, UCX_NET_DEVICES="lo")
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=self._log)
+                                     stdout=self._log, stderr=self._log, env=env)
 
     def wait_s3(self, timeout=20.0):
         deadline = time.monotonic() + timeout
