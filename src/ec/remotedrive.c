@@ -386,14 +386,17 @@ static int rd_list_keys(void *d, const char *bucket, const char *after, size_t a
     return rc < 0 ? rc : (int)got;
 }
 
-static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx)
+/* One listing of bucket names (op LIST_BUCKETS: names; BUCKET_LIST: names
+ * and their ctime): fn gets each (ctime 0 without); a malformed answer is
+ * -EPROTO, whatever fn was given before. */
+static int bucket_names(struct ol_remotedrive *rd, uint8_t op,
+                        int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns), void *ctx)
 {
-    struct ol_remotedrive *rd = d;
     uint8_t *r = malloc(OL_WIRE_MAX_CTL);
     if (!r)
         return -ENOMEM;
     size_t rlen = 0;
-    int rc = call(rd, OL_WOP_LIST_BUCKETS, NULL, NULL, 0, r, OL_WIRE_MAX_CTL, &rlen, NULL, 0);
+    int rc = call(rd, op, NULL, NULL, 0, r, OL_WIRE_MAX_CTL, &rlen, NULL, 0);
     if (rc == 0) {
         struct ol_rbuf rb = {.p = r, .len = rlen};
         uint32_t n = ol_rbuf_u32(&rb);
@@ -401,13 +404,14 @@ static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
         for (uint32_t i = 0; i < n && !rb.bad; i++) {
             size_t bl;
             const void *bn = ol_rbuf_str(&rb, OL_DRIVE_MAX_BUCKET, &bl);
+            int64_t ct = op == OL_WOP_BUCKET_LIST ? (int64_t)ol_rbuf_u64(&rb) : 0;
             if (rb.bad || memchr(bn, '\0', bl)) {
-                rc = -EPROTO;
+                rb.bad = true;
                 break;
             }
             memcpy(name, bn, bl);
             name[bl] = '\0';
-            if (fn(ctx, name) != 0)
+            if (fn(ctx, name, ct) != 0)
                 break;
         }
         if (rb.bad)
@@ -415,6 +419,24 @@ static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), vo
     }
     free(r);
     return rc;
+}
+
+struct names_only {
+    int (*fn)(void *ctx, const char *bucket);
+    void *ctx;
+};
+
+static int name_only(void *ctx, const char *bucket, int64_t ctime_ns)
+{
+    (void)ctime_ns;
+    struct names_only *no = ctx;
+    return no->fn(no->ctx, bucket);
+}
+
+static int rd_list_buckets(void *d, int (*fn)(void *ctx, const char *bucket), void *ctx)
+{
+    struct names_only no = {fn, ctx};
+    return bucket_names(d, OL_WOP_LIST_BUCKETS, name_only, &no);
 }
 
 /* ---- buckets ---- */
@@ -467,31 +489,7 @@ static int rd_bucket_get(void *d, const char *bucket, int64_t *ctime_ns)
 static int rd_bucket_list(void *d, int (*fn)(void *ctx, const char *bucket, int64_t ctime_ns),
                           void *ctx)
 {
-    uint8_t *r = malloc(OL_WIRE_MAX_CTL);
-    if (!r)
-        return -ENOMEM;
-    size_t rlen = 0;
-    int rc = call(d, OL_WOP_BUCKET_LIST, NULL, NULL, 0, r, OL_WIRE_MAX_CTL, &rlen, NULL, 0);
-    if (rc == 0) {
-        struct ol_rbuf rb = {.p = r, .len = rlen};
-        uint32_t n = ol_rbuf_u32(&rb);
-        char name[OL_DRIVE_MAX_BUCKET + 1];
-        for (uint32_t i = 0; i < n && !rb.bad; i++) {
-            size_t bl;
-            const void *bn = ol_rbuf_str(&rb, OL_DRIVE_MAX_BUCKET, &bl);
-            int64_t ct = (int64_t)ol_rbuf_u64(&rb);
-            if (rb.bad || memchr(bn, '\0', bl))
-                break;
-            memcpy(name, bn, bl);
-            name[bl] = '\0';
-            if (fn(ctx, name, ct) != 0)
-                break;
-        }
-        if (rb.bad)
-            rc = -EPROTO;
-    }
-    free(r);
-    return rc;
+    return bucket_names(d, OL_WOP_BUCKET_LIST, fn, ctx);
 }
 
 /* The setting's name and an argument (put: set or remove; get: the cap). */

@@ -417,22 +417,6 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         free(ents);
         break;
     }
-    case OL_WOP_LIST_BUCKETS: {
-        if ((rc = wbuf_alloc(&out, 4096)) < 0)
-            break;
-        ol_wbuf_u32(&out, 0); /* the count, patched below */
-        struct bucket_list bl = {.w = &out};
-        rc = ops->list_buckets(d, add_bucket, &bl);
-        if (rc == 0)
-            rc = bl.err;
-        if (rc == 0) {
-            out.p[0] = (uint8_t)bl.n;
-            out.p[1] = (uint8_t)(bl.n >> 8);
-            out.p[2] = (uint8_t)(bl.n >> 16);
-            out.p[3] = (uint8_t)(bl.n >> 24);
-        }
-        break;
-    }
     case OL_WOP_BUCKET_CREATE:
     case OL_WOP_BUCKET_DELETE:
     case OL_WOP_BUCKET_GET: {
@@ -452,8 +436,11 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         }
         break;
     }
+    case OL_WOP_LIST_BUCKETS:
     case OL_WOP_BUCKET_LIST: {
-        if (!ops->bucket_list) {
+        /* Names (buckets holding keys), or every bucket with its ctime. */
+        bool timed = h->op == OL_WOP_BUCKET_LIST;
+        if (timed && !ops->bucket_list) {
             rc = -EOPNOTSUPP;
             break;
         }
@@ -461,7 +448,8 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
             break;
         ol_wbuf_u32(&out, 0); /* the count, patched below */
         struct bucket_list bl = {.w = &out};
-        rc = ops->bucket_list(d, add_bucket_time, &bl);
+        rc = timed ? ops->bucket_list(d, add_bucket_time, &bl)
+                   : ops->list_buckets(d, add_bucket, &bl);
         if (rc == 0)
             rc = bl.err;
         if (rc == 0) {
