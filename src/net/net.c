@@ -1086,7 +1086,10 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
      * calls, not hang them), which UCX 1.13's shared-memory transports only
      * offer when their error handling is switched on; off, two processes of
      * one host talk over tcp on loopback.  The environment still wins. */
-    if (!getenv("UCX_MM_ERROR_HANDLING") && !getenv("UCX_POSIX_ERROR_HANDLING") &&
+    const char *tls = getenv("UCX_TLS");
+    bool shm = !tls || strstr(tls, "all") || strstr(tls, "sm") || strstr(tls, "posix") ||
+               strstr(tls, "sysv"); /* "sm", "shm" too; else UCX calls the name invalid */
+    if (shm && !getenv("UCX_MM_ERROR_HANDLING") && !getenv("UCX_POSIX_ERROR_HANDLING") &&
         !getenv("UCX_SYSV_ERROR_HANDLING") &&
         ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y") != UCS_OK)
         ol_warn("net: cannot switch on UCX's MM_ERROR_HANDLING (shared memory may not be used)");
