@@ -9,6 +9,18 @@ bash scripts/install-deps.sh || exit 1
 
 passed=0
 failed=0
+# "NAME:STATUS" for each result line of a meson test log.  Meson writes
+# " 3/34 name  OK  0.1s", or with a project and suite
+# " 3/34 openlake:unit / name  OK  0.1s": the status is the first field that is
+# one, the name the field before it.
+results() {
+  grep -E "^ *[0-9]+/[0-9]+ " "$1" | awk '{
+    for (i = 2; i <= NF; i++)
+      if ($i ~ /^(OK|FAIL|SKIP|TIMEOUT|ERROR|EXPECTEDFAIL|UNEXPECTEDPASS)$/) {
+        print $(i - 1) ":" $i; break
+      }
+  }'
+}
 failed_names=()
 count() { # name rc
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$1"); fi
@@ -24,7 +36,7 @@ fi
 echo "== unit tests and fuzz-corpus replay"
 meson test -C build --print-errorlogs --num-processes 2 >/tmp/openlake-unit.log 2>&1
 grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log
-for t in $(grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log | awk '{print $2 ":" $3}'); do
+for t in $(results /tmp/openlake-unit.log); do
   name=${t%%:*}; st=${t##*:}
   if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "unit:$name" 0; else count "unit:$name" 1; fi
 done
@@ -38,7 +50,7 @@ if ninja -C build-asan >/tmp/openlake-asan-build.log 2>&1; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 >/tmp/openlake-asan.log 2>&1
   grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log
-  for t in $(grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log | awk '{print $2 ":" $3}'); do
+  for t in $(results /tmp/openlake-asan.log); do
     name=${t%%:*}; st=${t##*:}
     if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "asan:$name" 0; else count "asan:$name" 1; fi
   done
