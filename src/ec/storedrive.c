@@ -871,6 +871,45 @@ out:
     return sd_note(sd, rc);
 }
 
+/* Copies bytes [off, off+len) of an open store reader into buf (verified by
+ * the store).  0 or the read's error. */
+static int read_all(struct ol_store_reader *rd, uint64_t off, size_t len, void *buf)
+{
+    size_t got = 0;
+    /* Each round returns at least one byte or ends the loop. */
+    while (got < len) {
+        const uint8_t *p;
+        ssize_t r = ol_store_read(rd, off + got, len - got, &p);
+        if (r <= 0)
+            return r < 0 ? (int)r : -EIO;
+        memcpy((uint8_t *)buf + got, p, (size_t)r);
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Opens the copy of version vid that reads use: the first in store order,
+ * the most recently written (a heal's rewrite, whose bytes are the good
+ * ones; every copy of a vid holds the same shard otherwise).  0 or
+ * -OL_ENOKEY, or the store's error. */
+static int open_copy(struct ol_store *st, const char *bucket, const char *key, size_t klen,
+                     const struct ol_version_id *vid, struct ol_store_reader **rd)
+{
+    struct sd_scan sc = {0};
+    int rc = scan(st, bucket, key, klen, &sc, vid, NULL);
+    int at = -1;
+    for (int i = 0; i < rc && at < 0; i++)
+        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
+            at = i;
+    if (rc >= 0)
+        rc = at < 0 ? -OL_ENOKEY
+                    : ol_store_read_open_v(st, bucket, key, klen, sc.v[at].svid, rd);
+    if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
+        rc = -OL_ENOKEY;
+    scan_free(&sc);
+    return rc < 0 ? rc : 0;
+}
+
 /* versions()'s shard bytes (struct ol_drive_blob): copy v's whole shard
  * when it fits the caller's room.  Only small shards get here, and those
  * the store keeps in the index entry (inline_bytes), so this is a lookup,
@@ -887,20 +926,11 @@ static void blob_shard(struct ol_store *st, const char *bucket, const char *key,
     if (ol_store_read_open_v(st, bucket, key, klen, v->svid, &rd) < 0)
         return;
     uint64_t size = ol_store_read_info(rd)->size;
-    size_t got = 0;
-    while (size <= bl->shard_cap && got < size) {
-        const uint8_t *p;
-        ssize_t r = ol_store_read(rd, got, (size_t)size - got, &p);
-        if (r <= 0)
-            break;
-        memcpy((uint8_t *)bl->shard_buf + got, p, (size_t)r);
-        got += (size_t)r;
-    }
-    ol_store_read_close(rd);
-    if (size <= bl->shard_cap && got == size) {
+    if (size <= bl->shard_cap && read_all(rd, 0, (size_t)size, bl->shard_buf) == 0) {
         bl->shard_got = true;
         bl->shard_len = (size_t)size;
     }
+    ol_store_read_close(rd);
 }
 
 static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
@@ -947,47 +977,13 @@ static int sd_read_shard(void *d, const char *bucket, const char *key, size_t kl
     struct ol_store *st = sd_store(d);
     if (!st)
         return -EIO;
-    struct sd_scan sc = {0};
     struct ol_store_reader *rd = NULL;
-    /* The first copy in store order is the most recently written: a heal's
-     * rewrite, whose bytes are the good ones (every copy of a vid holds the
-     * same shard otherwise). */
-    int rc = scan(st, bucket, key, klen, &sc, vid, NULL);
-    int at = -1;
-    for (int i = 0; i < rc && at < 0; i++)
-        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
-            at = i;
+    int rc = open_copy(st, bucket, key, klen, vid, &rd);
     if (rc < 0)
-        goto out;
-    rc = -OL_ENOKEY;
-    if (at < 0)
-        goto out;
-    rc = ol_store_read_open_v(st, bucket, key, klen, sc.v[at].svid, &rd);
-    if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
-        rc = -OL_ENOKEY;
-    if (rc < 0)
-        goto out;
-    if (off > ol_store_read_info(rd)->size || len > ol_store_read_info(rd)->size - off) {
-        rc = -EINVAL;
-        goto out;
-    }
-    size_t got = 0;
-    /* Each round returns at least one byte or ends the loop. */
-    while (got < len) {
-        const uint8_t *p;
-        ssize_t r = ol_store_read(rd, off + got, len - got, &p);
-        if (r <= 0) {
-            rc = r < 0 ? (int)r : -EIO;
-            goto out;
-        }
-        memcpy((uint8_t *)buf + got, p, (size_t)r);
-        got += (size_t)r;
-    }
-    rc = 0;
-out:
-    if (rd)
-        ol_store_read_close(rd);
-    scan_free(&sc);
+        return sd_note(d, rc);
+    uint64_t size = ol_store_read_info(rd)->size;
+    rc = off > size || len > size - off ? -EINVAL : read_all(rd, off, len, buf);
+    ol_store_read_close(rd);
     return sd_note(d, rc);
 }
 
@@ -1130,32 +1126,16 @@ static int sd_reader_open(void *d, const char *bucket, const char *key, size_t k
     struct ol_store *st = sd_store(sd);
     if (!st)
         return -EIO;
-    struct sd_scan sc = {0};
-    struct sd_reader *r = NULL;
-    /* The copy read_shard would read: the first in store order. */
-    int rc = scan(st, bucket, key, klen, &sc, vid, NULL);
-    int at = -1;
-    for (int i = 0; i < rc && at < 0; i++)
-        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) == 0)
-            at = i;
-    if (rc < 0)
-        goto out;
-    rc = -OL_ENOKEY;
-    if (at < 0)
-        goto out;
-    r = malloc(sizeof(*r));
-    rc = r ? ol_store_read_open_v(st, bucket, key, klen, sc.v[at].svid, &r->rd) : -ENOMEM;
-    if (rc == -OL_ENOVERSION || rc == -OL_ENOBUCKET || rc == -OL_EMARKER)
-        rc = -OL_ENOKEY;
-    if (rc < 0)
-        goto out;
+    /* The copy read_shard would read. */
+    struct sd_reader *r = malloc(sizeof(*r));
+    int rc = r ? open_copy(st, bucket, key, klen, vid, &r->rd) : -ENOMEM;
+    if (rc < 0) {
+        free(r);
+        return sd_note(sd, rc);
+    }
     r->sd = sd;
     *h = r;
-    r = NULL;
-out:
-    free(r);
-    scan_free(&sc);
-    return sd_note(sd, rc);
+    return sd_note(sd, 0);
 }
 
 static ssize_t sd_reader_file(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff)

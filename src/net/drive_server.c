@@ -144,51 +144,51 @@ struct bucket_list {
     int err;
 };
 
-/* list_buckets' callback: appends a name, growing the reply up to the
- * control limit (-EMSGSIZE past it). */
-static int add_bucket(void *ctx, const char *bucket)
+/* Room for need more bytes in the listing's reply, doubling it up to the
+ * control limit (-EMSGSIZE past it, in bl->err). */
+static bool room(struct bucket_list *bl, size_t need)
 {
-    struct bucket_list *bl = ctx;
     struct ol_wbuf *w = bl->w;
+    while (w->cap - w->len < need) {
+        size_t cap = w->cap * 2;
+        uint8_t *p = cap <= OL_WIRE_MAX_CTL ? realloc(w->p, cap) : NULL;
+        if (!p) {
+            bl->err = cap > OL_WIRE_MAX_CTL ? -EMSGSIZE : -ENOMEM;
+            return false;
+        }
+        w->p = p;
+        w->cap = cap;
+    }
+    return true;
+}
+
+/* Appends a name (and, timed, its creation time) to a listing's reply. */
+static int add_entry(struct bucket_list *bl, const char *bucket, bool timed, int64_t ctime_ns)
+{
     size_t n = strlen(bucket);
     if (n > OL_DRIVE_MAX_BUCKET) {
         bl->err = -EPROTO;
         return 1;
     }
-    if (w->cap - w->len < 4 + n) {
-        size_t cap = w->cap * 2;
-        uint8_t *p = cap <= OL_WIRE_MAX_CTL ? realloc(w->p, cap) : NULL;
-        if (!p) {
-            bl->err = cap > OL_WIRE_MAX_CTL ? -EMSGSIZE : -ENOMEM;
-            return 1;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    ol_wbuf_str(w, bucket, n);
+    if (!room(bl, 4 + n + (timed ? 8 : 0)))
+        return 1;
+    ol_wbuf_str(bl->w, bucket, n);
+    if (timed)
+        ol_wbuf_u64(bl->w, (uint64_t)ctime_ns);
     bl->n++;
     return 0;
+}
+
+/* list_buckets' callback. */
+static int add_bucket(void *ctx, const char *bucket)
+{
+    return add_entry(ctx, bucket, false, 0);
 }
 
 /* bucket_list's callback: a name and its creation time. */
 static int add_bucket_time(void *ctx, const char *bucket, int64_t ctime_ns)
 {
-    struct bucket_list *bl = ctx;
-    if (add_bucket(ctx, bucket) != 0)
-        return 1;
-    struct ol_wbuf *w = bl->w;
-    if (w->cap - w->len < 8) {
-        size_t cap = w->cap * 2;
-        uint8_t *p = cap <= OL_WIRE_MAX_CTL ? realloc(w->p, cap) : NULL;
-        if (!p) {
-            bl->err = cap > OL_WIRE_MAX_CTL ? -EMSGSIZE : -ENOMEM;
-            return 1;
-        }
-        w->p = p;
-        w->cap = cap;
-    }
-    ol_wbuf_u64(w, (uint64_t)ctime_ns);
-    return 0;
+    return add_entry(ctx, bucket, true, ctime_ns);
 }
 
 /* ---- ops ---- */
