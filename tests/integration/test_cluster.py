@@ -13,116 +13,14 @@ import signal
 import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from helpers import (ServerError, Server, free_port, make_client, openlake_binary, http_status,
-                     unique_bucket)
+from cluster_harness import DRIVE_TIMEOUT_MS, Etcd, Node, admin, body, needs_etcd
+from helpers import make_client, openlake_binary, http_status, unique_bucket
 
-ETCD = shutil.which("etcd") or "/usr/bin/etcd"
-DRIVE_TIMEOUT_MS = 3000
-
-pytestmark = pytest.mark.skipif(not Path(ETCD).exists(), reason="etcd is not installed "
-                                "(apt-get install etcd-server)")
-
-
-class Etcd:
-    def __init__(self, root):
-        self.root = Path(root)
-        self.port, self.peer = free_port(), free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
-        self.proc = None
-
-    def start(self):
-        client, peer = f"http://127.0.0.1:{self.port}", f"http://127.0.0.1:{self.peer}"
-        self.log = open(self.root / "etcd.log", "ab")
-        self.proc = subprocess.Popen(
-            [ETCD, "--name", "default", "--data-dir", str(self.root / "etcd"),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"default={peer}", "--log-level", "warn"],
-            stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                req = urllib.request.Request(f"{client}/v3/kv/range", data=b'{"key":"Lw=="}',
-                                             method="POST")
-                urllib.request.urlopen(req, timeout=1).read()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.1)
-        raise ServerError("etcd did not start: " + (self.root / "etcd.log").read_text()[-2000:])
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        if self.proc:
-            self.log.close()
-
-
-class Node(Server):
-    """One cluster node: two drives, its S3 port and a fixed drive port."""
-
-    def __init__(self, workdir, name, etcd):
-        super().__init__(workdir, threads=2)
-        self.name = name
-        self.etcd = etcd
-        self.drive_port = free_port()
-
-    def command(self):
-        cmd = super().command()
-        i = cmd.index(str(self.data_dir))
-        cmd[i:i + 1] = [str(self.workdir / "da"), str(self.workdir / "db")]
-        return cmd + ["--cluster", self.etcd.endpoint, "--node", self.name,
-                      "--drive_listen", f"127.0.0.1:{self.drive_port}",
-                      "--drive_timeout_ms", str(DRIVE_TIMEOUT_MS),
-                      "--scrub_interval_ms", "0", "--cluster_wait_ms", "30000"]
-
-    def launch(self):
-        """Starts the process without waiting for S3 (it waits for a pool)."""
-        self._log = open(self.log_path, "ab")
-        # UCX would also open tcp lanes on the host's other interfaces to
-        # reach a peer on this host: the tests send nothing off 127.0.0.1.
-        env = dict(os.environ, UCX_NET_DEVICES="lo")
-        self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=self._log, env=env)
-
-    def wait_s3(self, timeout=20.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                log = self.log_tail()
-                self._forget()
-                if "UCX did not start" in log:
-                    pytest.skip("UCX cannot start here")
-                raise ServerError(f"node {self.name} exited\n" + log)
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/_openlake/health", timeout=1):
-                    return
-            except urllib.error.HTTPError:
-                return  # it answers (the route wants credentials)
-            except OSError:
-                time.sleep(0.1)
-        raise ServerError(f"node {self.name} does not answer S3\n" + self.log_tail())
-
-
-def admin(*args, check=True):
-    out = subprocess.run([str(openlake_binary()), "admin", "cluster", *args],
-                         capture_output=True, text=True, timeout=20)
-    if check:
-        assert out.returncode == 0, out.stdout + out.stderr
-    return out
-
-
-def body(size, seed):
-    block = bytes((i * 131 + seed) & 0xFF for i in range(4096))
-    return (block * (size // 4096 + 1))[:size]
-
+pytestmark = needs_etcd
 
 def test_three_nodes():
     root = Path(tempfile.mkdtemp(prefix="ol_cluster_"))
