@@ -9,7 +9,8 @@ PKGS=(
   liburing-dev liblmdb-dev libisal-dev libssl-dev libexpat1-dev libboost-context-dev
   libucx-dev libcurl4-openssl-dev libcjson-dev
   # tests and tools (ucx-utils: ucx_info, to see the transports UCX finds)
-  ucx-utils python3 python3-pytest python3-boto3 awscli lmdb-utils nginx-light curl
+  ucx-utils python3 python3-pytest python3-pytest-xdist python3-boto3 awscli lmdb-utils
+  nginx-light curl
   # the cluster tests start a real etcd (src/cluster/ talks to it)
   etcd-server etcd-client
   # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's

@@ -13,16 +13,15 @@
 #include <stdint.h>
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include "core/log.h"
+#include "core/sha256.h"
 
 #define SIGV4_ALGORITHM "AWS4-HMAC-SHA256"
 #define SIGV4_TERMINATOR "aws4_request"
@@ -121,75 +120,11 @@ static bool escapes_ok(struct ol_slice s)
     return true;
 }
 
-/* ---- hashing helpers ---- */
-
-/* OpenSSL 3 looks the SHA-256 implementation up in its provider store, under
- * a lock, every time a digest is started with EVP_sha256(), and the one-shot
- * HMAC() also fetches a MAC and allocates contexts.  On a small request that
- * costs more than the hashing, so the implementation is fetched once per
- * process and each thread keeps two digest contexts (one for the canonical
- * request, which stays open while HMACs run, one for everything else). */
-enum { CTX_CANON, CTX_SCRATCH, NCTX };
-
-struct tl_ctx {
-    EVP_MD_CTX *md[NCTX];
-};
-
-static EVP_MD *g_sha256;
-static pthread_once_t g_sha256_once = PTHREAD_ONCE_INIT;
-static pthread_key_t g_ctx_key;
-static bool g_ctx_key_ok;
-static __thread struct tl_ctx tl_ctx;
-
-static void tl_ctx_free(void *arg)
-{
-    struct tl_ctx *t = arg;
-    for (int i = 0; i < NCTX; i++) {
-        EVP_MD_CTX_free(t->md[i]);
-        t->md[i] = NULL;
-    }
-}
-
-static void sha256_init_once(void)
-{
-    g_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
-    /* The destructor frees a thread's contexts when it exits. */
-    g_ctx_key_ok = pthread_key_create(&g_ctx_key, tl_ctx_free) == 0;
-}
-
-static const EVP_MD *sha256_md(void)
-{
-    pthread_once(&g_sha256_once, sha256_init_once);
-    return g_sha256 ? g_sha256 : EVP_sha256();
-}
-
-/* The calling thread's digest context number `which`, started for SHA-256;
- * NULL when out of memory. */
-static EVP_MD_CTX *thread_md(int which)
-{
-    const EVP_MD *sha = sha256_md();
-    EVP_MD_CTX *md = tl_ctx.md[which];
-    if (md == NULL) {
-        md = EVP_MD_CTX_new();
-        if (md == NULL)
-            return NULL;
-        tl_ctx.md[which] = md;
-        if (g_ctx_key_ok)
-            (void)pthread_setspecific(g_ctx_key, &tl_ctx);
-    }
-    if (EVP_DigestInit_ex(md, sha, NULL) != 1)
-        return NULL;
-    return md;
-}
+/* ---- hashing helpers (core/sha256.h: per-thread contexts) ---- */
 
 static int sha256_raw(const void *buf, size_t len, uint8_t md[32])
 {
-    unsigned int n = 0;
-    EVP_MD_CTX *c = thread_md(CTX_SCRATCH);
-    if (c == NULL || EVP_DigestUpdate(c, buf, len) != 1 || EVP_DigestFinal_ex(c, md, &n) != 1 ||
-        n != 32)
-        return -ENOMEM;
-    return 0;
+    return ol_sha256(buf, len, md);
 }
 
 void ol_sha256_hex(const void *buf, size_t len, char out[65])
@@ -202,36 +137,11 @@ void ol_sha256_hex(const void *buf, size_t len, char out[65])
     to_hex(md, sizeof(md), out);
 }
 
-/* HMAC-SHA256 (RFC 2104) of msg under a key of at most one block, on the
- * thread's scratch context: H((K ^ opad) || H((K ^ ipad) || msg)). */
 static int hmac_sha256(const void *key, size_t key_len, const void *msg, size_t msg_len,
                        uint8_t out[32])
 {
-    uint8_t pad[64], inner[32];
-    unsigned int n = 0;
-    int rc = 0;
-    OL_ASSERT(key_len <= sizeof(pad));
-    memset(pad, 0x36, sizeof(pad));
-    for (size_t i = 0; i < key_len; i++)
-        pad[i] ^= ((const uint8_t *)key)[i];
-    EVP_MD_CTX *c = thread_md(CTX_SCRATCH);
-    if (c == NULL || EVP_DigestUpdate(c, pad, sizeof(pad)) != 1 ||
-        EVP_DigestUpdate(c, msg, msg_len) != 1 || EVP_DigestFinal_ex(c, inner, &n) != 1 ||
-        n != 32) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < sizeof(pad); i++)
-        pad[i] ^= 0x36 ^ 0x5c;
-    c = thread_md(CTX_SCRATCH);
-    if (c == NULL || EVP_DigestUpdate(c, pad, sizeof(pad)) != 1 ||
-        EVP_DigestUpdate(c, inner, sizeof(inner)) != 1 || EVP_DigestFinal_ex(c, out, &n) != 1 ||
-        n != 32)
-        rc = -ENOMEM;
-out:
-    OPENSSL_cleanse(pad, sizeof(pad));
-    OPENSSL_cleanse(inner, sizeof(inner));
-    return rc;
+    struct ol_bytes m = {msg, msg_len};
+    return ol_hmac_sha256(key, key_len, &m, 1, out);
 }
 
 static int derive_key_uncached(const char *secret, size_t secret_len, struct ol_slice date,
@@ -251,7 +161,7 @@ static int derive_key_uncached(const char *secret, size_t secret_len, struct ol_
         /* HMAC replaces a key longer than the 64-byte SHA-256 block by its
          * hash (RFC 2104), so hashing "AWS4" + secret here gives the same
          * result without a buffer sized for any secret. */
-        EVP_MD_CTX *md = thread_md(CTX_SCRATCH);
+        EVP_MD_CTX *md = ol_sha256_ctx(OL_SHA_CTX_SCRATCH);
         unsigned int n = 0;
         if (md == NULL || EVP_DigestUpdate(md, "AWS4", 4) != 1 ||
             EVP_DigestUpdate(md, secret, secret_len) != 1 || EVP_DigestFinal_ex(md, k0, &n) != 1 ||
@@ -960,7 +870,7 @@ static int compute_signature(const struct ol_sigv4_request *req, const struct ol
     signature[0] = '\0';
     if (!scope_parts_ok(auth) || build_scope(auth, scope, sizeof(scope)) < 0)
         return OL_SIGV4_EMALFORMED;
-    s.md = thread_md(CTX_CANON);
+    s.md = ol_sha256_ctx(OL_SHA_CTX_LONG);
     if (s.md == NULL) {
         rc = -ENOMEM;
         goto out;
@@ -1477,7 +1387,7 @@ static int trailer_verify(struct ol_aws_chunked *c)
             ent[j] = a;
         }
     }
-    if (EVP_DigestInit_ex(c->sha, sha256_md(), NULL) != 1)
+    if (EVP_DigestInit_ex(c->sha, ol_sha256_md(), NULL) != 1)
         return -ENOMEM;
     for (size_t i = 0; i < nent; i++) {
         if (EVP_DigestUpdate(c->sha, ent[i], strlen(ent[i])) != 1 ||
@@ -1532,7 +1442,7 @@ static int on_size_line(struct ol_aws_chunked *c)
             return OL_SIGV4_ECHUNK;
         memcpy(c->chunk_sig, c->line + i + ext_len, SIG_HEX_LEN);
         c->chunk_sig[SIG_HEX_LEN] = '\0';
-        if (EVP_DigestInit_ex(c->sha, sha256_md(), NULL) != 1)
+        if (EVP_DigestInit_ex(c->sha, ol_sha256_md(), NULL) != 1)
             return -ENOMEM;
     } else if (i != n) {
         return OL_SIGV4_ECHUNK;
