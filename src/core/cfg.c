@@ -82,6 +82,7 @@ static const struct cfg_row rows[] = {
     S(cluster_name, "openlake", "cluster: the cluster's name (its map in etcd, its deployment id)"),
     S(drive_listen, "127.0.0.1:0", "cluster: host:port of this node's drive service (UCX); port 0 = a free one (a restart tries its previous one first)"),
     I(drive_timeout_ms, 100, 600000, "5000", "cluster: a call to another node's drive gives up after this"),
+    S(cluster_key_file, "", "cluster: a file holding the secret the nodes authenticate each other with (the same on every node); empty = a random key kept in etcd"),
     I(cluster_wait_ms, 0, 86400000, "600000", "cluster: how long a start waits for a pool that holds its drives (openlake admin cluster pool)"),
 };
 

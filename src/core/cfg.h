@@ -72,6 +72,7 @@ struct ol_cfg {
     char node[64];           /* this node's name */
     char cluster_name[64];
     char drive_listen[256];  /* host:port of the drive service; port 0 = a free one */
+    char cluster_key_file[256]; /* the drive protocol's key (cluster/key.h); "" = etcd's */
     int64_t drive_timeout_ms;    /* a remote drive call gives up after this */
     int64_t cluster_wait_ms;     /* how long a start waits for a pool with its drives */
     const char *const *drive_dirs; /* the data directories when more than one (main.c) */
