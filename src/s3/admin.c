@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "deploy/deploy.h"
+#include "ec/catchup.h"
 #include "ec/eset.h"
 #include "ec/storedrive.h"
 #include "obj/obj.h"
@@ -153,6 +154,16 @@ static int admin_info(struct ol_s3_req *r)
            s ? "," : "", s, s * size, size, online, state);
     }
     JS("]");
+    if (ec->catchup) {
+        struct ol_catchup_stats cs;
+        ol_catchup_stats(ec->catchup, &cs);
+        JS(",\"catchup\":{\"pending\":%" PRIu64 ",\"queued\":%" PRIu64 ",\"merged\":%" PRIu64
+           ",\"healed\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"dropped\":%" PRIu64
+           ",\"overflowed\":%" PRIu64 ",\"full_heals\":%" PRIu64 ",\"drives_down\":%" PRIu64
+           "}",
+           cs.pending, cs.queued, cs.merged, cs.healed, cs.retries, cs.dropped, cs.overflowed,
+           cs.full_heals, cs.drives_down);
+    }
     if (ec->cluster[0]) {
         JS(",\"cluster\":");
         json_str(b, cap, &n, ec->cluster);
