@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <sys/statvfs.h>
 
+#include "cluster/member.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -170,6 +171,9 @@ static int admin_info(struct ol_s3_req *r)
         JS(",\"node\":");
         json_str(b, cap, &n, ec->node);
         JS(",\"epoch\":%" PRIu64, atomic_load(&ec->epoch));
+        /* Whether this node would refuse to acknowledge a write now (its
+         * lease, cluster/member.h). */
+        JS(",\"fenced\":%s", ol_member_may_ack_writes() ? "false" : "true");
     }
     JS("}\n");
     int rc = send_json(r, 200, b, n);
