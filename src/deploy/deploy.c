@@ -216,8 +216,8 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
             return rc;
         }
     }
-    struct ol_catchup_cfg cc = {.sets = ec->sets, .nsets = ec->nsets, .width = ec->k + ec->m,
-                                .drives = ec->drv};
+    struct ol_catchup_cfg cc = {
+        .sets = ec->sets, .nsets = ec->nsets, .width = ec->k + ec->m, .drives = ec->drv};
     int rc = ol_catchup_create(&cc, &ec->catchup);
     if (rc < 0) {
         snprintf(err, errlen, "cannot create the catch-up log: %s", ol_strerror(rc));

@@ -19,12 +19,12 @@ struct cu_entry {
     struct cu_entry *hnext;       /* hash chain */
     uint32_t hash;
     unsigned set;
-    uint32_t missed;  /* slots still owed the key */
-    bool busy;        /* a drain is healing it (the lock is released) */
-    bool renoted;     /* ... and a new miss came meanwhile */
-    unsigned tries;   /* heals that left an answering slot behind */
+    uint32_t missed; /* slots still owed the key */
+    bool busy;       /* a drain is healing it (the lock is released) */
+    bool renoted;    /* ... and a new miss came meanwhile */
+    unsigned tries;  /* heals that left an answering slot behind */
     unsigned backoff_ms;
-    uint64_t due_ms;  /* not before */
+    uint64_t due_ms; /* not before */
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
     char key[];
@@ -154,8 +154,8 @@ static uint32_t ready_slots(const struct ol_catchup *c, unsigned set, uint64_t n
     return r;
 }
 
-void ol_catchup_note(void *arg, unsigned set, uint32_t missed, const char *bucket,
-                     const char *key, size_t klen)
+void ol_catchup_note(void *arg, unsigned set, uint32_t missed, const char *bucket, const char *key,
+                     size_t klen)
 {
     struct ol_catchup *c = arg;
     if (set >= c->nsets || !missed)
@@ -179,8 +179,7 @@ void ol_catchup_note(void *arg, unsigned set, uint32_t missed, const char *bucke
         c->st.merged++;
         goto out;
     }
-    if (c->count >= c->max || blen > OL_DRIVE_MAX_BUCKET ||
-        !(e = malloc(sizeof(*e) + klen))) {
+    if (c->count >= c->max || blen > OL_DRIVE_MAX_BUCKET || !(e = malloc(sizeof(*e) + klen))) {
         c->full[set] |= missed;
         c->st.overflowed++;
         goto out;

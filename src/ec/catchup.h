@@ -64,11 +64,11 @@ enum {
 struct ol_catchup_cfg {
     struct ol_eset *const *sets; /* nsets sets, borrowed: outlive the log */
     unsigned nsets;
-    unsigned width;               /* drives per set (k+m) */
+    unsigned width;                /* drives per set (k+m) */
     const struct ol_drive *drives; /* nsets * width, set order (the overflow probe); borrowed */
-    unsigned max_entries;         /* 0: OL_CATCHUP_DEFAULT_MAX */
-    unsigned retry_min_ms;        /* 0: 250 */
-    unsigned retry_max_ms;        /* 0: 5000 */
+    unsigned max_entries;          /* 0: OL_CATCHUP_DEFAULT_MAX */
+    unsigned retry_min_ms;         /* 0: 250 */
+    unsigned retry_max_ms;         /* 0: 5000 */
 };
 
 int ol_catchup_create(const struct ol_catchup_cfg *cfg, struct ol_catchup **out);
@@ -79,8 +79,8 @@ void ol_catchup_destroy(struct ol_catchup *c);
  * bucket/key (the signature of ol_eset_missed_fn, ctx = the log, tag = the
  * set's index).  Never fails: without memory or room it falls back to the
  * whole-set mark (overflow). */
-void ol_catchup_note(void *c, unsigned set, uint32_t missed, const char *bucket,
-                     const char *key, size_t klen);
+void ol_catchup_note(void *c, unsigned set, uint32_t missed, const char *bucket, const char *key,
+                     size_t klen);
 /* Drive `slot` of set `set` answers again: probe it at the next drain. */
 void ol_catchup_drive_back(struct ol_catchup *c, unsigned set, unsigned slot);
 /* The same for every drive of the log. */

@@ -2345,9 +2345,8 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
     return ol_eset_heal_object_slots(es, bucket, key, klen, st, &answered, &caught);
 }
 
-int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key,
-                              size_t klen, struct ol_eset_heal_stats *st, uint32_t *answered,
-                              uint32_t *caught)
+int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                              struct ol_eset_heal_stats *st, uint32_t *answered, uint32_t *caught)
 {
     *answered = *caught = 0;
     if (!valid_name(bucket, klen))

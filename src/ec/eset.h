@@ -402,9 +402,8 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
  * could not be rebuilt (its writes failed, or the key has too few good
  * shards): a heal later may do better (the catch-up log's rule,
  * ec/catchup.h).  Both 0 on errors before the drives were asked. */
-int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key,
-                              size_t klen, struct ol_eset_heal_stats *st, uint32_t *answered,
-                              uint32_t *caught);
+int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                              struct ol_eset_heal_stats *st, uint32_t *answered, uint32_t *caught);
 /* Heals every key of every bucket any drive knows; adds to *st.  0, or the
  * first error other than -OL_ENOKEY / -OL_EQUORUM of one key (those are
  * counted and the walk goes on). */

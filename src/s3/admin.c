@@ -160,8 +160,7 @@ static int admin_info(struct ol_s3_req *r)
         ol_catchup_stats(ec->catchup, &cs);
         JS(",\"catchup\":{\"pending\":%" PRIu64 ",\"queued\":%" PRIu64 ",\"merged\":%" PRIu64
            ",\"healed\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"dropped\":%" PRIu64
-           ",\"overflowed\":%" PRIu64 ",\"full_heals\":%" PRIu64 ",\"drives_down\":%" PRIu64
-           "}",
+           ",\"overflowed\":%" PRIu64 ",\"full_heals\":%" PRIu64 ",\"drives_down\":%" PRIu64 "}",
            cs.pending, cs.queued, cs.merged, cs.healed, cs.retries, cs.dropped, cs.overflowed,
            cs.full_heals, cs.drives_down);
     }

@@ -79,8 +79,12 @@ static void rig_open(struct rig *r, unsigned max_entries)
     memcpy(cfg.deployment_id, "catchup-test-dep", 16);
     if (ol_eset_create(&cfg, &r->es) < 0)
         abort();
-    struct ol_catchup_cfg cc = {.sets = &r->es, .nsets = 1, .width = N, .drives = r->drv,
-                                .max_entries = max_entries, .retry_min_ms = 100,
+    struct ol_catchup_cfg cc = {.sets = &r->es,
+                                .nsets = 1,
+                                .width = N,
+                                .drives = r->drv,
+                                .max_entries = max_entries,
+                                .retry_min_ms = 100,
                                 .retry_max_ms = 400};
     if (ol_catchup_create(&cc, &r->cu) < 0)
         abort();
