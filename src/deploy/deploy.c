@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/md5.h"
+#include "ec/catchup.h"
 #include "ec/eset.h"
 #include "ec/placement.h"
 #include "ec/storedrive.h"
@@ -40,6 +41,7 @@ void ol_deploy_close(struct ol_deploy *ec)
 {
     if (!ec)
         return;
+    ol_catchup_destroy(ec->catchup);
     for (unsigned s = 0; s < ec->nsets && ec->sets; s++)
         if (ec->sets[s])
             ol_eset_destroy(ec->sets[s]);
@@ -214,6 +216,15 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
             return rc;
         }
     }
+    struct ol_catchup_cfg cc = {
+        .sets = ec->sets, .nsets = ec->nsets, .width = ec->k + ec->m, .drives = ec->drv};
+    int rc = ol_catchup_create(&cc, &ec->catchup);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot create the catch-up log: %s", ol_strerror(rc));
+        return rc;
+    }
+    for (unsigned s = 0; s < ec->nsets; s++)
+        ol_eset_set_missed_hook(ec->sets[s], ol_catchup_note, ec->catchup, s);
     return 0;
 }
 
@@ -924,23 +935,57 @@ void ol_deploy_monitor_fiber(void *arg)
      * Without a fiber the cleanup records wait for the next start. */
     if (ol_fiber_spawn(loop, ol_ec_mp_cleaner_fiber, ec) < 0)
         ol_warn("EC multipart: cannot start the part cleaner");
+    if (ol_fiber_spawn(loop, ol_catchup_fiber, ec->catchup) < 0)
+        ol_warn("EC: cannot start the catch-up log's fiber");
     unsigned period = ec->drive_check_ms > 0 ? (unsigned)ec->drive_check_ms : 1000;
+    /* Each local drive's count of fresh stores: one that grew since the
+     * last look came back as a new store (replaced, wiped, or offline at
+     * start), which the catch-up log knows nothing about. */
+    uint64_t *reopens = calloc(ec->ndrives, sizeof(*reopens));
+    if (!reopens) {
+        ol_warn("EC: the drive monitor cannot start (no memory)");
+        return;
+    }
     while (!ol_loop_stopping(loop)) {
         /* Short slices so that a stop is noticed. */
         for (unsigned slept = 0; slept < period && !ol_loop_stopping(loop); slept += 100)
             ol_io_sleep_ms(period - slept < 100 ? period - slept : 100);
         if (ol_loop_stopping(loop))
             break;
-        bool back = false;
+        bool back = false, fresh = false;
+        unsigned size = ec->k + ec->m;
         for (unsigned i = 0; i < ec->ndrives; i++) {
             if (!ec->drives[i])
                 continue; /* remote: its own node checks it */
             (void)ol_storedrive_check(ec->drives[i]);
-            back |= ol_storedrive_take_came_back(ec->drives[i]);
+            struct ol_storedrive_info di;
+            ol_storedrive_info(ec->drives[i], &di);
+            if (!ol_storedrive_take_came_back(ec->drives[i]))
+                continue;
+            back = true;
+            fresh |= di.reopens != reopens[i];
+            reopens[i] = di.reopens;
+            ol_catchup_drive_back(ec->catchup, i / size, i % size);
         }
         if (!back)
             continue;
         spread_buckets(ec, ol_wall_ns());
+        if (!fresh) {
+            /* The same store came back: what it lacks is what the log says
+             * it missed.  Drained here so that the monitor's heal is done
+             * when it is counted (the fiber may be draining: wait it out). */
+            for (unsigned round = 0; round < 100000 && !ol_loop_stopping(loop); round++) {
+                int rc = ol_catchup_drain(ec->catchup, ol_now_ms(), 256);
+                if (rc == -EBUSY) {
+                    ol_io_sleep_ms(10);
+                    continue;
+                }
+                if (rc <= 0)
+                    break;
+            }
+            atomic_fetch_add(&ec->st.monitor_heals, 1);
+            continue;
+        }
         struct ol_eset_heal_stats hs = {0};
         for (unsigned s = 0; s < ec->nsets && !ol_loop_stopping(loop); s++)
             if (ol_eset_heal_all(ec->sets[s], &hs) < 0)
@@ -949,6 +994,7 @@ void ol_deploy_monitor_fiber(void *arg)
         atomic_fetch_add(&ec->st.monitor_heals, 1);
         atomic_fetch_add(&ec->st.scrub_shards, hs.shards_rebuilt);
     }
+    free(reopens);
 }
 
 static void heal_progress(void *ctx, const struct ol_eset_heal_stats *st)
@@ -1074,6 +1120,17 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
        atomic_load(&ec->st.scrub_shards));
     JS("openlake_ec_scrub_errors_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_errors));
     JS("openlake_ec_monitor_heals_total %" PRIu64 "\n", atomic_load(&ec->st.monitor_heals));
+    if (ec->catchup) {
+        struct ol_catchup_stats cs;
+        ol_catchup_stats(ec->catchup, &cs);
+        JS("openlake_ec_catchup_pending %" PRIu64 "\n", cs.pending);
+        JS("openlake_ec_catchup_queued_total %" PRIu64 "\n", cs.queued);
+        JS("openlake_ec_catchup_healed_total %" PRIu64 "\n", cs.healed);
+        JS("openlake_ec_catchup_retries_total %" PRIu64 "\n", cs.retries);
+        JS("openlake_ec_catchup_dropped_total %" PRIu64 "\n", cs.dropped);
+        JS("openlake_ec_catchup_overflowed_total %" PRIu64 "\n", cs.overflowed);
+        JS("openlake_ec_catchup_full_heals_total %" PRIu64 "\n", cs.full_heals);
+    }
     JS("openlake_store_corrupt_blocks_total %" PRIu64 "\n", corrupt);
     *np = n;
 }

@@ -25,6 +25,7 @@ struct ol_store_opts;
 struct ol_storedrive;
 struct ol_bucket_info;
 struct ol_drive;
+struct ol_catchup;
 
 /* Read by s3/admin.c and obj/ec.c; written here and by the object layer
  * (the counters are atomics). */
@@ -50,6 +51,10 @@ struct ol_deploy {
     char node[64], cluster[64];
     _Atomic uint64_t epoch;
     struct ol_eset **sets;
+    /* The catch-up log of the sets' missed writes (ec/catchup.h): drained by
+     * its fiber (started by the drive monitor) and by the monitor when a
+     * local drive comes back. */
+    struct ol_catchup *catchup;
     struct ol_hlc hlc;
     int64_t scrub_interval_ms, scrub_per_sec;
     int64_t drive_check_ms; /* the drive monitor's period */
@@ -129,8 +134,11 @@ int ol_deploy_each_bucket(struct ol_deploy *dp, int (*fn)(void *ctx, const char 
 
 /* The scrubber: heals every key of every bucket each scrub_interval_ms. */
 void ol_deploy_scrub_fiber(void *arg);
-/* The drive monitor: checks, probes and reopens drives, heals after one
- * came back; starts the multipart part cleaner (obj/ec_multipart.c). */
+/* The drive monitor: checks, probes and reopens drives; when one came back,
+ * heals what it missed from the catch-up log (ec/catchup.h), or the whole
+ * set when its store was opened afresh (replaced, wiped, offline at start);
+ * starts the multipart part cleaner (obj/ec_multipart.c) and the catch-up
+ * log's fiber. */
 void ol_deploy_monitor_fiber(void *arg);
 
 /* Heals a key (bucket and key), a bucket (key NULL) or everything (bucket

@@ -53,6 +53,11 @@ struct ol_eset {
         _Atomic uint64_t read_timeouts, puts_full;
         _Atomic uint64_t copies, copies_failed;
     } st;
+    /* ol_eset_set_missed_hook: told of writes that committed without some
+     * drives.  Set before the set is shared. */
+    ol_eset_missed_fn missed_fn;
+    void *missed_ctx;
+    unsigned missed_tag;
 };
 
 /* What the drives say about one key: every drive's versions, and the winner. */
@@ -79,6 +84,7 @@ struct eset_res {
     struct ol_shard_meta win; /* the winner's metadata (shard, flags of one drive) */
     uint32_t have;            /* slots holding a consistent shard of the winner */
     uint32_t complete;        /* ... marked COMPLETE */
+    uint32_t healed;          /* heal_res: slots holding the winner after the heal */
 };
 
 #define VERS(r, s) ((r)->vers + (size_t)(s) * (r)->cap)
@@ -174,6 +180,23 @@ void ol_eset_set_read_timeout_ms(struct ol_eset *es, unsigned ms)
 void ol_eset_set_parallel(struct ol_eset *es, bool on)
 {
     es->parallel = on;
+}
+
+void ol_eset_set_missed_hook(struct ol_eset *es, ol_eset_missed_fn fn, void *ctx, unsigned tag)
+{
+    es->missed_fn = fn;
+    es->missed_ctx = ctx;
+    es->missed_tag = tag;
+}
+
+/* A write committed with its quorum: the drives outside `done` (slots)
+ * missed it, and only a heal gives it to them. */
+static void note_missed(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                        uint32_t done)
+{
+    uint32_t missed = all_slots(es) & ~done;
+    if (missed && es->missed_fn)
+        es->missed_fn(es->missed_ctx, es->missed_tag, missed, bucket, key, klen);
 }
 
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
@@ -1298,7 +1321,7 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
 {
     struct ol_eset *es = p->es;
     int rc = p->sticky;
-    uint32_t committed = 0;
+    uint32_t committed = 0, durable_slots = 0;
     unsigned durable = 0;
     if (rc < 0)
         goto out;
@@ -1351,6 +1374,8 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
         int r = p->pw[i].rc;
         if (r == 0)
             committed |= 1u << slot_of(es, p->rotation, i);
+        if (r == 0 || r == OL_DRIVE_SUPERSEDED)
+            durable_slots |= 1u << slot_of(es, p->rotation, i);
         durable += r == 0 || r == OL_DRIVE_SUPERSEDED;
         full += r == -ENOSPC;
     }
@@ -1359,6 +1384,7 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
         rc = full > 0 ? -ENOSPC : -OL_EQUORUM;
         goto out;
     }
+    note_missed(es, p->bucket, p->key, p->klen, durable_slots);
     /* Phase 2.  A drive that misses it keeps the older versions until a heal
      * or a later read marks it; reading does not depend on the flag. */
     put_mark(es, p, committed);
@@ -1607,12 +1633,17 @@ int ol_eset_set_meta(struct ol_eset *es, const char *bucket, const char *key, si
             fan_add(f, FAN_SETMETA, s, s);
     fan_run(f, 0);
     unsigned done = 0, full = 0;
+    uint32_t took = 0;
     for (unsigned i = 0; i < f->n; i++) {
         done += f->c[i].rc == 0;
         full += f->c[i].rc == -ENOSPC;
+        if (f->c[i].rc == 0)
+            took |= 1u << f->c[i].slot;
     }
     fan_unref(f);
     rc = done >= es->quorum ? 0 : full > 0 ? -ENOSPC : -OL_EQUORUM;
+    if (rc == 0)
+        note_missed(es, bucket, key, klen, took);
 out:
     res_free(r);
     return rc;
@@ -1684,13 +1715,20 @@ int ol_eset_delete_version(struct ol_eset *es, const char *bucket, const char *k
         fan_add(f, FAN_DELETE, s, s);
     fan_run(f, 0);
     unsigned gone = 0;
-    for (unsigned i = 0; i < f->n; i++)
+    uint32_t took = 0;
+    for (unsigned i = 0; i < f->n; i++) {
         gone += f->c[i].rc == 0;
+        if (f->c[i].rc == 0)
+            took |= 1u << f->c[i].slot;
+    }
     fan_unref(f);
     /* Gone from n-k+1 drives, it is on k-1 at most: never readable again.
      * The copies left on drives that did not answer are leftovers that a
      * heal removes. */
-    return gone >= es->n - es->k + 1 ? 0 : -OL_EQUORUM;
+    if (gone < es->n - es->k + 1)
+        return -OL_EQUORUM;
+    note_missed(es, bucket, key, klen, took);
+    return 0;
 }
 
 /* ---- healing ---- */
@@ -2286,6 +2324,7 @@ static int heal_res(struct ol_eset *es, const char *bucket, const char *key, siz
     }
     /* Versions the marks did not free: older ones on drives that hold no
      * good shard of the winner, newer abandoned ones. */
+    r->healed = holders;
     unsigned left = prune(es, bucket, key, klen, r, &w, marked, st);
     /* A delete marker has done its work once every drive holds it and
      * nothing else: then the key can go entirely.  Not in a versioned
@@ -2302,6 +2341,14 @@ static int heal_res(struct ol_eset *es, const char *bucket, const char *key, siz
 int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                         struct ol_eset_heal_stats *st)
 {
+    uint32_t answered, caught;
+    return ol_eset_heal_object_slots(es, bucket, key, klen, st, &answered, &caught);
+}
+
+int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                              struct ol_eset_heal_stats *st, uint32_t *answered, uint32_t *caught)
+{
+    *answered = *caught = 0;
     if (!valid_name(bucket, klen))
         return -EINVAL;
     struct eset_res *r = res_alloc(es);
@@ -2321,15 +2368,23 @@ int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key,
         rc = resolve(es, bucket, key, klen, NULL, r);
     }
     if (r->found) {
+        r->healed = 0;
         rc = heal_res(es, bucket, key, klen, r, st);
+        /* heal_one's 1 (a cut-off PUT removed) leaves healed 0: nothing of
+         * the key is owed to anyone then, so every drive that answered is
+         * caught up. */
+        if (rc == 0)
+            *caught = r->healed ? r->healed & r->answered : r->answered;
     } else if (rc == -OL_ENOKEY && r->answered == (1u << es->n) - 1) {
         /* Leftovers of PUTs that never reached k drives. */
         (void)prune(es, bucket, key, klen, r, NULL, 0, st);
+        *caught = r->answered;
     } else if (rc == -OL_EQUORUM && r->answered == (1u << es->n) - 1) {
         st->unrecoverable++;
         ol_log_limited(OL_LOG_WARN, "heal %s/%.*s: no version on enough drives to rebuild",
                        bucket, (int)(klen > 200 ? 200 : klen), key);
     }
+    *answered = r->answered;
     res_free(r);
     return rc;
 }
@@ -2706,12 +2761,14 @@ int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key
         if (r->have & (1u << s))
             fan_add(f, FAN_COPY, s, (s + es->n - r->win.rotation % es->n) % es->n);
     fan_run(f, 0);
-    uint32_t committed = 0;
+    uint32_t committed = 0, durable_slots = 0;
     unsigned durable = 0, full = 0, unsupported = 0;
     for (unsigned i = 0; i < f->n; i++) {
         int e = f->c[i].rc;
         if (e == 0)
             committed |= 1u << f->c[i].slot;
+        if (e == 0 || e == OL_DRIVE_SUPERSEDED)
+            durable_slots |= 1u << f->c[i].slot;
         durable += e == 0 || e == OL_DRIVE_SUPERSEDED;
         full += e == -ENOSPC;
         unsupported += e == -EOPNOTSUPP;
@@ -2727,6 +2784,7 @@ int ol_eset_copy(struct ol_eset *es, const char *src_bucket, const char *src_key
      * source's shard, or failed) gets its shard from a heal, rebuilt with
      * the version's own rotation. */
     copy_fan_vid(es, bucket, key, klen, &sm->vid, FAN_MARK, committed);
+    note_missed(es, bucket, key, klen, durable_slots);
     sm->shard = 0;
     obj_from_meta(sm, durable, out);
     rc = 0;

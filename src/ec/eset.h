@@ -165,6 +165,19 @@ void ol_eset_set_heal_on_read(struct ol_eset *es, bool on);
 void ol_eset_set_parallel(struct ol_eset *es, bool on);
 void ol_eset_set_read_timeout_ms(struct ol_eset *es, unsigned ms);
 
+/* Missed writes.  A PUT, DELETE (marker), copy, set_meta or delete_version
+ * that succeeds with its quorum while some drives of the set failed or were
+ * not asked (offline) calls fn(ctx, tag, missed, bucket, key, klen) once,
+ * after the commit and before the call returns, from the calling thread:
+ * `missed` is the slots (bit j: drive slot j) that do not have the write.
+ * Those drives get it only from a heal; the catch-up log (ec/catchup.h)
+ * records them.  fn must be quick and must not call back into the set
+ * (it may take a lock).  The strings are borrowed for the call.  Set it
+ * before the set is shared between threads; NULL turns it off. */
+typedef void (*ol_eset_missed_fn)(void *ctx, unsigned tag, uint32_t missed, const char *bucket,
+                                  const char *key, size_t klen);
+void ol_eset_set_missed_hook(struct ol_eset *es, ol_eset_missed_fn fn, void *ctx, unsigned tag);
+
 /* What a read or a listing learns about a version. */
 struct ol_eset_obj {
     struct ol_version_id vid;
@@ -381,6 +394,16 @@ struct ol_eset_heal_stats {
  * drive answered), -OL_EQUORUM. */
 int ol_eset_heal_object(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                         struct ol_eset_heal_stats *st);
+/* ol_eset_heal_object that also says which drives are caught up on the key:
+ * *answered (slots) gets the drives that answered the heal's versions
+ * calls, *caught those of them that hold the key's readable version now
+ * (rebuilt or already there), or, when the key has nothing readable left,
+ * every drive that answered.  A drive that answered but is not in *caught
+ * could not be rebuilt (its writes failed, or the key has too few good
+ * shards): a heal later may do better (the catch-up log's rule,
+ * ec/catchup.h).  Both 0 on errors before the drives were asked. */
+int ol_eset_heal_object_slots(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                              struct ol_eset_heal_stats *st, uint32_t *answered, uint32_t *caught);
 /* Heals every key of every bucket any drive knows; adds to *st.  0, or the
  * first error other than -OL_ENOKEY / -OL_EQUORUM of one key (those are
  * counted and the walk goes on). */

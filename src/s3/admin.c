@@ -10,11 +10,13 @@
 #include <strings.h>
 #include <sys/statvfs.h>
 
+#include "cluster/member.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "deploy/deploy.h"
+#include "ec/catchup.h"
 #include "ec/eset.h"
 #include "ec/storedrive.h"
 #include "obj/obj.h"
@@ -153,12 +155,24 @@ static int admin_info(struct ol_s3_req *r)
            s ? "," : "", s, s * size, size, online, state);
     }
     JS("]");
+    if (ec->catchup) {
+        struct ol_catchup_stats cs;
+        ol_catchup_stats(ec->catchup, &cs);
+        JS(",\"catchup\":{\"pending\":%" PRIu64 ",\"queued\":%" PRIu64 ",\"merged\":%" PRIu64
+           ",\"healed\":%" PRIu64 ",\"retries\":%" PRIu64 ",\"dropped\":%" PRIu64
+           ",\"overflowed\":%" PRIu64 ",\"full_heals\":%" PRIu64 ",\"drives_down\":%" PRIu64 "}",
+           cs.pending, cs.queued, cs.merged, cs.healed, cs.retries, cs.dropped, cs.overflowed,
+           cs.full_heals, cs.drives_down);
+    }
     if (ec->cluster[0]) {
         JS(",\"cluster\":");
         json_str(b, cap, &n, ec->cluster);
         JS(",\"node\":");
         json_str(b, cap, &n, ec->node);
         JS(",\"epoch\":%" PRIu64, atomic_load(&ec->epoch));
+        /* Whether this node would refuse to acknowledge a write now (its
+         * lease, cluster/member.h). */
+        JS(",\"fenced\":%s", ol_member_may_ack_writes() ? "false" : "true");
     }
     JS("}\n");
     int rc = send_json(r, 200, b, n);
