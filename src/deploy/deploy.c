@@ -205,7 +205,7 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
         c.k = ec->k;
         c.m = ec->m;
         c.drives = &ec->drv[s * size];
-        c.hlc = &ec->hlc;
+        c.hlc = ec->clock;
         c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
         memcpy(c.deployment_id, ec->deploy_id, 16);
         int rc = ol_eset_create(&c, &ec->sets[s]);
@@ -219,8 +219,8 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
 
 int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
                        const struct ol_drive *drives, struct ol_storedrive *const *local,
-                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
-                       char *err, size_t errlen)
+                       const char *const *names, const uint8_t id[16], struct ol_hlc *hlc,
+                       struct ol_deploy **out, char *err, size_t errlen)
 {
     struct ol_deploy *ec = calloc(1, sizeof(*ec));
     if (!ec)
@@ -244,6 +244,7 @@ int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigne
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    ec->clock = hlc ? hlc : &ec->hlc;
     rc = -ENOMEM;
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
@@ -300,6 +301,7 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    ec->clock = &ec->hlc;
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
     ec->drives = calloc(n, sizeof(*ec->drives));
