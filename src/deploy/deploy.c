@@ -544,6 +544,20 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64
  * change (offline, replaced) never wins over the newer ones. */
 #define CFG_HEAD 9u /* stamp (8, little-endian ns) + set flag (1) */
 
+/* A setting's stamp: the deployment's clock (in a cluster, the process clock
+ * the drive protocol carries).  A put overwrites the value on every drive it
+ * reaches, so the stamps only decide between drives that disagree (one
+ * missed a put); then a setting made through one node after another node's
+ * was acknowledged must win even when that node's wall clock runs ahead (the
+ * existence check before the put has taken the drives' clocks in).  Nanoseconds-like, milliseconds * 10^6 + the logical counter (below
+ * 65536): in the same order as the HLC stamps and comparable with the wall
+ * nanoseconds that earlier versions wrote. */
+static int64_t cfg_stamp(struct ol_deploy *ec)
+{
+    uint64_t s = ol_hlc_now(ec->clock);
+    return (int64_t)(ol_hlc_stamp_ms(s) * 1000000u + ol_hlc_stamp_logical(s));
+}
+
 struct cfg_q {
     const char *bucket, *name;
     uint8_t *v; /* put: the encoded value; get: the shared buffer (local drives) */
@@ -610,7 +624,7 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
     uint8_t *v = malloc(CFG_HEAD + len);
     if (!v)
         return -ENOMEM;
-    int64_t stamp = ol_wall_ns();
+    int64_t stamp = cfg_stamp(ec);
     memcpy(v, &stamp, 8);
     v[8] = val != NULL;
     if (val && len)
