@@ -13,6 +13,9 @@ PKGS=(
   nginx-light curl
   # the cluster tests start a real etcd (src/cluster/ talks to it)
   etcd-server etcd-client
+  # libfaketime (LD_PRELOAD) sets one cluster node's clock ahead in
+  # tests/integration/test_cluster_consistency.py
+  libfaketime
   # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's
   # fusermount3; the tests skip the FUSE mount where /dev/fuse is unusable)
   s3cmd rclone s3fs fuse3

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster/etcd.h"
@@ -48,6 +50,12 @@ struct ol_cluster {
     struct ol_remotedrive **rds;
     unsigned nrds;
     struct ol_deploy *dp;
+    /* The process clock: the versions this node stamps (the deployment's
+     * sets), and the stamps its drive server and remote drives send and
+     * take in (net/net.h, "Clock").  One clock, so that a version this node
+     * writes is stamped after every version it has stored for others or
+     * seen in a drive's reply. */
+    struct ol_hlc hlc;
 };
 
 int ol_cluster_endpoints(const char *in, char *out, size_t cap)
@@ -282,8 +290,8 @@ static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct o
             }
         }
     }
-    rc = ol_deploy_assemble(cfg, n, k, m, drv, local, (const char *const *)names, id, &cl->dp, err,
-                            errlen);
+    rc = ol_deploy_assemble(cfg, n, k, m, drv, local, (const char *const *)names, id, &cl->hlc,
+                            &cl->dp, err, errlen);
     if (rc == 0) {
         snprintf(cl->dp->node, sizeof(cl->dp->node), "%s", cl->name);
         snprintf(cl->dp->cluster, sizeof(cl->dp->cluster), "%s", cl->cluster);
@@ -374,7 +382,7 @@ static int serve_drives(struct ol_cluster *cl, const struct ol_cfg *cfg, const s
     if (port == 0 && me && split_addr(me->ucx_addr, phost, sizeof(phost), &prev) == 0 &&
         strcmp(phost, host) != 0)
         prev = 0;
-    struct ol_net_opts no = {.timeout_ms = (unsigned)cfg->drive_timeout_ms};
+    struct ol_net_opts no = {.timeout_ms = (unsigned)cfg->drive_timeout_ms, .hlc = &cl->hlc};
     int rc = ol_net_create(&no, &cl->net);
     if (rc < 0) {
         snprintf(err, errlen, "UCX did not start (%s): a cluster node needs it", ol_strerror(rc));
@@ -427,6 +435,12 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
     else if (gethostname(cl->name, sizeof(cl->name)) != 0)
         snprintf(cl->name, sizeof(cl->name), "node");
     cl->name[sizeof(cl->name) - 1] = '\0';
+    /* The boot nonce keeps this life's version ids apart from a previous
+     * one's (core/hlc.h). */
+    uint32_t nonce = 0;
+    if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
+        nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    ol_hlc_init(&cl->hlc, 1, nonce, NULL, NULL);
 
     /* 1. the local directories as drives */
     int rc = open_local(cl, cfg, dirs, n, so, err, errlen);

@@ -207,7 +207,7 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
         c.k = ec->k;
         c.m = ec->m;
         c.drives = &ec->drv[s * size];
-        c.hlc = &ec->hlc;
+        c.hlc = ec->clock;
         c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
         memcpy(c.deployment_id, ec->deploy_id, 16);
         int rc = ol_eset_create(&c, &ec->sets[s]);
@@ -230,8 +230,8 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
 
 int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
                        const struct ol_drive *drives, struct ol_storedrive *const *local,
-                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
-                       char *err, size_t errlen)
+                       const char *const *names, const uint8_t id[16], struct ol_hlc *hlc,
+                       struct ol_deploy **out, char *err, size_t errlen)
 {
     struct ol_deploy *ec = calloc(1, sizeof(*ec));
     if (!ec)
@@ -255,6 +255,7 @@ int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigne
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    ec->clock = hlc ? hlc : &ec->hlc;
     rc = -ENOMEM;
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
@@ -311,6 +312,7 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
+    ec->clock = &ec->hlc;
     ec->paths = calloc(n, sizeof(*ec->paths));
     ec->stores = calloc(n, sizeof(*ec->stores));
     ec->drives = calloc(n, sizeof(*ec->drives));
@@ -553,6 +555,20 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64
  * change (offline, replaced) never wins over the newer ones. */
 #define CFG_HEAD 9u /* stamp (8, little-endian ns) + set flag (1) */
 
+/* A setting's stamp: the deployment's clock (in a cluster, the process clock
+ * the drive protocol carries).  A put overwrites the value on every drive it
+ * reaches, so the stamps only decide between drives that disagree (one
+ * missed a put); then a setting made through one node after another node's
+ * was acknowledged must win even when that node's wall clock runs ahead (the
+ * existence check before the put has taken the drives' clocks in).  Nanoseconds-like, milliseconds * 10^6 + the logical counter (below
+ * 65536): in the same order as the HLC stamps and comparable with the wall
+ * nanoseconds that earlier versions wrote. */
+static int64_t cfg_stamp(struct ol_deploy *ec)
+{
+    uint64_t s = ol_hlc_now(ec->clock);
+    return (int64_t)(ol_hlc_stamp_ms(s) * 1000000u + ol_hlc_stamp_logical(s));
+}
+
 struct cfg_q {
     const char *bucket, *name;
     uint8_t *v; /* put: the encoded value; get: the shared buffer (local drives) */
@@ -619,7 +635,7 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
     uint8_t *v = malloc(CFG_HEAD + len);
     if (!v)
         return -ENOMEM;
-    int64_t stamp = ol_wall_ns();
+    int64_t stamp = cfg_stamp(ec);
     memcpy(v, &stamp, 8);
     v[8] = val != NULL;
     if (val && len)

@@ -56,6 +56,9 @@ struct ol_deploy {
      * local drive comes back. */
     struct ol_catchup *catchup;
     struct ol_hlc hlc;
+    /* The clock the sets stamp versions with: &hlc, or the process clock a
+     * cluster node shares with its drive service (ol_deploy_assemble). */
+    struct ol_hlc *clock;
     int64_t scrub_interval_ms, scrub_per_sec;
     int64_t drive_check_ms; /* the drive monitor's period */
     unsigned body_wait_ms;  /* cfg body_memory_wait_ms (a GET's buffer reservation) */
@@ -89,11 +92,14 @@ void ol_deploy_close(struct ol_deploy *dp);
  * drive's directory, which the admin routes look at, or "node:/dir"), local[i] its storedrive when local (the monitor and metrics look
  * at those) or NULL when remote; placement keyed by id.  The drives and
  * storedrives are borrowed: they outlive the deployment, ol_deploy_close
- * leaves them.  No identity check here (the caller's business). */
+ * leaves them.  No identity check here (the caller's business).  hlc: the
+ * clock to stamp versions with (borrowed, outlives the deployment: a
+ * cluster's process clock, which its remote drives and drive server carry
+ * on the wire), or NULL for the deployment's own. */
 int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
                        const struct ol_drive *drives, struct ol_storedrive *const *local,
-                       const char *const *names, const uint8_t id[16], struct ol_deploy **out,
-                       char *err, size_t errlen);
+                       const char *const *names, const uint8_t id[16], struct ol_hlc *hlc,
+                       struct ol_deploy **out, char *err, size_t errlen);
 /* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
 void ol_deploy_describe(const struct ol_deploy *dp, char *buf, size_t cap);
 /* The erasure set that holds bucket/key; the sets by index. */

@@ -14,6 +14,7 @@
 #include "net/net.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -26,7 +27,9 @@
 
 #include <ucp/api/ucp.h>
 
+#include "core/clock.h"
 #include "core/crc.h"
+#include "core/hlc.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -109,6 +112,7 @@ struct exec {
 
 struct ol_net {
     unsigned timeout_ms;
+    struct ol_hlc *hlc; /* opts.hlc: any thread reads it, it has its own atomics */
     pthread_t thread;
     int evfd, wfd;
     ucp_context_h ctx;
@@ -145,6 +149,32 @@ static void stat_add(struct ol_net *net, uint64_t *field)
     pthread_mutex_lock(&net->mu);
     (*field)++;
     pthread_mutex_unlock(&net->mu);
+}
+
+/* The stamp a message leaves with (net.h, "Clock"). */
+static uint64_t clock_out(struct ol_net *net)
+{
+    return net->hlc ? ol_hlc_now(net->hlc) : 0;
+}
+
+/* Takes in a received message's stamp, before anyone acts on the message.
+ * A stamp too far ahead is not adopted: refusing the message instead would
+ * let one node with a wild clock stop every write of the cluster, and
+ * adopting it would drag every clock into its future, so the message is
+ * served and the clock stays (versions the node then writes may order
+ * before that peer's; the warning says why). */
+static void clock_in(struct ol_net *net, uint64_t stamp)
+{
+    if (!net->hlc || stamp == 0)
+        return;
+    if (ol_hlc_update(net->hlc, stamp, NULL) == 0)
+        return;
+    stat_add(net, &net->st.hlc_refused);
+    int64_t ahead_ms = (int64_t)ol_hlc_stamp_ms(stamp) - ol_wall_ns() / 1000000;
+    ol_log_limited(OL_LOG_WARN,
+                   "net: a peer's clock is %" PRId64 " ms ahead of this node's (more than "
+                   "%" PRIu64 " ms): its stamp is not adopted; check the clocks' sync",
+                   ahead_ms, net->hlc->max_ahead_ms);
 }
 
 static int map_status(ucs_status_t s)
@@ -428,6 +458,7 @@ static void start_call(struct ol_net *net, struct pending *p)
         .op = c->op,
         .drive = c->drive,
         .req_id = p->id,
+        .hlc = clock_out(net),
         .ctl_len = (uint32_t)c->ctl_len,
         .data_len = c->data_len,
         .data_crc = p->data_crc,
@@ -472,6 +503,8 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
         finish(net, p, bad);
         return UCS_OK;
     }
+    /* Before the caller can wake (finish, here or after the rendezvous). */
+    clock_in(net, h.hlc);
     p->hdr.status = h.status;
     p->rep_crc = h.data_crc;
     c->rep_ctl_len = h.ctl_len;
@@ -662,6 +695,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
         reply_now(net, req, bad);
         return UCS_OK;
     }
+    /* Before the request reaches a worker. */
+    clock_in(net, h.hlc);
     req->buf = malloc(length ? length : 1);
     if (!req->buf) {
         reply_now(net, req, -ENOMEM);
@@ -710,6 +745,7 @@ static void send_reply(struct ol_net *net, struct ol_net_req *req)
         .drive = req->hdr.drive,
         .status = req->rhdr.status,
         .req_id = req->hdr.req_id,
+        .hlc = clock_out(net),
         .ctl_len = (uint32_t)req->rctl_len,
         .data_len = req->rdata_len,
         .data_crc = req->rhdr.data_crc,
@@ -1065,6 +1101,7 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     if (!net)
         return -ENOMEM;
     net->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : OL_NET_TIMEOUT_MS;
+    net->hlc = opts ? opts->hlc : NULL;
     net->evfd = -1;
     pthread_mutex_init(&net->mu, NULL);
     for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++)

@@ -39,6 +39,17 @@
  * a reply's data and answers -EIO when it differs; a server checks a
  * request's with ol_net_req_check.
  *
+ * Clock.  With opts.hlc, every request and reply sent carries a fresh stamp
+ * of that clock (ol_hlc_now), and the stamp of every request and reply
+ * received is taken in (ol_hlc_update) on the net thread before the request
+ * reaches the serve callback or the call's caller wakes: whatever a call's
+ * caller does after it returns is stamped after everything the peer had seen
+ * when it answered.  A stamp more than the clock's max_ahead_ms ahead of the
+ * local wall clock is not adopted (the clock does not move; the message is
+ * handled as any other): ol_net_stats counts it in hlc_refused, and a
+ * rate-limited warning says by how much it was ahead.  A stamp of 0 (a peer
+ * without a clock) is ignored.  Without opts.hlc, messages carry 0.
+ *
  * Errors: 0 / a count, or a negative errno (-ENOMEM, -EINVAL, -EMSGSIZE for a
  * message past the limits of net/wire.h, -EAGAIN when OL_NET_MAX_INFLIGHT
  * calls are outstanding, -ESHUTDOWN when the ol_net is being destroyed).
@@ -64,6 +75,9 @@ struct ol_net_req;
 
 struct ol_net_opts {
     unsigned timeout_ms; /* default deadline of a call; 0: OL_NET_TIMEOUT_MS */
+    /* The process's clock, stamped on and moved by every message (above);
+     * borrowed, outlives the ol_net; NULL: none. */
+    struct ol_hlc *hlc;
 };
 
 /* Starts the net thread.  -EIO when UCX cannot start (its reason logged). */
@@ -154,6 +168,7 @@ struct ol_net_stats {
     uint64_t calls, timeouts, late_replies, resets, eps_created;
     uint64_t requests, rndv_in; /* rndv_in: messages received by rendezvous */
     uint64_t crc_errors;        /* replies whose data failed their CRC32C */
+    uint64_t hlc_refused;       /* clock stamps received too far ahead (not adopted) */
 };
 void ol_net_stats(struct ol_net *net, struct ol_net_stats *out);
 

@@ -20,12 +20,19 @@
  * differ), so that no transport fault or stale transfer ever passes bad
  * bytes off as a shard's.
  *
- * Versioning: `version` is OL_WIRE_VERSION.  A receiver answers a request of
- * any other version with status -EPROTO (and its own version in the reply
- * header), and drops a reply of another version.  New ops get new numbers;
+ * Clocks: every message carries its sender's hybrid logical clock (core/hlc.h)
+ * in `hlc`, read when the message is sent (a reply: after the op ran), so
+ * that a receiver can move its own clock past it before it acts on the
+ * message (net/net.h says what a receiver does with it).  0: the sender
+ * keeps no clock.
+ *
+ * Versioning: `version` is OL_WIRE_VERSION (2 since the header carries the
+ * clock; version 1 had two reserved words instead, and another field order).
+ * A receiver answers a request of any other version with status -EPROTO
+ * (and its own version in the reply header), and drops a reply of another
+ * version.  New ops get new numbers;
  * an op's arguments only ever grow at the end (a receiver ignores trailing
- * bytes it does not know), anything else bumps the version.  Reserved fields
- * are sent as zero and not checked.
+ * bytes it does not know), anything else bumps the version.
  *
  * Threads: the helpers are pure functions of their arguments.
  */
@@ -43,7 +50,7 @@
 
 enum {
     OL_WIRE_MAGIC = 0x50444c4fu, /* the bytes "OLDP" (OpenLake drive protocol) */
-    OL_WIRE_VERSION = 1,
+    OL_WIRE_VERSION = 2,
 
     /* UCX active message ids. */
     OL_WIRE_AM_REQUEST = 1,
@@ -87,20 +94,24 @@ enum ol_wire_op {
 };
 
 struct ol_wire_hdr {
-    uint32_t magic;   /* OL_WIRE_MAGIC */
-    uint8_t version;  /* OL_WIRE_VERSION */
-    uint8_t op;       /* enum ol_wire_op; a reply repeats the request's */
-    uint16_t flags;   /* OL_WIRE_F_* */
-    uint32_t drive;   /* index into the server's drive table */
-    int32_t status;   /* reply: 0, a count, or -errno / -OL_E*; request: 0 */
-    uint64_t req_id;  /* chosen by the caller, echoed by the reply */
-    uint32_t ctl_len; /* control argument bytes (first in the AM data) */
-    uint32_t reserved0;
+    uint32_t magic;    /* OL_WIRE_MAGIC */
+    uint8_t version;   /* OL_WIRE_VERSION */
+    uint8_t op;        /* enum ol_wire_op; a reply repeats the request's */
+    uint16_t flags;    /* OL_WIRE_F_* */
+    uint32_t drive;    /* index into the server's drive table */
+    int32_t status;    /* reply: 0, a count, or -errno / -OL_E*; request: 0 */
+    uint64_t req_id;   /* chosen by the caller, echoed by the reply */
+    uint64_t hlc;      /* the sender's HLC stamp (core/hlc.h) when it sent this; 0: none */
     uint64_t data_len; /* bulk bytes (after the control bytes) */
+    uint32_t ctl_len;  /* control argument bytes (first in the AM data) */
     uint32_t data_crc; /* CRC32C of the bulk bytes (0 when there are none) */
-    uint32_t reserved1;
 };
+/* Every field at its natural alignment: no padding, and the same bytes on
+ * every compiler of a little-endian host. */
 _Static_assert(sizeof(struct ol_wire_hdr) == 48, "the wire header is 48 bytes");
+_Static_assert(offsetof(struct ol_wire_hdr, hlc) == 24 &&
+                   offsetof(struct ol_wire_hdr, ctl_len) == 40,
+               "the wire header's layout (docs/PROTOCOL.md)");
 
 /* ---- header checks (what a receiver does first; tests/fuzz/fuzz_wire.c) ---- */
 

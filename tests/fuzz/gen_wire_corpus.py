@@ -48,9 +48,12 @@ def meta(k=4, m=2, shard=1, size=1000, meta_len=0):
             u32(meta_len) + u32(0) + u64(7))
 
 
-def hdr(op, ctl_len=0, data_len=0, flags=0, version=1, magic=MAGIC, status=0):
-    return struct.pack("<IBBHIiQIIQII", magic, version, op, flags, 0, status, 42, ctl_len, 0,
-                       data_len, 0, 0)
+def hdr(op, ctl_len=0, data_len=0, flags=0, version=2, magic=MAGIC, status=0,
+        hlc=0x0193_5F2A_6B40_0001):
+    """The 48-byte header of wire version 2: magic, version, op, flags, drive,
+    status, req_id, hlc (the sender's clock stamp), data_len, ctl_len, data_crc."""
+    return struct.pack("<IBBHIiQQQII", magic, version, op, flags, 0, status, 42, hlc, data_len,
+                       ctl_len, 0)
 
 
 def header_seed(h, how, length, ctl_cap, data_cap, op):
@@ -70,7 +73,8 @@ seeds["hdr_rep"] = header_seed(hdr(READ, 0, 4096, flags=1), 128, 0, 0, 4096, REA
 seeds["hdr_rep_short"] = header_seed(hdr(READ, 0, 4096, flags=1), 1, 4000, 0, 4096, READ)
 seeds["hdr_rep_big"] = header_seed(hdr(VERSIONS, 1 << 20, 0, flags=1), 128, 0, 100, 0, VERSIONS)
 seeds["hdr_bad_magic"] = header_seed(hdr(PING, magic=0x12345678), 128, 0, 0, 0, PING)
-seeds["hdr_bad_version"] = header_seed(hdr(PING, version=2), 128, 0, 0, 0, PING)
+seeds["hdr_bad_version"] = header_seed(hdr(PING, version=1), 128, 0, 0, 0, PING)
+seeds["hdr_no_clock"] = header_seed(hdr(READ, 0, 4096, flags=1, hlc=0), 128, 0, 0, 4096, READ)
 seeds["hdr_too_big"] = header_seed(hdr(WRITE, 2 << 20, 128 << 20), 128, 0, 0, 0, WRITE)
 seeds["hdr_short"] = b"\0" + hdr(PING)[:20]
 

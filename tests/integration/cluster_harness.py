@@ -69,6 +69,7 @@ class Node(Server):
         self.dirs = [f"d{c}" for c in "abcdefgh"[:dirs]]
         self.extra = list(extra_args)
         self.drive_port = free_port()
+        self.env = {}  # more environment for the process (a test's LD_PRELOAD)
 
     def command(self):
         cmd = super().command()
@@ -84,7 +85,7 @@ class Node(Server):
         self._log = open(self.log_path, "ab")
         # UCX would also open tcp lanes on the host's other interfaces to
         # reach a peer on this host: the tests send nothing off 127.0.0.1.
-        env = dict(os.environ, UCX_NET_DEVICES="lo")
+        env = dict(os.environ, UCX_NET_DEVICES="lo", **self.env)
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=self._log, env=env)
 
