@@ -52,6 +52,7 @@ void ol_deploy_close(struct ol_deploy *ec)
             free(ec->paths[i]);
     }
     free(ec->drv);
+    free((void *)ec->seen);
     free(ec->sets);
     free(ec->drives);
     free(ec->stores);
@@ -263,7 +264,8 @@ int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned k, unsigned m, const u
     ec->drives = calloc(ec->cap_drives, sizeof(*ec->drives));
     ec->drv = calloc(ec->cap_drives, sizeof(*ec->drv));
     ec->sets = calloc(ec->cap_sets, sizeof(*ec->sets));
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
+    ec->seen = calloc(ec->cap_drives, sizeof(*ec->seen));
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets || !ec->seen)
         goto fail;
     *out = ec;
     return 0;
@@ -368,8 +370,9 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     ec->drives = calloc(n, sizeof(*ec->drives));
     ec->drv = calloc(n, sizeof(*ec->drv));
     ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
+    ec->seen = calloc(n, sizeof(*ec->seen));
     rc = -ENOMEM;
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets || !ec->seen)
         goto fail;
     struct ol_storedrive_policy pol;
     ol_storedrive_policy_default(&pol);
@@ -653,8 +656,12 @@ static void q_space(void *ctx, unsigned i)
     struct space_q *q = ctx;
     const struct ol_drive *d = &q->ec->drv[i];
     uint64_t fr = 0, tot = 0;
-    if (d->ops->space && d->ops->space(d->d, &fr, &tot) == 0)
+    if (!d->ops->space)
+        return;
+    int rc = d->ops->space(d->d, &fr, &tot);
+    if (rc == 0)
         q->free[i] = fr;
+    atomic_store(&q->ec->seen[i], rc == 0 ? 1 : 2);
 }
 
 int ol_deploy_refresh_space(struct ol_deploy *ec)

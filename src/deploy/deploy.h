@@ -76,6 +76,9 @@ struct ol_deploy {
     /* Every position's drive as the sets and the bucket rules use it
      * (local or remote). */
     struct ol_drive *drv;
+    /* Whether each drive answered the last ol_deploy_refresh_space (1 yes,
+     * 2 no, 0 not asked yet): how the admin routes see remote drives. */
+    _Atomic unsigned char *seen;
     /* Opened by someone else (ol_deploy_assemble): close leaves them. */
     bool borrowed;
     /* In a cluster: this node, the cluster and the map's epoch the sets
