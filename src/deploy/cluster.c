@@ -202,6 +202,45 @@ static const struct ol_map_set *find_set(const struct ol_map *map, uint32_t id)
     return NULL;
 }
 
+struct key_probe {
+    struct ol_store *st;
+    int found; /* 1: a key, <0: an error */
+};
+
+static int probe_bucket(void *ctx, const struct ol_bucket_info *b)
+{
+    struct key_probe *kp = ctx;
+    struct ol_store_viter *it = NULL;
+    int rc = ol_store_viter_open(kp->st, b->name, &it);
+    if (rc == -OL_ENOBUCKET)
+        return 0;
+    if (rc < 0) {
+        kp->found = rc;
+        return 1;
+    }
+    const char *k;
+    size_t kl;
+    struct ol_version_info vi;
+    rc = ol_store_viter_next(it, &k, &kl, &vi);
+    ol_store_viter_close(it);
+    if (rc != 1) { /* 0: a version; <0: an error */
+        kp->found = rc == 0 ? 1 : rc;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether a drive holds any key (1), none (0), or an error.  A drive of a
+ * pool that just joined may hold buckets before it holds an identity: the
+ * node that added the pool first creates them on every new drive
+ * (add_map_pool).  With no key it is simply a new drive. */
+static int holds_keys(struct ol_store *st)
+{
+    struct key_probe kp = {st, 0};
+    int rc = ol_store_bucket_list(st, probe_bucket, &kp);
+    return kp.found ? kp.found : rc < 0 ? rc : 0;
+}
+
 /* The geometry of a map pool (its first set's); -OL_EMAP for a pool whose
  * sets differ or are unknown. */
 static int pool_geometry(const struct ol_map *map, const struct ol_map_pool *pl, unsigned *k,
@@ -308,7 +347,15 @@ static int add_map_pool(struct ol_cluster *cl, const struct ol_map *map,
                 struct ol_storedrive_member want = {
                     .index = pos, .ndrives = n, .k = (uint8_t)k, .m = (uint8_t)m};
                 memcpy(want.deployment_id, id, 16);
-                if (cl->stores[i]) {
+                struct ol_store_identity have;
+                if (cl->stores[i] && ol_store_identity(cl->stores[i], &have) == 0 &&
+                    !have.ec_joined && have.has_data && holds_keys(cl->stores[i]) == 0) {
+                    rc = ol_storedrive_join(cl->stores[i], &want);
+                    if (rc < 0) {
+                        snprintf(err, errlen, "drive %s: %s", cl->paths[i], ol_strerror(rc));
+                        goto out;
+                    }
+                } else if (cl->stores[i]) {
                     rc = ol_storedrive_admit(cl->stores[i], cl->paths[i], &want, err, errlen);
                     if (rc == 1)
                         rc = ol_storedrive_join(cl->stores[i], &want);
