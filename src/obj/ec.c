@@ -1378,7 +1378,7 @@ static int iter_fill(struct ol_ec_iter *it)
     for (unsigned i = 0; i < it->ntmp; i++) {
         if (bound && ent_cmp(&it->tmp[i], &b) > 0)
             break;
-        /* One key in two pools (two first writes raced, docs/EC.md 8):
+        /* One key in two pools (two first writes raced, docs/EC.md 3.1):
          * listed once, as its newer copy (the one reads find). */
         if (it->n > 0 && ent_cmp(&it->ents[it->n - 1], &it->tmp[i]) == 0) {
             if (it->tmp[i].mtime_ns > it->ents[it->n - 1].mtime_ns)
