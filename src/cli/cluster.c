@@ -91,7 +91,9 @@ static int cmd_show(struct ol_etcd *c, const char *cluster)
                 ol_strerror(rc), why);
         return 1;
     }
-    /* Up: the node holds its membership key (cluster/member.h). */
+    /* The state is the map's (the nodes mark a node down when its lease
+     * expired, deploy/cluster.h); "lease" says whether it holds its
+     * membership key now (cluster/member.h). */
     char prefix[OL_MAP_MAX_NAME + 64];
     snprintf(prefix, sizeof(prefix), OL_MEMBER_PREFIX_FMT, cluster);
     struct ol_etcd_range live = {0};
@@ -103,7 +105,8 @@ static int cmd_show(struct ol_etcd *c, const char *cluster)
         bool up = false;
         for (size_t j = 0; have_live && j < live.n; j++)
             up |= strcmp(live.kvs[j].key + strlen(prefix), nd->name) == 0;
-        printf("  %-16s %-5s s3 %s drives %s\n", nd->name, have_live ? (up ? "up" : "down") : "?",
+        printf("  %-16s %-5s lease %-4s s3 %s drives %s\n", nd->name,
+               ol_map_node_state_name(nd->state), have_live ? (up ? "live" : "gone") : "?",
                nd->s3_addr, nd->ucx_addr);
     }
     printf("drives (%u):\n", map.ndrives);

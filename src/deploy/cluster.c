@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "core/log.h"
 #include "core/md5.h"
 #include "deploy/deploy.h"
+#include "ec/placement.h"
 #include "ec/remotedrive.h"
 #include "ec/storedrive.h"
 #include "net/drive_server.h"
@@ -47,7 +49,7 @@ struct ol_cluster {
     struct ol_net *net;
     struct ol_drive_server *srv;
     struct ol_member *mem;
-    struct ol_remotedrive **rds;
+    struct ol_remotedrive **rds; /* OL_EC_MAX_DRIVES slots */
     unsigned nrds;
     struct ol_deploy *dp;
     /* The process clock: the versions this node stamps (the deployment's
@@ -56,6 +58,18 @@ struct ol_cluster {
      * writes is stamped after every version it has stored for others or
      * seen in a drive's reply. */
     struct ol_hlc hlc;
+    unsigned drive_timeout_ms;
+    /* The map's pools in the deployment (by id), and one refused (id + 1). */
+    uint32_t built[OL_DEPLOY_MAX_POOLS];
+    unsigned nbuilt;
+    uint32_t refused;
+    /* The map thread (follow_once) and its etcd client. */
+    struct ol_etcd *etcd;
+    pthread_t thread;
+    bool thread_started;
+    atomic_bool stop;
+    pthread_mutex_t mu; /* guards nodes_json */
+    char *nodes_json;
 };
 
 int ol_cluster_endpoints(const char *in, char *out, size_t cap)
@@ -196,114 +210,396 @@ static const struct ol_map_set *find_set(const struct ol_map *map, uint32_t id)
     return NULL;
 }
 
-/* The deployment over every set of every pool, in pool order and each
- * pool's set order (the order objects are placed over them). */
-static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct ol_map *map,
-                 char *err, size_t errlen)
+struct key_probe {
+    struct ol_store *st;
+    int found; /* 1: a key, <0: an error */
+};
+
+static int probe_bucket(void *ctx, const struct ol_bucket_info *b)
 {
-    unsigned nsets = 0, k = 0, m = 0;
-    for (unsigned p = 0; p < map->npools; p++) {
-        for (unsigned s = 0; s < map->pools[p].nsets; s++) {
-            const struct ol_map_set *set = find_set(map, map->pools[p].sets[s]);
-            if (!set)
-                return -OL_EMAP;
-            if (nsets == 0) {
-                k = set->k;
-                m = set->m;
-            } else if (set->k != k || set->m != m) {
-                snprintf(err, errlen,
-                         "the map's sets differ in k+m (%u+%u and %u+%u): one geometry "
-                         "per cluster for now",
-                         k, m, set->k, set->m);
-                return -EINVAL;
-            }
-            nsets++;
+    struct key_probe *kp = ctx;
+    struct ol_store_viter *it = NULL;
+    int rc = ol_store_viter_open(kp->st, b->name, &it);
+    if (rc == -OL_ENOBUCKET)
+        return 0;
+    if (rc < 0) {
+        kp->found = rc;
+        return 1;
+    }
+    const char *k;
+    size_t kl;
+    struct ol_version_info vi;
+    rc = ol_store_viter_next(it, &k, &kl, &vi);
+    ol_store_viter_close(it);
+    if (rc != 1) { /* 0: a version; <0: an error */
+        kp->found = rc == 0 ? 1 : rc;
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether a drive holds any key (1), none (0), or an error.  A drive of a
+ * pool that just joined may hold buckets before it holds an identity: the
+ * node that added the pool first creates them on every new drive
+ * (add_map_pool).  With no key it is simply a new drive. */
+static int holds_keys(struct ol_store *st)
+{
+    struct key_probe kp = {st, 0};
+    int rc = ol_store_bucket_list(st, probe_bucket, &kp);
+    return kp.found ? kp.found : rc < 0 ? rc : 0;
+}
+
+/* The geometry of a map pool (its first set's); -OL_EMAP for a pool whose
+ * sets differ or are unknown. */
+static int pool_geometry(const struct ol_map *map, const struct ol_map_pool *pl, unsigned *k,
+                         unsigned *m)
+{
+    for (unsigned s = 0; s < pl->nsets; s++) {
+        const struct ol_map_set *set = find_set(map, pl->sets[s]);
+        if (!set)
+            return -OL_EMAP;
+        if (s == 0) {
+            *k = set->k;
+            *m = set->m;
+        } else if (set->k != *k || set->m != *m) {
+            return -OL_EMAP;
         }
     }
-    unsigned n = nsets * (k + m);
-    struct ol_drive *drv = calloc(n ? n : 1, sizeof(*drv));
-    struct ol_storedrive **local = calloc(n ? n : 1, sizeof(*local));
-    char **names = calloc(n ? n : 1, sizeof(*names));
-    cl->rds = calloc(n ? n : 1, sizeof(*cl->rds));
-    int rc = -ENOMEM;
-    if (!drv || !local || !names || !cl->rds)
+    return pl->nsets ? 0 : -OL_EMAP;
+}
+
+static bool pool_built(const struct ol_cluster *cl, uint32_t id)
+{
+    for (unsigned i = 0; i < cl->nbuilt; i++)
+        if (cl->built[i] == id)
+            return true;
+    return false;
+}
+
+struct bucket_names {
+    char (*names)[64];
+    unsigned n, cap;
+};
+
+static int bucket_acc_cb(void *ctx, const struct ol_bucket_info *b)
+{
+    struct bucket_names *bn = ctx;
+    if (bn->n == bn->cap) {
+        unsigned cap = bn->cap ? bn->cap * 2 : 16;
+        void *p = realloc(bn->names, cap * sizeof(*bn->names));
+        if (!p)
+            return -ENOMEM;
+        bn->names = p;
+        bn->cap = cap;
+    }
+    snprintf(bn->names[bn->n++], 64, "%s", b->name);
+    return 0;
+}
+
+/* Adds map pool `pl` to the deployment: its drives local (checked and
+ * stamped as the pool's position, docs/EC.md 6.5: a drive's identity is
+ * its position in its pool and the pool's drive count, so a pool that
+ * joins later changes no drive of the others) or remote; the buckets of the
+ * deployment created on its drives before it is published (every bucket
+ * rule counts every drive); then published (deploy.h, "Growing while
+ * serving"). */
+static int add_map_pool(struct ol_cluster *cl, const struct ol_map *map,
+                        const struct ol_map_pool *pl, char *err, size_t errlen)
+{
+    unsigned k = 0, m = 0;
+    int rc = pool_geometry(map, pl, &k, &m);
+    if (rc < 0 || k != cl->dp->k || m != cl->dp->m) {
+        snprintf(err, errlen,
+                 "pool %" PRIu32 ": its sets are not all of %u+%u (one geometry per cluster "
+                 "for now)",
+                 pl->id, cl->dp->k, cl->dp->m);
+        return -EINVAL;
+    }
+    unsigned n = pl->nsets * (k + m);
+    if (cl->nrds + n > OL_EC_MAX_DRIVES)
+        return -OL_ETOOLARGE;
+    struct ol_drive *drv = calloc(n, sizeof(*drv));
+    struct ol_storedrive **local = calloc(n, sizeof(*local));
+    char **names = calloc(n, sizeof(*names));
+    unsigned nrds0 = cl->nrds;
+    rc = -ENOMEM;
+    if (!drv || !local || !names)
         goto out;
     uint8_t id[16];
     ol_cluster_deploy_id(cl->cluster, id);
     unsigned pos = 0;
-    for (unsigned p = 0; p < map->npools; p++) {
-        for (unsigned s = 0; s < map->pools[p].nsets; s++) {
-            const struct ol_map_set *set = find_set(map, map->pools[p].sets[s]);
-            for (unsigned j = 0; j < k + m; j++, pos++) {
-                struct ol_map_drive *md = ol_map_drive((struct ol_map *)map, set->drive[j]);
-                struct ol_map_node *nd = md ? ol_map_node((struct ol_map *)map, md->node) : NULL;
-                rc = -OL_EMAP;
-                if (!nd)
-                    goto out;
-                rc = -ENOMEM;
-                size_t nl = strlen(md->node) + strlen(md->path) + 2;
-                names[pos] = malloc(nl);
-                if (!names[pos])
-                    goto out;
-                bool mine = strcmp(md->node, cl->name) == 0;
-                /* A local drive by its directory (the admin routes statvfs it). */
-                if (mine)
-                    snprintf(names[pos], nl, "%s", md->path);
-                else
-                    snprintf(names[pos], nl, "%s:%s", md->node, md->path);
-                if (mine) {
-                    unsigned i = 0;
-                    while (i < cl->nlocal && cl->ids[i] != md->id)
-                        i++;
-                    OL_ASSERT(i < cl->nlocal);
-                    /* docs/EC.md 6.5: the drive must be this position's. */
-                    struct ol_storedrive_member want = {
-                        .index = pos, .ndrives = n, .k = (uint8_t)k, .m = (uint8_t)m};
-                    memcpy(want.deployment_id, id, 16);
-                    if (cl->stores[i]) {
-                        rc = ol_storedrive_admit(cl->stores[i], cl->paths[i], &want, err, errlen);
-                        if (rc == 1)
-                            rc = ol_storedrive_join(cl->stores[i], &want);
-                        if (rc < 0) {
-                            if (!err[0])
-                                snprintf(err, errlen, "drive %s: %s", cl->paths[i],
-                                         ol_strerror(rc));
-                            goto out;
-                        }
-                    }
-                    ol_storedrive_set_member(cl->sd[i], &want);
-                    local[pos] = cl->sd[i];
-                    drv[pos] = ol_storedrive_drive(cl->sd[i]);
-                } else {
-                    struct ol_remotedrive_opts ro = {
-                        .net = cl->net,
-                        .addr = nd->ucx_addr,
-                        .drive = (uint32_t)drive_index(map, md->id, md->node),
-                        .timeout_ms = (unsigned)cfg->drive_timeout_ms,
-                        .down_ms = (unsigned)cfg->drive_timeout_ms,
-                    };
-                    rc = ol_remotedrive_create(&ro, &cl->rds[cl->nrds]);
-                    if (rc < 0)
+    for (unsigned s = 0; s < pl->nsets; s++) {
+        const struct ol_map_set *set = find_set(map, pl->sets[s]);
+        for (unsigned j = 0; j < k + m; j++, pos++) {
+            struct ol_map_drive *md = ol_map_drive((struct ol_map *)map, set->drive[j]);
+            struct ol_map_node *nd = md ? ol_map_node((struct ol_map *)map, md->node) : NULL;
+            rc = -OL_EMAP;
+            if (!nd)
+                goto out;
+            rc = -ENOMEM;
+            size_t nl = strlen(md->node) + strlen(md->path) + 2;
+            names[pos] = malloc(nl);
+            if (!names[pos])
+                goto out;
+            bool mine = strcmp(md->node, cl->name) == 0;
+            /* A local drive by its directory (the admin routes statvfs it). */
+            if (mine)
+                snprintf(names[pos], nl, "%s", md->path);
+            else
+                snprintf(names[pos], nl, "%s:%s", md->node, md->path);
+            if (mine) {
+                unsigned i = 0;
+                while (i < cl->nlocal && cl->ids[i] != md->id)
+                    i++;
+                OL_ASSERT(i < cl->nlocal);
+                struct ol_storedrive_member want = {
+                    .index = pos, .ndrives = n, .k = (uint8_t)k, .m = (uint8_t)m};
+                memcpy(want.deployment_id, id, 16);
+                struct ol_store_identity have;
+                if (cl->stores[i] && ol_store_identity(cl->stores[i], &have) == 0 &&
+                    !have.ec_joined && have.has_data && holds_keys(cl->stores[i]) == 0) {
+                    rc = ol_storedrive_join(cl->stores[i], &want);
+                    if (rc < 0) {
+                        snprintf(err, errlen, "drive %s: %s", cl->paths[i], ol_strerror(rc));
                         goto out;
-                    drv[pos] = ol_remotedrive_drive(cl->rds[cl->nrds++]);
+                    }
+                } else if (cl->stores[i]) {
+                    rc = ol_storedrive_admit(cl->stores[i], cl->paths[i], &want, err, errlen);
+                    if (rc == 1)
+                        rc = ol_storedrive_join(cl->stores[i], &want);
+                    if (rc < 0) {
+                        if (!err[0])
+                            snprintf(err, errlen, "drive %s: %s", cl->paths[i], ol_strerror(rc));
+                        goto out;
+                    }
                 }
+                ol_storedrive_set_member(cl->sd[i], &want);
+                local[pos] = cl->sd[i];
+                drv[pos] = ol_storedrive_drive(cl->sd[i]);
+            } else {
+                struct ol_remotedrive_opts ro = {
+                    .net = cl->net,
+                    .addr = nd->ucx_addr,
+                    .drive = (uint32_t)drive_index(map, md->id, md->node),
+                    .timeout_ms = cl->drive_timeout_ms,
+                    .down_ms = cl->drive_timeout_ms,
+                };
+                rc = ol_remotedrive_create(&ro, &cl->rds[cl->nrds]);
+                if (rc < 0)
+                    goto out;
+                drv[pos] = ol_remotedrive_drive(cl->rds[cl->nrds++]);
             }
         }
     }
-    rc = ol_deploy_assemble(cfg, n, k, m, drv, local, (const char *const *)names, id, &cl->hlc,
-                            &cl->dp, err, errlen);
-    if (rc == 0) {
-        snprintf(cl->dp->node, sizeof(cl->dp->node), "%s", cl->name);
-        snprintf(cl->dp->cluster, sizeof(cl->dp->cluster), "%s", cl->cluster);
-        atomic_store(&cl->dp->epoch, map->epoch);
+    /* The buckets first: a request that counts drives for a bucket never
+     * sees the new drives without them. */
+    if (atomic_load(&cl->dp->npools) > 0) {
+        struct bucket_names bn = {0};
+        (void)ol_deploy_bucket_list(cl->dp, bucket_acc_cb, &bn);
+        int64_t now = ol_wall_ns();
+        for (unsigned b = 0; b < bn.n; b++)
+            for (unsigned i = 0; i < n; i++)
+                if (drv[i].ops->bucket_create)
+                    (void)drv[i].ops->bucket_create(drv[i].d, bn.names[b], now);
+        free(bn.names);
     }
+    rc = ol_deploy_add_pool(cl->dp, pl->id, n, drv, local, (const char *const *)names, err, errlen);
+    if (rc == 0)
+        cl->built[cl->nbuilt++] = pl->id;
 out:
+    if (rc < 0) { /* the remote drives made here go again */
+        for (unsigned i = nrds0; i < cl->nrds; i++)
+            ol_remotedrive_destroy(cl->rds[i]);
+        cl->nrds = nrds0;
+    }
     for (unsigned i = 0; names && i < n; i++)
         free(names[i]);
     free(names);
     free(local);
     free(drv);
     return rc;
+}
+
+/* The deployment over every pool of the map, in map order: each pool a
+ * placement domain of its own (deploy.h). */
+static int build(struct ol_cluster *cl, const struct ol_cfg *cfg, const struct ol_map *map,
+                 char *err, size_t errlen)
+{
+    unsigned k = 0, m = 0;
+    if (map->npools == 0 || pool_geometry(map, &map->pools[0], &k, &m) < 0)
+        return -OL_EMAP;
+    uint8_t id[16];
+    ol_cluster_deploy_id(cl->cluster, id);
+    cl->rds = calloc(OL_EC_MAX_DRIVES, sizeof(*cl->rds));
+    if (!cl->rds)
+        return -ENOMEM;
+    int rc = ol_deploy_assemble(cfg, k, m, id, &cl->hlc, &cl->dp, err, errlen);
+    if (rc < 0)
+        return rc;
+    snprintf(cl->dp->node, sizeof(cl->dp->node), "%s", cl->name);
+    snprintf(cl->dp->cluster, sizeof(cl->dp->cluster), "%s", cl->cluster);
+    for (unsigned p = 0; p < map->npools; p++) {
+        rc = add_map_pool(cl, map, &map->pools[p], err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    atomic_store(&cl->dp->epoch, map->epoch);
+    return 0;
+}
+
+/* ---- following the map (the map thread) ---- */
+
+/* What the map thread saw last, for the admin routes (any thread). */
+static struct ol_cluster *g_cluster;
+
+struct states_arg {
+    char (*live)[OL_MAP_MAX_NAME + 1];
+    unsigned nlive;
+};
+
+static bool is_live(const struct states_arg *a, const char *name)
+{
+    for (unsigned i = 0; i < a->nlive; i++)
+        if (strcmp(a->live[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Marks down the nodes without a membership key and up those with one;
+ * -EALREADY when the map already says so (nothing is stored). */
+static int mark_states(void *arg, struct ol_map *map)
+{
+    const struct states_arg *a = arg;
+    bool changed = false;
+    for (unsigned i = 0; i < map->nnodes; i++) {
+        enum ol_map_node_state want = is_live(a, map->nodes[i].name) ? OL_NODE_UP : OL_NODE_DOWN;
+        if (map->nodes[i].state != want) {
+            map->nodes[i].state = want;
+            changed = true;
+        }
+    }
+    return changed ? 0 : -EALREADY;
+}
+
+/* The registered nodes (cluster/member.h's keys). */
+static int read_live(struct ol_cluster *cl, struct states_arg *a)
+{
+    char prefix[OL_MAP_MAX_NAME + 64];
+    snprintf(prefix, sizeof(prefix), OL_MEMBER_PREFIX_FMT, cl->cluster);
+    struct ol_etcd_range r = {0};
+    int rc = ol_etcd_get_prefix(cl->etcd, prefix, OL_MAP_MAX_NODES, &r);
+    if (rc < 0)
+        return rc;
+    a->live = calloc(r.n + 1, sizeof(*a->live));
+    if (!a->live) {
+        ol_etcd_range_clear(&r);
+        return -ENOMEM;
+    }
+    size_t pl = strlen(prefix);
+    for (size_t i = 0; i < r.n; i++) {
+        const char *k = r.kvs[i].key;
+        if (strlen(k) > pl && strlen(k) - pl <= OL_MAP_MAX_NAME)
+            snprintf(a->live[a->nlive++], OL_MAP_MAX_NAME + 1, "%s", k + pl);
+    }
+    ol_etcd_range_clear(&r);
+    return 0;
+}
+
+/* Keeps the admin's view of the nodes (name, state, S3 address) as JSON. */
+static void publish_nodes(struct ol_cluster *cl, const struct ol_map *map)
+{
+    size_t cap = 64 + (size_t)map->nnodes * (OL_MAP_MAX_NAME + OL_MAP_MAX_ADDR + 64), n = 0;
+    char *j = malloc(cap);
+    if (!j)
+        return;
+    n += (size_t)snprintf(j + n, cap - n, "[");
+    for (unsigned i = 0; i < map->nnodes && n < cap; i++)
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"name\":\"%s\",\"state\":\"%s\",\"s3\":\"%s\"}",
+                              i ? "," : "", map->nodes[i].name,
+                              ol_map_node_state_name(map->nodes[i].state), map->nodes[i].s3_addr);
+    if (n < cap)
+        snprintf(j + n, cap - n, "]");
+    pthread_mutex_lock(&cl->mu);
+    free(cl->nodes_json);
+    cl->nodes_json = j;
+    pthread_mutex_unlock(&cl->mu);
+}
+
+int ol_cluster_nodes_json(char *buf, size_t cap)
+{
+    struct ol_cluster *cl = g_cluster;
+    if (!cl || cap == 0)
+        return -ENOENT;
+    pthread_mutex_lock(&cl->mu);
+    int rc = cl->nodes_json ? 0 : -ENOENT;
+    if (rc == 0)
+        snprintf(buf, cap, "%s", cl->nodes_json);
+    pthread_mutex_unlock(&cl->mu);
+    return rc;
+}
+
+/* One look at the map: pools that joined, node states, free space. */
+static void follow_once(struct ol_cluster *cl)
+{
+    struct ol_map map;
+    char why[256] = "";
+    int rc = ol_map_load(cl->etcd, cl->cluster, &map, why, sizeof(why));
+    if (rc < 0) {
+        ol_debug("cluster %s: cannot read the map: %s %s", cl->cluster, ol_strerror(rc), why);
+        return;
+    }
+    if (map.epoch > atomic_load(&cl->dp->epoch)) {
+        bool all = true;
+        for (unsigned p = 0; p < map.npools; p++) {
+            const struct ol_map_pool *pl = &map.pools[p];
+            if (pool_built(cl, pl->id) || cl->refused == pl->id + 1)
+                continue;
+            char err[512] = "";
+            rc = add_map_pool(cl, &map, pl, err, sizeof(err));
+            if (rc == -EINVAL)
+                cl->refused = pl->id + 1; /* said once; a restart retries */
+            if (rc < 0) {
+                all = false;
+                ol_warn("cluster %s: cannot add pool %" PRIu32 ": %s", cl->cluster, pl->id,
+                        err[0] ? err : ol_strerror(rc));
+                break;
+            }
+            ol_info("cluster %s: node %s added pool %" PRIu32 " (%u sets) at map epoch %" PRIu64,
+                    cl->cluster, cl->name, pl->id, pl->nsets, map.epoch);
+        }
+        if (all)
+            atomic_store(&cl->dp->epoch, map.epoch);
+    }
+    struct states_arg a = {0};
+    if (read_live(cl, &a) == 0) {
+        struct states_arg probe = a;
+        bool differ = mark_states(&probe, &map) == 0; /* on our copy: only asks */
+        if (differ) {
+            struct ol_map out;
+            rc = ol_map_update(cl->etcd, cl->cluster, false, mark_states, &a, MAP_TRIES, &out);
+            if (rc == 0) {
+                ol_map_free(&map);
+                map = out;
+            } else if (rc != -EALREADY) {
+                ol_debug("cluster %s: cannot mark node states: %s", cl->cluster, ol_strerror(rc));
+            }
+        }
+        free(a.live);
+    }
+    publish_nodes(cl, &map);
+    ol_map_free(&map);
+    (void)ol_deploy_refresh_space(cl->dp);
+}
+
+static void *map_thread(void *arg)
+{
+    struct ol_cluster *cl = arg;
+    while (!atomic_load(&cl->stop)) {
+        follow_once(cl);
+        for (unsigned slept = 0; slept < POLL_MS && !atomic_load(&cl->stop); slept += 50)
+            usleep(50 * 1000);
+    }
+    return NULL;
 }
 
 /* ---- start and stop ---- */
@@ -429,6 +725,8 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
     struct ol_cluster *cl = calloc(1, sizeof(*cl));
     if (!cl)
         return -ENOMEM;
+    pthread_mutex_init(&cl->mu, NULL);
+    cl->drive_timeout_ms = (unsigned)cfg->drive_timeout_ms;
     snprintf(cl->cluster, sizeof(cl->cluster), "%s", cfg->cluster_name);
     if (cfg->node[0])
         snprintf(cl->name, sizeof(cl->name), "%s", cfg->node);
@@ -525,10 +823,23 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
     rc = build(cl, cfg, &map, err, errlen);
     if (rc < 0)
         goto fail;
-    ol_info("cluster %s: node %s serves map epoch %" PRIu64 " (%u nodes, %u drives, %u sets)",
-            cl->cluster, cl->name, map.epoch, map.nnodes, map.ndrives, map.nsets);
+    ol_info("cluster %s: node %s serves map epoch %" PRIu64 " (%u nodes, %u drives, %u sets, "
+            "%u pools)",
+            cl->cluster, cl->name, map.epoch, map.nnodes, map.ndrives, map.nsets, map.npools);
+    publish_nodes(cl, &map);
     ol_map_free(&map);
-    ol_etcd_destroy(etcd);
+    have_map = false;
+    /* 6. follow the map: pools that join, node states, free space */
+    cl->etcd = etcd;
+    etcd = NULL;
+    rc = pthread_create(&cl->thread, NULL, map_thread, cl);
+    if (rc != 0) {
+        rc = -rc;
+        snprintf(err, errlen, "cannot start the map thread: %s", strerror(-rc));
+        goto fail;
+    }
+    cl->thread_started = true;
+    g_cluster = cl;
     *out = cl;
     return 0;
 fail:
@@ -550,6 +861,13 @@ void ol_cluster_close(struct ol_cluster *cl)
 {
     if (!cl)
         return;
+    if (cl->thread_started) {
+        atomic_store(&cl->stop, true);
+        pthread_join(cl->thread, NULL);
+    }
+    if (g_cluster == cl)
+        g_cluster = NULL;
+    ol_etcd_destroy(cl->etcd);
     ol_deploy_close(cl->dp);
     if (cl->mem)
         ol_member_stop(cl->mem, true);
@@ -571,5 +889,7 @@ void ol_cluster_close(struct ol_cluster *cl)
     free(cl->stores);
     free(cl->sd);
     free(cl->ids);
+    free(cl->nodes_json);
+    pthread_mutex_destroy(&cl->mu);
     free(cl);
 }

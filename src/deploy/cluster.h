@@ -18,12 +18,30 @@
  * derived from the cluster name (ol_cluster_deploy_id) and its position in
  * the deployment: a directory of another cluster or deployment is refused.
  *
- * The deployment is built once, from the map read at start: pools added
- * later are seen by a restart (not built yet: following the map live).
- * All sets must share k and m (one placement over all of them).
+ * Pools.  Each pool of the map is a placement domain of the deployment
+ * (deploy/deploy.h): a key hashes to a set within the pool that holds it,
+ * and a new key goes to a pool by free space.  A drive's identity is its
+ * position in its pool and the pool's drive count (so pool 0 keeps the
+ * identities a one-pool cluster always had).  All sets must share k and m
+ * for now (a pool of another geometry is refused, logged).
+ *
+ * Following the map.  After the start the map thread (one pthread, the
+ * only user of its etcd client) reads the map every second and
+ *   - adds the pools it has not built yet (a higher epoch told it), with
+ *     remote drives to the new nodes (local ones where they are this
+ *     node's); the buckets are created on the new drives first; the pool
+ *     is then published to the running deployment (ol_deploy_add_pool: no
+ *     lock, requests in flight see the old pools or the new ones);
+ *   - marks down every node of the map that has no membership key (its
+ *     lease expired: cluster/member.h) and up every one that has, by CAS
+ *     (ol_map_update; any live node may do it, several at once only cost a
+ *     retry);
+ *   - measures the free space of every pool's drives (the pool choice of
+ *     new keys).
+ * Old objects are never moved (no rebalancing).
  *
  * Threads: open and close from the main thread, before the loops start and
- * after they stopped; the etcd client lives only inside open.
+ * after they stopped (close stops the map thread first).
  */
 #ifndef OL_DEPLOY_CLUSTER_H
 #define OL_DEPLOY_CLUSTER_H
@@ -48,6 +66,11 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
 struct ol_deploy *ol_cluster_deploy(struct ol_cluster *cl);
 /* Leaves the cluster (revokes the lease), stops serving drives, closes. */
 void ol_cluster_close(struct ol_cluster *cl);
+
+/* The map's nodes as the map thread last saw them, a JSON array of
+ * {"name","state","s3"}, into buf (truncated to cap).  Any thread.  0, or
+ * -ENOENT when this process is no cluster node. */
+int ol_cluster_nodes_json(char *buf, size_t cap);
 
 /* "h1:p1,http://h2:p2" -> "http://h1:p1,http://h2:p2" (what cluster/etcd.h
  * takes).  0 or -EINVAL (empty, too long for cap). */

@@ -30,10 +30,9 @@
 #include "obj/ec_multipart.h"
 #include "store/store.h"
 
-#define EC_CHUNK_BYTES (1u << 20)  /* body bytes per read or receive step */
-#define EC_ITER_PAGE 128u          /* keys per set per listing step */
+#define EC_CHUNK_BYTES (1u << 20) /* body bytes per read or receive step */
+#define EC_ITER_PAGE 128u         /* keys per set per listing step */
 #define EC_MAX_BUCKETS 100000u
-
 
 /* ---- the deployment ---- */
 
@@ -54,6 +53,7 @@ void ol_deploy_close(struct ol_deploy *ec)
             free(ec->paths[i]);
     }
     free(ec->drv);
+    free((void *)ec->seen);
     free(ec->sets);
     free(ec->drives);
     free(ec->stores);
@@ -197,22 +197,29 @@ out:
     return rc;
 }
 
-/* One erasure set per k+m drives of ec->drv, in order. */
-static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, size_t errlen)
+/* One erasure set per k+m drives of ec->drv, sets[first_set + s] over the
+ * drives from first_drive on. */
+static int make_sets(struct ol_deploy *ec, unsigned first_set, unsigned first_drive, unsigned nsets,
+                     char *err, size_t errlen)
 {
-    for (unsigned s = 0; s < ec->nsets; s++) {
+    for (unsigned s = 0; s < nsets; s++) {
         unsigned size = ec->k + ec->m;
         struct ol_eset_cfg c;
         ol_eset_cfg_default(&c);
         c.k = ec->k;
         c.m = ec->m;
-        c.drives = &ec->drv[s * size];
+        c.drives = &ec->drv[first_drive + s * size];
         c.hlc = ec->clock;
-        c.read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
+        c.read_timeout_ms = ec->read_timeout_ms;
         memcpy(c.deployment_id, ec->deploy_id, 16);
-        int rc = ol_eset_create(&c, &ec->sets[s]);
+        int rc = ol_eset_create(&c, &ec->sets[first_set + s]);
         if (rc < 0) {
-            snprintf(err, errlen, "cannot create erasure set %u: %s", s, ol_strerror(rc));
+            snprintf(err, errlen, "cannot create erasure set %u: %s", first_set + s,
+                     ol_strerror(rc));
+            for (unsigned t = 0; t < s; t++) {
+                ol_eset_destroy(ec->sets[first_set + t]);
+                ec->sets[first_set + t] = NULL;
+            }
             return rc;
         }
     }
@@ -228,52 +235,48 @@ static int make_sets(struct ol_deploy *ec, const struct ol_cfg *cfg, char *err, 
     return 0;
 }
 
-int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
-                       const struct ol_drive *drives, struct ol_storedrive *const *local,
-                       const char *const *names, const uint8_t id[16], struct ol_hlc *hlc,
-                       struct ol_deploy **out, char *err, size_t errlen)
+int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned k, unsigned m, const uint8_t id[16],
+                       struct ol_hlc *hlc, struct ol_deploy **out, char *err, size_t errlen)
 {
     struct ol_deploy *ec = calloc(1, sizeof(*ec));
     if (!ec)
         return -ENOMEM;
     ec->borrowed = true;
-    ec->ndrives = n;
     memcpy(ec->deploy_id, id, 16);
-    int rc = ol_ec_placement_init(&ec->place, n, k, m, id);
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot group %u drives into erasure sets of %u+%u", n, k, m);
+    struct ol_ec_placement probe;
+    int rc = ol_ec_placement_init(&probe, k + m, k, m, id);
+    if (rc < 0 || k == 0) {
+        rc = -EINVAL;
+        snprintf(err, errlen, "erasure sets of %u+%u are not possible", k, m);
         goto fail;
     }
+    /* The placement of a deployment without pools is never used: set_of
+     * needs a pool (the cluster adds one before it serves). */
+    ec->place = probe;
     ec->k = k;
     ec->m = m;
-    ec->nsets = ec->place.nsets;
     ec->scrub_interval_ms = cfg->scrub_interval_ms;
     ec->scrub_per_sec = cfg->scrub_objects_per_sec;
     ec->drive_check_ms = cfg->ec_drive_check_ms;
     ec->body_wait_ms = (unsigned)cfg->body_memory_wait_ms;
+    ec->read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
     ol_hlc_init(&ec->hlc, 1, nonce, NULL, NULL);
     ec->clock = hlc ? hlc : &ec->hlc;
+    /* At capacity from the start: a pool added later fills entries, never
+     * moves them ("Growing while serving", deploy.h). */
+    ec->cap_drives = OL_EC_MAX_DRIVES;
+    ec->cap_sets = OL_EC_MAX_DRIVES / (k + m);
     rc = -ENOMEM;
-    ec->paths = calloc(n, sizeof(*ec->paths));
-    ec->stores = calloc(n, sizeof(*ec->stores));
-    ec->drives = calloc(n, sizeof(*ec->drives));
-    ec->drv = calloc(n, sizeof(*ec->drv));
-    ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
-        goto fail;
-    for (unsigned i = 0; i < n; i++) {
-        ec->paths[i] = strdup(names[i]);
-        if (!ec->paths[i])
-            goto fail;
-        ec->drv[i] = drives[i];
-        ec->drives[i] = local[i];
-        ec->stores[i] = local[i] ? ol_storedrive_store(local[i]) : NULL;
-    }
-    rc = make_sets(ec, cfg, err, errlen);
-    if (rc < 0)
+    ec->paths = calloc(ec->cap_drives, sizeof(*ec->paths));
+    ec->stores = calloc(ec->cap_drives, sizeof(*ec->stores));
+    ec->drives = calloc(ec->cap_drives, sizeof(*ec->drives));
+    ec->drv = calloc(ec->cap_drives, sizeof(*ec->drv));
+    ec->sets = calloc(ec->cap_sets, sizeof(*ec->sets));
+    ec->seen = calloc(ec->cap_drives, sizeof(*ec->seen));
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets || !ec->seen)
         goto fail;
     *out = ec;
     return 0;
@@ -284,9 +287,65 @@ fail:
     return rc;
 }
 
+int ol_deploy_add_pool(struct ol_deploy *ec, uint32_t pool_id, unsigned n,
+                       const struct ol_drive *drives, struct ol_storedrive *const *local,
+                       const char *const *names, char *err, size_t errlen)
+{
+    unsigned np = atomic_load(&ec->npools), nd = atomic_load(&ec->ndrives);
+    unsigned ns = atomic_load(&ec->nsets);
+    if (np >= OL_DEPLOY_MAX_POOLS || n > ec->cap_drives - nd) {
+        snprintf(err, errlen, "a deployment holds at most %u pools and %u drives",
+                 (unsigned)OL_DEPLOY_MAX_POOLS, ec->cap_drives);
+        return -OL_ETOOLARGE;
+    }
+    struct ol_deploy_pool *p = &ec->pools[np];
+    struct ol_ec_placement place;
+    int rc = ol_ec_placement_init(&place, n, ec->k, ec->m, ec->deploy_id);
+    if (rc < 0 || n == 0) {
+        snprintf(err, errlen, "cannot group %u drives into erasure sets of %u+%u", n, ec->k, ec->m);
+        return -EINVAL;
+    }
+    if (place.nsets > ec->cap_sets - ns)
+        return -OL_ETOOLARGE;
+    for (unsigned i = 0; i < n; i++) {
+        ec->paths[nd + i] = strdup(names[i]);
+        if (!ec->paths[nd + i]) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        ec->drv[nd + i] = drives[i];
+        ec->drives[nd + i] = local[i];
+        ec->stores[nd + i] = local[i] ? ol_storedrive_store(local[i]) : NULL;
+    }
+    rc = make_sets(ec, ns, nd, place.nsets, err, errlen);
+    if (rc < 0)
+        goto fail;
+    p->id = pool_id;
+    p->first_set = ns;
+    p->nsets = place.nsets;
+    p->first_drive = nd;
+    p->ndrives = n;
+    p->place = place;
+    atomic_store(&p->free_bytes, UINT64_MAX);
+    if (np == 0)
+        ec->place = place;
+    /* Publish: the entries first, then the counts, the pool count last. */
+    atomic_store(&ec->ndrives, nd + n);
+    atomic_store(&ec->nsets, ns + place.nsets);
+    atomic_store(&ec->npools, np + 1);
+    return 0;
+fail:
+    for (unsigned i = 0; i < n; i++) {
+        free(ec->paths[nd + i]);
+        ec->paths[nd + i] = NULL;
+        ec->drives[nd + i] = NULL;
+        ec->stores[nd + i] = NULL;
+    }
+    return rc;
+}
+
 int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n,
-                  const struct ol_store_opts *so, struct ol_deploy **out, char *err,
-                  size_t errlen)
+                   const struct ol_store_opts *so, struct ol_deploy **out, char *err, size_t errlen)
 {
     struct ol_deploy *ec = calloc(1, sizeof(*ec));
     int rc = -ENOMEM;
@@ -298,9 +357,10 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     rc = ol_ec_placement_init(&ec->place, n, (unsigned)cfg->ec_data, (unsigned)cfg->ec_parity,
                               ol_storedrive_legacy_id);
     if (rc < 0) {
-        snprintf(err, errlen, "cannot group %u drives into erasure sets with ec_data %" PRId64
-                 " and ec_parity %" PRId64 " (k+m must divide the drive count)", n,
-                 cfg->ec_data, cfg->ec_parity);
+        snprintf(err, errlen,
+                 "cannot group %u drives into erasure sets with ec_data %" PRId64
+                 " and ec_parity %" PRId64 " (k+m must divide the drive count)",
+                 n, cfg->ec_data, cfg->ec_parity);
         goto fail;
     }
     ec->k = ec->place.k;
@@ -308,6 +368,9 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     ec->nsets = ec->place.nsets;
     ec->scrub_interval_ms = cfg->scrub_interval_ms;
     ec->scrub_per_sec = cfg->scrub_objects_per_sec;
+    ec->read_timeout_ms = (unsigned)cfg->ec_read_timeout_ms;
+    ec->cap_drives = n;
+    ec->cap_sets = ec->nsets;
     uint32_t nonce = 0;
     if (getrandom(&nonce, sizeof(nonce), 0) != (ssize_t)sizeof(nonce))
         nonce = (uint32_t)time(NULL) ^ (uint32_t)getpid();
@@ -318,8 +381,9 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     ec->drives = calloc(n, sizeof(*ec->drives));
     ec->drv = calloc(n, sizeof(*ec->drv));
     ec->sets = calloc(ec->nsets, sizeof(*ec->sets));
+    ec->seen = calloc(n, sizeof(*ec->seen));
     rc = -ENOMEM;
-    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets)
+    if (!ec->paths || !ec->stores || !ec->drives || !ec->drv || !ec->sets || !ec->seen)
         goto fail;
     struct ol_storedrive_policy pol;
     ol_storedrive_policy_default(&pol);
@@ -378,9 +442,17 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
     OL_ASSERT(rc == 0 && ec->place.nsets == ec->nsets);
     for (unsigned i = 0; i < n; i++)
         ec->drv[i] = ol_storedrive_drive(ec->drives[i]);
-    rc = make_sets(ec, cfg, err, errlen);
+    rc = make_sets(ec, 0, 0, ec->nsets, err, errlen);
     if (rc < 0)
         goto fail;
+    /* One pool, every drive: placement as it always was. */
+    ec->pools[0].first_set = 0;
+    ec->pools[0].nsets = ec->nsets;
+    ec->pools[0].first_drive = 0;
+    ec->pools[0].ndrives = n;
+    ec->pools[0].place = ec->place;
+    atomic_store(&ec->pools[0].free_bytes, UINT64_MAX);
+    atomic_store(&ec->npools, 1);
     *out = ec;
     return 0;
 fail:
@@ -399,20 +471,227 @@ void ol_deploy_describe(const struct ol_deploy *ec, char *buf, size_t cap)
              ec->nsets, ec->nsets == 1 ? "" : "s", ec->k, ec->m, id);
 }
 
-static struct ol_eset *set_of(struct ol_deploy *ec, const char *bucket, const char *key,
-                              size_t klen)
+/* ---- pools ---- */
+
+/* Runs fn(ctx, i) for i in [0, n): at once, a fiber each, when parallel and
+ * the caller is a fiber (the calls are network round trips); one after
+ * another otherwise.  The fibers share the caller's loop thread, so fn needs
+ * no lock; it must write only its own slot of ctx. */
+struct par_state {
+    unsigned left;
+    struct ol_fiber *waiter; /* set once parked: a wake before that would
+                              * hit a park inside the caller's own calls */
+};
+struct par_call {
+    unsigned i;
+    void (*fn)(void *ctx, unsigned i);
+    void *ctx;
+    struct par_state *st;
+};
+
+static void par_fiber(void *arg)
 {
-    if (ec->nsets == 1)
-        return ec->sets[0];
+    struct par_call *c = arg;
+    c->fn(c->ctx, c->i);
+    if (--c->st->left == 0 && c->st->waiter)
+        ol_fiber_wake(c->st->waiter);
+}
+
+static void par_run(unsigned n, void (*fn)(void *ctx, unsigned i), void *ctx, bool parallel)
+{
+    struct ol_loop *loop = ol_loop_current();
+    struct ol_fiber *me = ol_fiber_current();
+    struct par_call *c = parallel && loop && me && n > 1 ? calloc(n, sizeof(*c)) : NULL;
+    if (!c) {
+        for (unsigned i = 0; i < n; i++)
+            fn(ctx, i);
+        return;
+    }
+    struct par_state st = {.left = 1}; /* 1: ours, until every call is started */
+    for (unsigned i = 0; i < n; i++) {
+        c[i] = (struct par_call){i, fn, ctx, &st};
+        st.left++;
+        if (ol_fiber_spawn(loop, par_fiber, &c[i]) != 0) {
+            st.left--; /* no fiber left: here (backpressure, not failure) */
+            fn(ctx, i);
+        }
+    }
+    st.left--;
+    for (unsigned guard = 0; st.left > 0 && guard < (1u << 20); guard++) {
+        st.waiter = me;
+        ol_fiber_park();
+        st.waiter = NULL;
+    }
+    OL_ASSERT(st.left == 0);
+    free(c);
+}
+
+struct ol_eset *ol_deploy_set_in(struct ol_deploy *ec, unsigned p, const char *bucket,
+                                 const char *key, size_t klen)
+{
+    OL_ASSERT(p < atomic_load(&ec->npools));
+    const struct ol_deploy_pool *pl = &ec->pools[p];
+    if (pl->nsets == 1)
+        return ec->sets[pl->first_set];
     struct ol_ec_target t;
-    ol_ec_place(&ec->place, bucket, key, klen, &t);
-    return ec->sets[t.set];
+    ol_ec_place(&pl->place, bucket, key, klen, &t);
+    return ec->sets[pl->first_set + t.set];
+}
+
+unsigned ol_deploy_pick_weighted(const uint64_t *free_bytes, unsigned n, uint64_t r)
+{
+    OL_ASSERT(n >= 1);
+    /* Weights in MiB (sums of up to 64 pools of exabytes fit 64 bits). */
+    uint64_t w[OL_DEPLOY_MAX_POOLS], known = 0, total = 0;
+    unsigned nknown = 0;
+    if (n > OL_DEPLOY_MAX_POOLS)
+        n = OL_DEPLOY_MAX_POOLS;
+    for (unsigned i = 0; i < n; i++) {
+        if (free_bytes[i] != UINT64_MAX) {
+            known += free_bytes[i] >> 20;
+            nknown++;
+        }
+    }
+    uint64_t avg = nknown ? known / nknown : 1;
+    for (unsigned i = 0; i < n; i++) {
+        w[i] = free_bytes[i] == UINT64_MAX ? avg : free_bytes[i] >> 20;
+        total += w[i];
+    }
+    if (total == 0) /* every pool full or unmeasured at 0: spread evenly */
+        return (unsigned)(r % n);
+    uint64_t x = r % total;
+    for (unsigned i = 0; i < n; i++) {
+        if (x < w[i])
+            return i;
+        x -= w[i];
+    }
+    return n - 1;
+}
+
+unsigned ol_deploy_pick_pool(struct ol_deploy *ec)
+{
+    unsigned np = atomic_load(&ec->npools);
+    if (np <= 1)
+        return 0;
+    uint64_t f[OL_DEPLOY_MAX_POOLS];
+    for (unsigned i = 0; i < np; i++)
+        f[i] = atomic_load(&ec->pools[i].free_bytes);
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+        r = (uint64_t)ol_mono_ms() * 0x9e3779b97f4a7c15ull;
+    return ol_deploy_pick_weighted(f, np, r);
+}
+
+struct locate_q {
+    struct ol_deploy *ec;
+    const char *bucket, *key;
+    size_t klen;
+    int rc[OL_DEPLOY_MAX_POOLS];
+    struct ol_eset_obj newest[OL_DEPLOY_MAX_POOLS];
+};
+
+static void q_locate(void *ctx, unsigned p)
+{
+    struct locate_q *q = ctx;
+    q->rc[p] = ol_eset_versions(ol_deploy_set_in(q->ec, p, q->bucket, q->key, q->klen), q->bucket,
+                                q->key, q->klen, &q->newest[p], 1);
+}
+
+int ol_deploy_locate(struct ol_deploy *ec, const char *bucket, const char *key, size_t klen,
+                     unsigned *pool)
+{
+    unsigned np = atomic_load(&ec->npools);
+    OL_ASSERT(np >= 1);
+    *pool = 0;
+    struct locate_q *q = calloc(1, sizeof(*q));
+    if (!q)
+        return -ENOMEM;
+    q->ec = ec;
+    q->bucket = bucket;
+    q->key = key;
+    q->klen = klen;
+    par_run(np, q_locate, q, ec->borrowed);
+    int best = -1, failed = -1, err = 0;
+    for (unsigned p = 0; p < np; p++) {
+        if (q->rc[p] < 0) {
+            if (failed < 0) {
+                failed = (int)p;
+                err = q->rc[p];
+            }
+            continue;
+        }
+        if (q->rc[p] > 0 &&
+            (best < 0 || ol_version_id_cmp(&q->newest[p].vid, &q->newest[best].vid) > 0))
+            best = (int)p;
+    }
+    free(q);
+    if (best >= 0) {
+        *pool = (unsigned)best;
+        return 1;
+    }
+    if (failed >= 0) {
+        *pool = (unsigned)failed;
+        return err;
+    }
+    *pool = ol_deploy_pick_pool(ec);
+    return 0;
 }
 
 struct ol_eset *ol_deploy_set_of(struct ol_deploy *ec, const char *bucket, const char *key,
-                                size_t klen)
+                                 size_t klen)
 {
-    return set_of(ec, bucket, key, klen);
+    unsigned np = atomic_load(&ec->npools);
+    if (np == 1) /* one pool: no question to ask (single-node mode always) */
+        return ol_deploy_set_in(ec, 0, bucket, key, klen);
+    unsigned p = 0;
+    (void)ol_deploy_locate(ec, bucket, key, klen, &p);
+    return ol_deploy_set_in(ec, p, bucket, key, klen);
+}
+
+unsigned ol_deploy_pool_of_set(const struct ol_deploy *ec, unsigned s)
+{
+    unsigned np = atomic_load(&ec->npools);
+    for (unsigned p = 0; p < np; p++)
+        if (s >= ec->pools[p].first_set && s < ec->pools[p].first_set + ec->pools[p].nsets)
+            return p;
+    return 0;
+}
+
+struct space_q {
+    struct ol_deploy *ec;
+    uint64_t *free;
+};
+
+static void q_space(void *ctx, unsigned i)
+{
+    struct space_q *q = ctx;
+    const struct ol_drive *d = &q->ec->drv[i];
+    uint64_t fr = 0, tot = 0;
+    if (!d->ops->space)
+        return;
+    int rc = d->ops->space(d->d, &fr, &tot);
+    if (rc == 0)
+        q->free[i] = fr;
+    atomic_store(&q->ec->seen[i], rc == 0 ? 1 : 2);
+}
+
+int ol_deploy_refresh_space(struct ol_deploy *ec)
+{
+    unsigned np = atomic_load(&ec->npools), nd = atomic_load(&ec->ndrives);
+    uint64_t *fr = calloc(nd ? nd : 1, sizeof(*fr));
+    if (!fr)
+        return -ENOMEM;
+    struct space_q q = {ec, fr};
+    par_run(nd, q_space, &q, ec->borrowed);
+    for (unsigned p = 0; p < np; p++) {
+        const struct ol_deploy_pool *pl = &ec->pools[p];
+        uint64_t sum = 0;
+        for (unsigned i = 0; i < pl->ndrives && pl->first_drive + i < nd; i++)
+            sum += fr[pl->first_drive + i];
+        atomic_store(&ec->pools[p].free_bytes, sum == UINT64_MAX ? sum - 1 : sum);
+    }
+    free(fr);
+    return 0;
 }
 
 unsigned ol_deploy_nsets(const struct ol_deploy *ec)
@@ -435,55 +714,32 @@ struct ol_eset *ol_deploy_set(struct ol_deploy *ec, unsigned i)
  * fibers share the caller's loop thread, so fn needs no lock; it must
  * write only its own drive's slot of ctx (or what a cooperative loop
  * makes safe). */
-struct each_state {
-    unsigned left;
-    struct ol_fiber *waiter; /* set once parked: a wake before that would
-                              * hit a park inside the caller's own calls */
-};
 struct each_call {
     struct ol_deploy *ec;
-    unsigned i;
+    unsigned lo;
     void (*fn)(struct ol_deploy *ec, unsigned i, void *ctx);
     void *ctx;
-    struct each_state *st;
 };
 
-static void each_fiber(void *arg)
+static void each_one(void *ctx, unsigned i)
 {
-    struct each_call *c = arg;
-    c->fn(c->ec, c->i, c->ctx);
-    if (--c->st->left == 0 && c->st->waiter)
-        ol_fiber_wake(c->st->waiter);
+    struct each_call *c = ctx;
+    c->fn(c->ec, c->lo + i, c->ctx);
 }
 
-static void each_drive(struct ol_deploy *ec, void (*fn)(struct ol_deploy *, unsigned, void *),
-                       void *ctx)
+/* fn for drives lo..hi-1 (hi: a count the caller loaded once, see
+ * "Growing while serving" in deploy.h). */
+static void each_drive_range(struct ol_deploy *ec, unsigned lo, unsigned hi,
+                             void (*fn)(struct ol_deploy *, unsigned, void *), void *ctx)
 {
-    struct ol_loop *loop = ol_loop_current();
-    struct ol_fiber *me = ol_fiber_current();
-    struct each_call *c = ec->borrowed && loop && me ? calloc(ec->ndrives, sizeof(*c)) : NULL;
-    if (!c) {
-        for (unsigned i = 0; i < ec->ndrives; i++)
-            fn(ec, i, ctx);
-        return;
-    }
-    struct each_state st = {.left = 1}; /* 1: ours, until every call is started */
-    for (unsigned i = 0; i < ec->ndrives; i++) {
-        c[i] = (struct each_call){ec, i, fn, ctx, &st};
-        st.left++;
-        if (ol_fiber_spawn(loop, each_fiber, &c[i]) != 0) {
-            st.left--; /* no fiber left: here (backpressure, not failure) */
-            fn(ec, i, ctx);
-        }
-    }
-    st.left--;
-    for (unsigned guard = 0; st.left > 0 && guard < (1u << 20); guard++) {
-        st.waiter = me;
-        ol_fiber_park();
-        st.waiter = NULL;
-    }
-    OL_ASSERT(st.left == 0);
-    free(c);
+    struct each_call c = {ec, lo, fn, ctx};
+    par_run(hi > lo ? hi - lo : 0, each_one, &c, ec->borrowed);
+}
+
+static void each_drive(struct ol_deploy *ec, unsigned n,
+                       void (*fn)(struct ol_deploy *, unsigned, void *), void *ctx)
+{
+    each_drive_range(ec, 0, n, fn, ctx);
 }
 
 struct bucket_q {
@@ -503,21 +759,21 @@ static void q_create(struct ol_deploy *ec, unsigned i, void *ctx)
 {
     struct bucket_q *q = ctx;
     const struct ol_drive *d = &ec->drv[i];
-    q->rc[i] = d->ops->bucket_create ? d->ops->bucket_create(d->d, q->bucket, q->now)
-                                     : -EOPNOTSUPP;
+    q->rc[i] = d->ops->bucket_create ? d->ops->bucket_create(d->d, q->bucket, q->now) : -EOPNOTSUPP;
 }
 
 /* A bucket exists when at least half of the drives that answer hold it (a
  * replaced, empty drive lacks it until a heal).  1, 0, or -OL_EQUORUM. */
 static int bucket_exists(struct ol_deploy *ec, const char *bucket)
 {
+    unsigned nd = atomic_load(&ec->ndrives);
     unsigned answered = 0, have = 0;
-    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    int *rcs = calloc(nd, sizeof(*rcs));
     if (!rcs)
         return -ENOMEM;
     struct bucket_q q = {.bucket = bucket, .rc = rcs};
-    each_drive(ec, q_get, &q);
-    for (unsigned i = 0; i < ec->ndrives; i++) {
+    each_drive(ec, nd, q_get, &q);
+    for (unsigned i = 0; i < nd; i++) {
         int rc = rcs[i];
         if (rc == 0 || rc == -OL_ENOBUCKET) {
             answered++;
@@ -525,7 +781,7 @@ static int bucket_exists(struct ol_deploy *ec, const char *bucket)
         }
     }
     free(rcs);
-    if (answered < (ec->ndrives + 1) / 2)
+    if (answered < (nd + 1) / 2)
         return -OL_EQUORUM;
     return have > 0 && 2 * have >= answered;
 }
@@ -538,13 +794,14 @@ int ol_deploy_bucket_exists(struct ol_deploy *ec, const char *bucket)
 /* Creates the bucket on every drive that lacks it; returns how many hold it. */
 unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64_t now)
 {
+    unsigned nd = atomic_load(&ec->ndrives);
     unsigned ok = 0;
-    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    int *rcs = calloc(nd, sizeof(*rcs));
     if (!rcs)
         return 0;
     struct bucket_q q = {.bucket = bucket, .now = now, .rc = rcs};
-    each_drive(ec, q_create, &q);
-    for (unsigned i = 0; i < ec->ndrives; i++)
+    each_drive(ec, nd, q_create, &q);
+    for (unsigned i = 0; i < nd; i++)
         ok += rcs[i] == 0;
     free(rcs);
     return ok;
@@ -560,9 +817,9 @@ unsigned ol_deploy_bucket_spread(struct ol_deploy *ec, const char *bucket, int64
  * reaches, so the stamps only decide between drives that disagree (one
  * missed a put); then a setting made through one node after another node's
  * was acknowledged must win even when that node's wall clock runs ahead (the
- * existence check before the put has taken the drives' clocks in).  Nanoseconds-like, milliseconds * 10^6 + the logical counter (below
- * 65536): in the same order as the HLC stamps and comparable with the wall
- * nanoseconds that earlier versions wrote. */
+ * existence check before the put has taken the drives' clocks in).  Nanoseconds-like, milliseconds
+ * * 10^6 + the logical counter (below 65536): in the same order as the HLC stamps and comparable
+ * with the wall nanoseconds that earlier versions wrote. */
 static int64_t cfg_stamp(struct ol_deploy *ec)
 {
     uint64_t s = ol_hlc_now(ec->clock);
@@ -629,6 +886,7 @@ static void q_cfg_get(struct ol_deploy *ec, unsigned i, void *ctx)
 int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const char *name,
                                 const void *val, size_t len)
 {
+    unsigned nd = atomic_load(&ec->ndrives);
     int ex = bucket_exists(ec, bucket);
     if (ex <= 0)
         return ex < 0 ? ex : -OL_ENOBUCKET;
@@ -642,15 +900,15 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
         memcpy(v + CFG_HEAD, val, len);
     unsigned ok = 0;
     int last = -OL_EQUORUM;
-    int *rcs = calloc(ec->ndrives, sizeof(*rcs));
+    int *rcs = calloc(nd, sizeof(*rcs));
     if (!rcs) {
         free(v);
         return -ENOMEM;
     }
-    struct cfg_q q = {.bucket = bucket, .name = name, .v = v, .len = CFG_HEAD + (val ? len : 0),
-                      .rc = rcs};
-    each_drive(ec, q_cfg_put, &q);
-    for (unsigned i = 0; i < ec->ndrives; i++) {
+    struct cfg_q q = {
+        .bucket = bucket, .name = name, .v = v, .len = CFG_HEAD + (val ? len : 0), .rc = rcs};
+    each_drive(ec, nd, q_cfg_put, &q);
+    for (unsigned i = 0; i < nd; i++) {
         if (rcs[i] == -EOPNOTSUPP)
             continue; /* no bucket ops: not asked */
         if (rcs[i] == 0)
@@ -660,7 +918,7 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
     }
     free(rcs);
     free(v);
-    if (ok >= ec->ndrives / 2 + 1)
+    if (ok >= nd / 2 + 1)
         return 0;
     return last == -OL_ETOOLARGE ? last : -OL_EQUORUM;
 }
@@ -668,6 +926,7 @@ int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const 
 ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, const char *name,
                                     void *buf, size_t cap)
 {
+    unsigned nd = atomic_load(&ec->ndrives);
     int ex = bucket_exists(ec, bucket);
     if (ex <= 0)
         return ex < 0 ? ex : -OL_ENOBUCKET;
@@ -675,11 +934,16 @@ ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, co
     uint8_t *v = malloc(vcap);
     if (!v)
         return -ENOMEM;
-    struct cfg_q q = {.bucket = bucket, .name = name, .v = v, .len = vcap, .best = INT64_MIN,
-                      .best_len = -OL_ENOCONFIG, .buf = buf};
-    each_drive(ec, q_cfg_get, &q);
+    struct cfg_q q = {.bucket = bucket,
+                      .name = name,
+                      .v = v,
+                      .len = vcap,
+                      .best = INT64_MIN,
+                      .best_len = -OL_ENOCONFIG,
+                      .buf = buf};
+    each_drive(ec, nd, q_cfg_get, &q);
     free(v);
-    if (q.answered < (ec->ndrives + 1) / 2)
+    if (q.answered < (nd + 1) / 2)
         return -OL_EQUORUM;
     if (q.too_small && q.best_len == -OL_ENOCONFIG)
         return -ENOBUFS;
@@ -752,12 +1016,13 @@ static void q_list(struct ol_deploy *ec, unsigned i, void *ctx)
 /* The buckets held by at least half of the answering drives, sorted. */
 static int bucket_union(struct ol_deploy *ec, struct bucket_acc *a, unsigned *answered)
 {
+    unsigned nd = atomic_load(&ec->ndrives);
     memset(a, 0, sizeof(*a));
     *answered = 0;
     struct union_q q = {a, 0};
-    each_drive(ec, q_list, &q);
+    each_drive(ec, nd, q_list, &q);
     *answered = q.answered;
-    if (*answered < (ec->ndrives + 1) / 2)
+    if (*answered < (nd + 1) / 2)
         return -OL_EQUORUM;
     unsigned w = 0;
     for (unsigned i = 0; i < a->n; i++) {
@@ -1035,7 +1300,8 @@ int ol_deploy_heal(struct ol_deploy *ec, const char *bucket, const char *key, si
             return ex < 0 ? ex : -OL_ENOBUCKET;
         (void)ol_deploy_bucket_spread(ec, bucket, now_ns);
         if (key) {
-            rc = ol_eset_heal_object(set_of(ec, bucket, key, klen), bucket, key, klen, &hs);
+            rc = ol_eset_heal_object(ol_deploy_set_of(ec, bucket, key, klen), bucket, key, klen,
+                                     &hs);
             if (rc == -OL_ENOKEY)
                 rc = 0;
         } else {
@@ -1132,8 +1398,7 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     JS("openlake_ec_corrupt_shards_total %" PRIu64 "\n", atomic_load(&ec->st.corrupt_shards));
     JS("openlake_ec_scrub_passes_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_passes));
     JS("openlake_ec_scrub_objects_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_objects));
-    JS("openlake_ec_scrub_shards_rebuilt_total %" PRIu64 "\n",
-       atomic_load(&ec->st.scrub_shards));
+    JS("openlake_ec_scrub_shards_rebuilt_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_shards));
     JS("openlake_ec_scrub_errors_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_errors));
     JS("openlake_ec_monitor_heals_total %" PRIu64 "\n", atomic_load(&ec->st.monitor_heals));
     if (ec->catchup) {
@@ -1151,4 +1416,3 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     *np = n;
 }
 #undef JS
-

@@ -27,10 +27,43 @@ struct ol_bucket_info;
 struct ol_drive;
 struct ol_catchup;
 
+enum { OL_DEPLOY_MAX_POOLS = 64 /* = OL_MAP_MAX_POOLS */ };
+
+/* A pool: a placement domain of consecutive sets (dp->sets[first_set ..
+ * first_set + nsets)) over consecutive drives (dp->drv[first_drive ..
+ * first_drive + ndrives)).  A key hashes to one set of a pool with the
+ * pool's own placement (ec/placement.h over the pool's drives, keyed by the
+ * deployment id): pool 0 of a deployment places exactly as a deployment of
+ * one pool always did, and adding a pool moves no key.  Immutable once
+ * published, except free_bytes. */
+struct ol_deploy_pool {
+    uint32_t id; /* the cluster map's pool id (0 outside a cluster) */
+    unsigned first_set, nsets, first_drive, ndrives;
+    struct ol_ec_placement place;
+    /* Free bytes of the pool's drives (ol_deploy_refresh_space; a drive that
+     * does not answer counts 0); UINT64_MAX: not measured yet. */
+    _Atomic uint64_t free_bytes;
+};
+
 /* Read by s3/admin.c and obj/ec.c; written here and by the object layer
- * (the counters are atomics). */
+ * (the counters are atomics).
+ *
+ * Growing while serving.  A cluster adds pools to a running deployment
+ * (ol_deploy_add_pool, one adder at a time) while loop threads serve
+ * requests over it.  The arrays below are allocated at their capacity
+ * (cap_drives, cap_sets) when the deployment is made and never move; a new
+ * pool fills entries past the published counts and only then publishes
+ * ndrives, nsets and npools (atomic stores, in that order).  A reader loads
+ * a count once and uses the entries below it: those never change and are
+ * never freed before ol_deploy_close.  So a request sees the old pools or
+ * the new ones, never a half-built pool, and needs no lock.  A request that
+ * loops over drives or sets takes the count once (a pool added meanwhile is
+ * simply not part of that request). */
 struct ol_deploy {
-    unsigned ndrives, nsets, k, m;
+    _Atomic unsigned ndrives, nsets, npools;
+    unsigned k, m;
+    unsigned cap_drives, cap_sets;
+    struct ol_deploy_pool pools[OL_DEPLOY_MAX_POOLS];
     /* The placement key: the deployment id recorded on the drives (docs/EC.md,
      * "Deployment identity"). */
     uint8_t deploy_id[16];
@@ -44,6 +77,9 @@ struct ol_deploy {
     /* Every position's drive as the sets and the bucket rules use it
      * (local or remote). */
     struct ol_drive *drv;
+    /* Whether each drive answered the last ol_deploy_refresh_space (1 yes,
+     * 2 no, 0 not asked yet): how the admin routes see remote drives. */
+    _Atomic unsigned char *seen;
     /* Opened by someone else (ol_deploy_assemble): close leaves them. */
     bool borrowed;
     /* In a cluster: this node, the cluster and the map's epoch the sets
@@ -62,6 +98,7 @@ struct ol_deploy {
     int64_t scrub_interval_ms, scrub_per_sec;
     int64_t drive_check_ms; /* the drive monitor's period */
     unsigned body_wait_ms;  /* cfg body_memory_wait_ms (a GET's buffer reservation) */
+    unsigned read_timeout_ms; /* cfg ec_read_timeout_ms, for the sets of pools added later */
     struct {
         _Atomic uint64_t heal_requests, healed_objects, healed_shards, corrupt_shards;
         _Atomic uint64_t scrub_passes, scrub_objects, scrub_shards, scrub_errors;
@@ -86,25 +123,64 @@ int ol_deploy_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned n
                    const struct ol_store_opts *so, struct ol_deploy **out, char *err,
                    size_t errlen);
 void ol_deploy_close(struct ol_deploy *dp);
-/* A deployment over n drives someone else opened (a cluster's,
- * deploy/cluster.h): in set order (set s is drives s*(k+m) .. s*(k+m)+k+m-1,
- * shard slot j on the j-th), each with a name (names[i], copied: a local
- * drive's directory, which the admin routes look at, or "node:/dir"), local[i] its storedrive when local (the monitor and metrics look
- * at those) or NULL when remote; placement keyed by id.  The drives and
- * storedrives are borrowed: they outlive the deployment, ol_deploy_close
- * leaves them.  No identity check here (the caller's business).  hlc: the
- * clock to stamp versions with (borrowed, outlives the deployment: a
- * cluster's process clock, which its remote drives and drive server carry
- * on the wire), or NULL for the deployment's own. */
-int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned n, unsigned k, unsigned m,
+/* An empty deployment (no pool yet) of sets of k+m, placement keyed by
+ * id, to which ol_deploy_add_pool adds the pools of drives someone else
+ * opened (a cluster's, deploy/cluster.h), up to OL_EC_MAX_DRIVES drives in
+ * all.  It must have a pool before it serves.  hlc: the clock to stamp
+ * versions with (borrowed, outlives the deployment: a cluster's process
+ * clock, which its remote drives and drive server carry on the wire), or
+ * NULL for the deployment's own. */
+int ol_deploy_assemble(const struct ol_cfg *cfg, unsigned k, unsigned m, const uint8_t id[16],
+                       struct ol_hlc *hlc, struct ol_deploy **out, char *err, size_t errlen);
+/* Adds (and publishes: see "Growing while serving") a pool of n drives, in
+ * set order (set s of the pool is its drives s*(k+m) .. s*(k+m)+k+m-1, shard
+ * slot j on the j-th), each with a name (names[i], copied: a local drive's
+ * directory, which the admin routes look at, or "node:/dir"), local[i] its
+ * storedrive when local (the monitor and metrics look at those) or NULL
+ * when remote.  The drives and storedrives are borrowed: they outlive the
+ * deployment, ol_deploy_close leaves them.  No identity check here (the
+ * caller's business).  Buckets: the caller creates them on the new drives
+ * first (every bucket rule counts every drive).  One adder at a time;
+ * requests may run meanwhile.  -EINVAL (n not a multiple of k+m),
+ * -OL_ETOOLARGE (past the capacity or OL_DEPLOY_MAX_POOLS), -ENOMEM. */
+int ol_deploy_add_pool(struct ol_deploy *dp, uint32_t pool_id, unsigned n,
                        const struct ol_drive *drives, struct ol_storedrive *const *local,
-                       const char *const *names, const uint8_t id[16], struct ol_hlc *hlc,
-                       struct ol_deploy **out, char *err, size_t errlen);
+                       const char *const *names, char *err, size_t errlen);
 /* One line for the start-up banner ("6 drives, 1 set of 4+2"). */
 void ol_deploy_describe(const struct ol_deploy *dp, char *buf, size_t cap);
-/* The erasure set that holds bucket/key; the sets by index. */
+/* The erasure set for bucket/key (reads and writes alike): with one pool,
+ * the key's set of it (no I/O).  With several, the key's set in the pool
+ * that holds it (ol_deploy_locate); a key no pool holds goes to a pool
+ * chosen by free space; when no pool holds it and a pool could not answer,
+ * that pool's set (the operation then fails there with its quorum error
+ * rather than creating the key in a second pool).  May yield (a fiber) or
+ * block (a thread): it asks every pool. */
 struct ol_eset *ol_deploy_set_of(struct ol_deploy *dp, const char *bucket, const char *key,
                                  size_t klen);
+/* The key's set within pool p (< npools), by the pool's placement. */
+struct ol_eset *ol_deploy_set_in(struct ol_deploy *dp, unsigned p, const char *bucket,
+                                 const char *key, size_t klen);
+/* Which pool holds bucket/key: asks the key's set in every pool (at once,
+ * a fiber each, when called from a fiber) for its newest version (delete
+ * markers count: a key whose newest version is a marker still lives where
+ * the marker is).  The pool with the newest version wins (two pools hold a
+ * key only after a race of two first writes; the newer one is what reads
+ * must see).  Returns 1 and *pool when a pool holds it; 0 and *pool =
+ * ol_deploy_pick_pool's choice when none does; a negative error (the pool
+ * that failed in *pool) when none holds it and a pool could not answer. */
+int ol_deploy_locate(struct ol_deploy *dp, const char *bucket, const char *key, size_t klen,
+                     unsigned *pool);
+/* The pool for a new key: pool i with probability free[i] / sum(free)
+ * (pools not measured yet count as the average of those measured, or all
+ * alike when none is); r is a uniform random 64-bit number.  Pure: the unit
+ * tests call it with their own numbers. */
+unsigned ol_deploy_pick_weighted(const uint64_t *free_bytes, unsigned n, uint64_t r);
+unsigned ol_deploy_pick_pool(struct ol_deploy *dp);
+/* Measures the free bytes of every pool's drives (their `space` op, blocking
+ * or yielding per drive) into pools[].free_bytes.  0 or -ENOMEM. */
+int ol_deploy_refresh_space(struct ol_deploy *dp);
+/* The pool of set s. */
+unsigned ol_deploy_pool_of_set(const struct ol_deploy *dp, unsigned s);
 unsigned ol_deploy_nsets(const struct ol_deploy *dp);
 struct ol_eset *ol_deploy_set(struct ol_deploy *dp, unsigned i);
 

@@ -274,6 +274,12 @@ struct ol_drive_ops {
                              size_t len);
     ssize_t (*bucket_config_get)(void *d, const char *bucket, const char *name, void *buf,
                                  size_t cap);
+
+    /* Optional (NULL: unknown).  The drive's free and total bytes (the file
+     * system's, for a directory: what an unprivileged writer may still
+     * use).  A deployment weighs its pools by it when it places new keys
+     * (deploy/deploy.h).  0 or an error. */
+    int (*space)(void *d, uint64_t *free_bytes, uint64_t *total_bytes);
 };
 
 /* One drive of a set: its operations and their first argument. */

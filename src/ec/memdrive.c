@@ -55,6 +55,7 @@ struct ol_memdrive {
     uint64_t fail_in; /* mutating calls until the injected failure; 0: none */
     unsigned latency_us;
     struct ol_memdrive_stats st;
+    uint64_t free_bytes, total_bytes; /* what space answers (set by the tests) */
 };
 
 struct md_writer {
@@ -802,7 +803,27 @@ static ssize_t md_bucket_config_get(void *d, const char *bucket, const char *nam
     return n;
 }
 
+static int md_space(void *d, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    struct ol_memdrive *md = d;
+    pthread_mutex_lock(&md->mu);
+    int rc = md->offline ? -EIO : 0;
+    *free_bytes = md->free_bytes;
+    *total_bytes = md->total_bytes;
+    pthread_mutex_unlock(&md->mu);
+    return rc;
+}
+
+void ol_memdrive_set_space(struct ol_memdrive *md, uint64_t free_bytes, uint64_t total_bytes)
+{
+    pthread_mutex_lock(&md->mu);
+    md->free_bytes = free_bytes;
+    md->total_bytes = total_bytes;
+    pthread_mutex_unlock(&md->mu);
+}
+
 const struct ol_drive_ops ol_memdrive_ops = {
+    .space = md_space,
     .shard_begin = md_shard_begin,
     .shard_write = md_shard_write,
     .shard_commit = md_shard_commit,

@@ -56,6 +56,8 @@ void ol_memdrive_set_offline(struct ol_memdrive *md, bool offline);
 /* n >= 1: the nth mutating call from now fails; 0 cancels. */
 void ol_memdrive_fail_nth(struct ol_memdrive *md, uint64_t n);
 void ol_memdrive_set_latency_us(struct ol_memdrive *md, unsigned us);
+/* What the space op answers (0/0 until set). */
+void ol_memdrive_set_space(struct ol_memdrive *md, uint64_t free_bytes, uint64_t total_bytes);
 void ol_memdrive_wipe(struct ol_memdrive *md);
 /* Flips byte `off` of the shard of vid (NULL: the newest version) of
  * bucket/key.  0, -OL_ENOKEY, -EINVAL (off past the shard's end). */

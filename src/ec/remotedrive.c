@@ -543,7 +543,23 @@ static ssize_t rd_bucket_config_get(void *d, const char *bucket, const char *nam
     return rc;
 }
 
+static int rd_space(void *d, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    uint8_t r[16];
+    size_t rlen = 0;
+    int rc = call(d, OL_WOP_SPACE, NULL, NULL, 0, r, sizeof(r), &rlen, NULL, 0);
+    if (rc == 0 && rlen != 16)
+        rc = -EPROTO;
+    if (rc == 0) {
+        struct ol_rbuf rb = {.p = r, .len = rlen};
+        *free_bytes = ol_rbuf_u64(&rb);
+        *total_bytes = ol_rbuf_u64(&rb);
+    }
+    return rc;
+}
+
 const struct ol_drive_ops ol_remotedrive_ops = {
+    .space = rd_space,
     .shard_begin = rd_shard_begin,
     .shard_write = rd_shard_write,
     .shard_commit = rd_shard_commit,

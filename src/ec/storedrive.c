@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "core/crc.h"
@@ -1224,7 +1225,23 @@ static ssize_t sd_bucket_config_get(void *d, const char *bucket, const char *nam
     return ol_store_bucket_config_get(st, bucket, name, buf, cap);
 }
 
+/* statvfs of the directory; the path is set before the drive serves and
+ * stays until it is destroyed. */
+static int sd_space(void *d, uint64_t *free_bytes, uint64_t *total_bytes)
+{
+    struct ol_storedrive *sd = d;
+    if (!sd_store(sd) || !sd->path)
+        return -EIO;
+    struct statvfs v;
+    if (statvfs(sd->path, &v) != 0)
+        return -errno;
+    *free_bytes = (uint64_t)v.f_bavail * v.f_frsize;
+    *total_bytes = (uint64_t)v.f_blocks * v.f_frsize;
+    return 0;
+}
+
 const struct ol_drive_ops ol_storedrive_ops = {
+    .space = sd_space,
     .shard_begin = sd_shard_begin,
     .shard_write = sd_shard_write,
     .shard_commit = sd_shard_commit,

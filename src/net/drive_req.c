@@ -112,6 +112,7 @@ int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_d
             r.bad = true;
         break;
     case OL_WOP_BUCKET_LIST:
+    case OL_WOP_SPACE:
         break;
     case OL_WOP_BUCKET_CONFIG_PUT:
     case OL_WOP_BUCKET_CONFIG_GET: {

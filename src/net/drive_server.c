@@ -436,6 +436,15 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         }
         break;
     }
+    case OL_WOP_SPACE: {
+        uint64_t fr = 0, tot = 0;
+        rc = ops->space ? ops->space(d, &fr, &tot) : -EOPNOTSUPP;
+        if (rc == 0 && (rc = wbuf_alloc(&out, 16)) == 0) {
+            ol_wbuf_u64(&out, fr);
+            ol_wbuf_u64(&out, tot);
+        }
+        break;
+    }
     case OL_WOP_LIST_BUCKETS:
     case OL_WOP_BUCKET_LIST: {
         /* Names (buckets holding keys), or every bucket with its ctime. */

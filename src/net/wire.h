@@ -90,6 +90,9 @@ enum ol_wire_op {
     OL_WOP_BUCKET_LIST = 17,
     OL_WOP_BUCKET_CONFIG_PUT = 18,
     OL_WOP_BUCKET_CONFIG_GET = 19,
+    /* The drive's free and total bytes (ec/drive.h, space): no arguments;
+     * the reply's control bytes are two u64, free then total. */
+    OL_WOP_SPACE = 22,
     OL_WOP_END,
 };
 

@@ -139,12 +139,12 @@ int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name)
         if (rc < 0)
             return quorum_err(dp, rc);
     }
-    unsigned gone = 0;
-    for (unsigned i = 0; i < dp->ndrives; i++) {
+    unsigned gone = 0, nd = dp->ndrives; /* loaded once: pools may join */
+    for (unsigned i = 0; i < nd; i++) {
         const struct ol_drive *d = &dp->drv[i];
         gone += d->ops->bucket_delete && d->ops->bucket_delete(d->d, name) == 0;
     }
-    return gone >= dp->ndrives / 2 + 1 ? 0 : quorum_err(dp, -OL_EQUORUM);
+    return gone >= nd / 2 + 1 ? 0 : quorum_err(dp, -OL_EQUORUM);
 }
 
 /* ---- conditional commits ----
@@ -1319,6 +1319,9 @@ struct ol_ec_iter {
     struct ec_ent *tmp;
     unsigned ntmp;
     bool markers; /* keys whose newest version is a delete marker too */
+    /* The sets at open (a pool added later is not part of this listing:
+     * the pages are sized by it). */
+    unsigned nsets;
 };
 
 static int bytes_cmp(const char *a, size_t an, const char *b, size_t bn)
@@ -1345,7 +1348,7 @@ static int iter_cb(void *ctx, const char *key, size_t klen, const struct ol_eset
     ol_ec_etag_split(o->etag, e->etag, &ml, &msize);
     e->size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
     e->mtime_ns = o->mtime_ns;
-    return it->ntmp >= EC_ITER_PAGE * it->ec->nsets ? 1 : 0;
+    return it->ntmp >= EC_ITER_PAGE * it->nsets ? 1 : 0;
 }
 
 /* Fills the page with the next keys of every set, merged. */
@@ -1354,7 +1357,7 @@ static int iter_fill(struct ol_ec_iter *it)
     it->n = it->pos = 0;
     it->ntmp = 0;
     const struct ec_ent *bound = NULL; /* the smallest last key of a full set page */
-    for (unsigned s = 0; s < it->ec->nsets; s++) {
+    for (unsigned s = 0; s < it->nsets; s++) {
         unsigned before = it->ntmp;
         int rc = it->markers ? ol_eset_list_markers(it->ec->sets[s], it->bucket, it->cur,
                                                     it->cur_len, EC_ITER_PAGE, iter_cb, it)
@@ -1375,6 +1378,13 @@ static int iter_fill(struct ol_ec_iter *it)
     for (unsigned i = 0; i < it->ntmp; i++) {
         if (bound && ent_cmp(&it->tmp[i], &b) > 0)
             break;
+        /* One key in two pools (two first writes raced, docs/EC.md 3.1):
+         * listed once, as its newer copy (the one reads find). */
+        if (it->n > 0 && ent_cmp(&it->ents[it->n - 1], &it->tmp[i]) == 0) {
+            if (it->tmp[i].mtime_ns > it->ents[it->n - 1].mtime_ns)
+                it->ents[it->n - 1] = it->tmp[i];
+            continue;
+        }
         it->ents[it->n++] = it->tmp[i];
     }
     it->done = !bound;
@@ -1426,8 +1436,9 @@ int ol_ec_iter_open(struct ol_deploy *ec, const char *bucket, const char *from,
         return -ENOMEM;
     it->ec = ec;
     snprintf(it->bucket, sizeof(it->bucket), "%s", bucket);
-    it->ents = malloc(sizeof(*it->ents) * EC_ITER_PAGE * ec->nsets);
-    it->tmp = malloc(sizeof(*it->tmp) * EC_ITER_PAGE * ec->nsets);
+    it->nsets = ec->nsets;
+    it->ents = malloc(sizeof(*it->ents) * EC_ITER_PAGE * it->nsets);
+    it->tmp = malloc(sizeof(*it->tmp) * EC_ITER_PAGE * it->nsets);
     if (!it->ents || !it->tmp) {
         ol_ec_iter_close(it);
         return -ENOMEM;

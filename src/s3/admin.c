@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "deploy/cluster.h"
 #include "deploy/deploy.h"
 #include "ec/catchup.h"
 #include "ec/eset.h"
@@ -40,14 +41,12 @@ static int admin_heal_status(struct ol_s3_req *r)
     char body[512];
     int n = snprintf(body, sizeof(body),
                      "{\"running\":%s,\"runs\":%" PRIu64 ",\"elapsed_ms\":%" PRIu64
-                     ",\"objects\":%" PRIu64 ",\"shards_rebuilt\":%" PRIu64
-                     ",\"corrupt\":%" PRIu64 ",\"versions_removed\":%" PRIu64
-                     ",\"unrecoverable\":%" PRIu64 "}\n",
+                     ",\"objects\":%" PRIu64 ",\"shards_rebuilt\":%" PRIu64 ",\"corrupt\":%" PRIu64
+                     ",\"versions_removed\":%" PRIu64 ",\"unrecoverable\":%" PRIu64 "}\n",
                      running ? "true" : "false", atomic_load(&ec->hp.runs),
-                     start == 0 ? 0 : (running ? now : end) - start,
-                     atomic_load(&ec->hp.objects), atomic_load(&ec->hp.shards_rebuilt),
-                     atomic_load(&ec->hp.corrupt), atomic_load(&ec->hp.versions_removed),
-                     atomic_load(&ec->hp.unrecoverable));
+                     start == 0 ? 0 : (running ? now : end) - start, atomic_load(&ec->hp.objects),
+                     atomic_load(&ec->hp.shards_rebuilt), atomic_load(&ec->hp.corrupt),
+                     atomic_load(&ec->hp.versions_removed), atomic_load(&ec->hp.unrecoverable));
     return send_json(r, 200, body, (size_t)n);
 }
 
@@ -67,9 +66,9 @@ static int admin_heal(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char body[512];
     int n = snprintf(body, sizeof(body),
-                     "{\"objects\":%" PRIu64 ",\"shards_rebuilt\":%" PRIu64
-                     ",\"corrupt\":%" PRIu64 ",\"marked_complete\":%" PRIu64
-                     ",\"versions_removed\":%" PRIu64 ",\"unrecoverable\":%" PRIu64 "}\n",
+                     "{\"objects\":%" PRIu64 ",\"shards_rebuilt\":%" PRIu64 ",\"corrupt\":%" PRIu64
+                     ",\"marked_complete\":%" PRIu64 ",\"versions_removed\":%" PRIu64
+                     ",\"unrecoverable\":%" PRIu64 "}\n",
                      hs.objects, hs.shards_rebuilt, hs.corrupt, hs.marked_complete,
                      hs.versions_removed, hs.unrecoverable);
     return send_json(r, 200, body, (size_t)n);
@@ -105,7 +104,9 @@ static void json_str(char *b, size_t cap, size_t *n, const char *s)
 static int admin_info(struct ol_s3_req *r)
 {
     struct ol_deploy *ec = ol_obj_deploy(r->ctx->obj);
-    size_t cap = 4096 + (size_t)ec->ndrives * 1400 + (size_t)ec->nsets * 256, n = 0;
+    size_t cap = 4096 + (size_t)ec->ndrives * 1400 + (size_t)ec->nsets * 256 +
+                 OL_DEPLOY_MAX_POOLS * 160 + 64 * 1024,
+           n = 0;
     char *b = malloc(cap);
     if (!b)
         return ol_s3_error_from(r, -ENOMEM);
@@ -114,10 +115,15 @@ static int admin_info(struct ol_s3_req *r)
         JS("%02x", ec->deploy_id[i]);
     JS("\",\"drives\":[");
     for (unsigned i = 0; i < ec->ndrives; i++) {
+        unsigned set = i / (ec->k + ec->m);
         if (!ec->drives[i]) { /* a cluster's remote drive: its node reports it */
-            JS("%s{\"index\":%u,\"set\":%u,\"path\":", i ? "," : "", i, i / (ec->k + ec->m));
+            unsigned char seen = atomic_load(&ec->seen[i]);
+            JS("%s{\"index\":%u,\"set\":%u,\"pool\":%u,\"path\":", i ? "," : "", i, set,
+               ol_deploy_pool_of_set(ec, set));
             json_str(b, cap, &n, ec->paths[i]);
-            JS(",\"state\":\"remote\"}");
+            JS(",\"remote\":true,\"state\":\"%s\"}", seen == 2   ? "offline"
+                                                     : seen == 1 ? "ok"
+                                                                 : "unknown");
             continue;
         }
         struct statvfs sv;
@@ -131,7 +137,8 @@ static int admin_info(struct ol_s3_req *r)
         struct ol_store_stats ss = {0};
         if (ol_storedrive_store(ec->drives[i]))
             ol_store_stats(ol_storedrive_store(ec->drives[i]), &ss);
-        JS("%s{\"index\":%u,\"set\":%u,\"path\":", i ? "," : "", i, i / (ec->k + ec->m));
+        JS("%s{\"index\":%u,\"set\":%u,\"pool\":%u,\"path\":", i ? "," : "", i, set,
+           ol_deploy_pool_of_set(ec, set));
         json_str(b, cap, &n, ec->paths[i]);
         JS(",\"state\":\"%s\",\"total_bytes\":%" PRIu64 ",\"free_bytes\":%" PRIu64
            ",\"live_bytes\":%" PRIu64 ",\"corrupt_blocks\":%" PRIu64,
@@ -139,20 +146,40 @@ static int admin_info(struct ol_s3_req *r)
         JS(",\"last_error\":");
         json_str(b, cap, &n, di.last_err ? ol_strerror(di.last_err) : "");
         JS(",\"errors\":%u,\"retry_in_ms\":%" PRIu64 ",\"failures\":%" PRIu64
-           ",\"offline_events\":%" PRIu64 ",\"online_events\":%" PRIu64
-           ",\"reopens\":%" PRIu64 "}",
-           di.consecutive_errors, di.retry_in_ms, di.failures, di.offline_events,
-           di.online_events, di.reopens);
+           ",\"offline_events\":%" PRIu64 ",\"online_events\":%" PRIu64 ",\"reopens\":%" PRIu64 "}",
+           di.consecutive_errors, di.retry_in_ms, di.failures, di.offline_events, di.online_events,
+           di.reopens);
     }
     JS("],\"sets\":[");
     for (unsigned s = 0; s < ec->nsets; s++) {
         unsigned online = 0, size = ec->k + ec->m;
-        for (unsigned j = 0; j < size; j++)
-            online += !ec->drives[s * size + j] || !ol_storedrive_offline(ec->drives[s * size + j]);
-        const char *state = online == size ? "healthy" : online >= ec->k + (ec->m > 0) ? "degraded"
-                                                  : online >= ec->k ? "read-only" : "unavailable";
-        JS("%s{\"index\":%u,\"first_drive\":%u,\"drives\":%u,\"online\":%u,\"state\":\"%s\"}",
-           s ? "," : "", s, s * size, size, online, state);
+        for (unsigned j = 0; j < size; j++) {
+            unsigned d = s * size + j;
+            /* A remote drive counts as online unless it failed its last
+             * look (the map thread's, every second). */
+            online += ec->drives[d] ? !ol_storedrive_offline(ec->drives[d])
+                                    : atomic_load(&ec->seen[d]) != 2;
+        }
+        const char *state = online == size                  ? "healthy"
+                            : online >= ec->k + (ec->m > 0) ? "degraded"
+                            : online >= ec->k               ? "read-only"
+                                                            : "unavailable";
+        JS("%s{\"index\":%u,\"pool\":%u,\"first_drive\":%u,\"drives\":%u,\"online\":%u,"
+           "\"k\":%u,\"m\":%u,\"read_quorum\":%s,\"write_quorum\":%s,\"state\":\"%s\"}",
+           s ? "," : "", s, ol_deploy_pool_of_set(ec, s), s * size, size, online, ec->k, ec->m,
+           online >= ec->k ? "true" : "false", online >= ec->k + (ec->m > 0) ? "true" : "false",
+           state);
+    }
+    JS("],\"pools\":[");
+    unsigned np = atomic_load(&ec->npools);
+    for (unsigned p = 0; p < np; p++) {
+        uint64_t fb = atomic_load(&ec->pools[p].free_bytes);
+        JS("%s{\"index\":%u,\"id\":%" PRIu32 ",\"first_set\":%u,\"sets\":%u,\"drives\":%u",
+           p ? "," : "", p, ec->pools[p].id, ec->pools[p].first_set, ec->pools[p].nsets,
+           ec->pools[p].ndrives);
+        if (fb != UINT64_MAX)
+            JS(",\"free_bytes\":%" PRIu64, fb);
+        JS("}");
     }
     JS("]");
     if (ec->catchup) {
@@ -173,6 +200,18 @@ static int admin_info(struct ol_s3_req *r)
         /* Whether this node would refuse to acknowledge a write now (its
          * lease, cluster/member.h). */
         JS(",\"fenced\":%s", ol_member_may_ack_writes() ? "false" : "true");
+        /* The nodes as this node's map thread saw them (up / down). */
+        size_t room = 64 * 1024;
+        char *nodes = malloc(room);
+        if (nodes && ol_cluster_nodes_json(nodes, room) == 0) {
+            size_t nl = strlen(nodes);
+            if (nl + 16 < cap - n) {
+                JS(",\"nodes\":");
+                memcpy(b + n, nodes, nl);
+                n += nl;
+            }
+        }
+        free(nodes);
     }
     JS("}\n");
     int rc = send_json(r, 200, b, n);

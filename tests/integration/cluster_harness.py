@@ -116,6 +116,15 @@ def admin(*args, check=True):
     return out
 
 
+def info(node):
+    """`openlake admin info` of a node, parsed."""
+    import json
+    out = subprocess.run([str(openlake_binary()), "admin", "info", "--endpoint", node.endpoint],
+                         capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout)
+
+
 def body(size, seed):
     block = bytes((i * 131 + seed) & 0xFF for i in range(4096))
     return (block * (size // 4096 + 1))[:size]
@@ -155,6 +164,31 @@ class Cluster:
         for n in self.nodes:
             n.wait_s3()
         return self
+
+    def add_pool(self, count, dirs=2):
+        """Starts `count` more nodes and adds a pool of them (k+m as the
+        first) while the others run; returns the new nodes."""
+        first = len(self.nodes) + 1
+        new = [Node(self.root / f"n{i}", f"n{i}", self.etcd, dirs=dirs)
+               for i in range(first, first + count)]
+        self.nodes += new
+        for n in new:
+            n.launch()
+        names = ",".join(n.name for n in new)
+        deadline = time.monotonic() + 30
+        while True:
+            out = admin("pool", "--cluster", self.etcd.endpoint, "--nodes", names,
+                        "--ec_data", str(self.k), "--ec_parity", str(self.m), check=False)
+            if out.returncode == 0:
+                break
+            for n in new:
+                if n.proc.poll() is not None:
+                    n.wait_s3()
+            assert time.monotonic() < deadline, out.stdout + out.stderr
+            time.sleep(0.3)
+        for n in new:
+            n.wait_s3()
+        return new
 
     def clients(self, **kw):
         return [make_client(n.endpoint, **kw) for n in self.nodes]
