@@ -176,6 +176,12 @@ void ol_eset_set_parallel(struct ol_eset *es, bool on)
     es->parallel = on;
 }
 
+unsigned ol_eset_drives(const struct ol_eset *es, const struct ol_drive **out)
+{
+    *out = es->drive;
+    return es->n;
+}
+
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
 {
     out->reads = es->st.reads;

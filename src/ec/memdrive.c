@@ -11,6 +11,7 @@
 #include "core/crc.h"
 #include "core/err.h"
 #include "core/loop.h"
+#include "ec/locktab.h"
 #include "core/log.h"
 
 struct md_version {
@@ -55,6 +56,7 @@ struct ol_memdrive {
     uint64_t fail_in; /* mutating calls until the injected failure; 0: none */
     unsigned latency_us;
     struct ol_memdrive_stats st;
+    struct ol_locktab *locks; /* drive.h's locks (wipe forgets them too) */
 };
 
 struct md_writer {
@@ -802,6 +804,27 @@ static ssize_t md_bucket_config_get(void *d, const char *bucket, const char *nam
     return n;
 }
 
+/* Locks: the offline knob and latency apply as to every call. */
+static int md_lock(void *d, const void *name, size_t nlen, const uint8_t *owner, uint32_t ttl_ms)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&md->mu);
+    return ol_locktab_lock(md->locks, name, nlen, owner, ttl_ms, ol_now_ms());
+}
+
+static int md_unlock(void *d, const void *name, size_t nlen, const uint8_t *owner)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&md->mu);
+    return ol_locktab_unlock(md->locks, name, nlen, owner);
+}
+
 const struct ol_drive_ops ol_memdrive_ops = {
     .shard_begin = md_shard_begin,
     .shard_write = md_shard_write,
@@ -821,6 +844,8 @@ const struct ol_drive_ops ol_memdrive_ops = {
     .bucket_list = md_bucket_list,
     .bucket_config_put = md_bucket_config_put,
     .bucket_config_get = md_bucket_config_get,
+    .lock = md_lock,
+    .unlock = md_unlock,
 };
 
 int ol_memdrive_create(struct ol_memdrive **out)
@@ -828,6 +853,10 @@ int ol_memdrive_create(struct ol_memdrive **out)
     struct ol_memdrive *md = calloc(1, sizeof(*md));
     if (!md)
         return -ENOMEM;
+    if (ol_locktab_create(0, &md->locks) < 0) {
+        free(md);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&md->mu, NULL);
     *out = md;
     return 0;
@@ -856,6 +885,7 @@ void ol_memdrive_destroy(struct ol_memdrive *md)
     if (!md)
         return;
     wipe_locked(md);
+    ol_locktab_destroy(md->locks);
     pthread_mutex_destroy(&md->mu);
     free(md);
 }
@@ -891,6 +921,7 @@ void ol_memdrive_wipe(struct ol_memdrive *md)
     pthread_mutex_lock(&md->mu);
     wipe_locked(md);
     pthread_mutex_unlock(&md->mu);
+    ol_locktab_clear(md->locks);
 }
 
 int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,
