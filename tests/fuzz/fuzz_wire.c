@@ -246,7 +246,7 @@ static void fuzz_request(struct in *in)
         FUZZ_CHECK(q.cap <= OL_DRIVE_SERVER_MAX_VERSIONS && q.bcap <= OL_DRIVE_META_MAX);
     if (has_meta(op))
         FUZZ_CHECK(q.meta && inside(q.meta, q.meta_len, in->p, in->n));
-    if (op >= OL_WOP_BUCKET_CREATE && op != OL_WOP_BUCKET_LIST)
+    if (op >= OL_WOP_BUCKET_CREATE && op <= OL_WOP_BUCKET_CONFIG_GET && op != OL_WOP_BUCKET_LIST)
         FUZZ_CHECK(q.bucket[0] != '\0');
     if (op == OL_WOP_BUCKET_CONFIG_PUT || op == OL_WOP_BUCKET_CONFIG_GET)
         FUZZ_CHECK(q.name[0] && strlen(q.name) <= OL_DRIVE_REQ_CFG_NAME_MAX);
