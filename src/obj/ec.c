@@ -217,20 +217,6 @@ static void local_unlock(uint64_t h)
     pthread_mutex_unlock(&cond_tab.mu);
 }
 
-/* The tests turn the quorum lock off to show what it prevents
- * (OL_TEST_NO_QLOCK=1 in the environment, read once). */
-static bool qlock_off(void)
-{
-    static _Atomic int off = -1;
-    int v = atomic_load(&off);
-    if (v < 0) {
-        const char *e = getenv("OL_TEST_NO_QLOCK");
-        v = e && strcmp(e, "1") == 0;
-        atomic_store(&off, v);
-    }
-    return v == 1;
-}
-
 int ol_ec_cond_lock(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                     struct ol_ec_cond_hold *out)
 {
@@ -239,8 +225,6 @@ int ol_ec_cond_lock(struct ol_eset *es, const char *bucket, const char *key, siz
     if (bl > OL_DRIVE_MAX_BUCKET || klen == 0 || klen > OL_DRIVE_MAX_KEY)
         return -EINVAL;
     out->h = local_lock(bucket, key, klen);
-    if (qlock_off())
-        return 0;
     /* The name: the bucket, a NUL (no bucket name holds one), the key. */
     uint8_t name[OL_DRIVE_LOCK_NAME_MAX];
     memcpy(name, bucket, bl);
