@@ -10,9 +10,9 @@
 
 #include "core/crc.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "core/loop.h"
 #include "ec/locktab.h"
-#include "core/log.h"
 
 struct md_version {
     struct ol_shard_meta sm;

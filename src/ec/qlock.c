@@ -182,10 +182,11 @@ int ol_qlock_acquire(const struct ol_drive *drives, unsigned n, const void *name
         uint64_t now = ol_now_ms();
         if (now >= deadline)
             break;
-        uint32_t ms = o.backoff_min_ms + (uint32_t)(rng_next(&l->rng) % (cap - o.backoff_min_ms + 1));
+        uint32_t ms =
+            o.backoff_min_ms + (uint32_t)(rng_next(&l->rng) % (cap - o.backoff_min_ms + 1));
         if (now + ms > deadline)
             ms = (uint32_t)(deadline - now);
-        cap = cap * 2 > o.backoff_max_ms ? o.backoff_max_ms : cap * 2;
+        cap = (uint64_t)cap * 2 > o.backoff_max_ms ? o.backoff_max_ms : cap * 2;
         ol_io_sleep_ms(ms ? ms : 1);
     }
     free(l);

@@ -54,8 +54,8 @@ enum {
 };
 
 struct ol_qlock_opts {
-    uint32_t ttl_ms;  /* 0: OL_QLOCK_TTL_MS */
-    uint32_t wait_ms; /* 0: OL_QLOCK_WAIT_MS */
+    uint32_t ttl_ms;                         /* 0: OL_QLOCK_TTL_MS */
+    uint32_t wait_ms;                        /* 0: OL_QLOCK_WAIT_MS */
     uint32_t backoff_min_ms, backoff_max_ms; /* 0: the defaults */
 };
 

@@ -237,8 +237,8 @@ int ol_ec_cond_lock(struct ol_eset *es, const char *bucket, const char *key, siz
         return 0; /* drives without locks: this process is the only writer */
     if (rc < 0) {
         if (rc == -EBUSY)
-            ol_log_limited(OL_LOG_WARN, "EC: conditional commit of %s/%.*s: lock not had",
-                           bucket, (int)(klen > 200 ? 200 : klen), key);
+            ol_log_limited(OL_LOG_WARN, "EC: conditional commit of %s/%.*s: lock not had", bucket,
+                           (int)(klen > 200 ? 200 : klen), key);
         local_unlock(out->h);
         out->h = 0;
         return rc;

@@ -220,7 +220,7 @@ static void test_quorum(void)
     CHECK(l2 && ol_qlock_attempts(l2) > 1);
     usleep(100 * 1000);
     CHECK(!ol_qlock_valid(l1)); /* past 9/10 of its ttl */
-    ol_qlock_release(l1);      /* the "crashed" one's unlock leaves l2's lock */
+    ol_qlock_release(l1);       /* the "crashed" one's unlock leaves l2's lock */
     CHECK(held_anywhere("c", 1) == N);
     ol_qlock_release(l2);
 
