@@ -76,6 +76,13 @@ enum {
     /* Largest metadata blob of a version. */
     OL_DRIVE_META_MAX = 64 * 1024,
 
+    /* Locks (lock / unlock below): a name is 1..OL_DRIVE_LOCK_NAME_MAX
+     * bytes (a bucket, a NUL and a key fit), an owner OL_DRIVE_LOCK_OWNER
+     * bytes, a ttl 1..OL_DRIVE_LOCK_TTL_MAX_MS. */
+    OL_DRIVE_LOCK_NAME_MAX = OL_DRIVE_MAX_BUCKET + 1 + OL_DRIVE_MAX_KEY,
+    OL_DRIVE_LOCK_OWNER = 16,
+    OL_DRIVE_LOCK_TTL_MAX_MS = 600000,
+
     /* shard_commit's positive answer: a newer version of the key is already
      * COMPLETE on this drive, so this one was dropped.  The outcome equals
      * "this PUT, then the newer one", so the erasure set counts it as durable. */
@@ -280,6 +287,31 @@ struct ol_drive_ops {
      * use).  A deployment weighs its pools by it when it places new keys
      * (deploy/deploy.h).  0 or an error. */
     int (*space)(void *d, uint64_t *free_bytes, uint64_t *total_bytes);
+    /* Locks (optional, both or none: a drive without them never grants
+     * one, ec/qlock.h).  One vote of a quorum lock over the drives of a set:
+     * the drive only keeps, per name (name, nlen bytes, compared whole),
+     * which owner holds it until when.  In memory, per drive: a restart
+     * forgets every lock (ec/qlock.h says what that costs).
+     *
+     * lock: grants name to owner (OL_DRIVE_LOCK_OWNER bytes, not all zero:
+     * a random id the caller draws for each attempt) for ttl_ms from now
+     * (1..OL_DRIVE_LOCK_TTL_MAX_MS): 0 when the name is free, its holder's
+     * ttl has run out (a crashed holder never blocks the name for longer),
+     * or owner already holds it (the ttl is then renewed from now:
+     * idempotent, so a retried request is harmless).  -EBUSY when another
+     * owner holds it; -ENOLCK when the drive holds too many locks (what it
+     * keeps is bounded; expired ones are reclaimed first); -EINVAL for
+     * arguments out of range.  The ttl runs on the drive's monotonic clock.
+     *
+     * unlock: frees name if owner holds it; 0 also when it does not (never
+     * held, expired, or taken by another owner since: that one's lock
+     * stays), so it may be sent to every drive asked, granted or not.
+     *
+     * Any other error (-EIO, -ETIMEDOUT...) is "did not answer": a lock
+     * request that timed out may still have been granted, so the caller
+     * unlocks it as well. */
+    int (*lock)(void *d, const void *name, size_t nlen, const uint8_t *owner, uint32_t ttl_ms);
+    int (*unlock)(void *d, const void *name, size_t nlen, const uint8_t *owner);
 };
 
 /* One drive of a set: its operations and their first argument. */

@@ -199,6 +199,12 @@ static void note_missed(struct ol_eset *es, const char *bucket, const char *key,
         es->missed_fn(es->missed_ctx, es->missed_tag, missed, bucket, key, klen);
 }
 
+unsigned ol_eset_drives(const struct ol_eset *es, const struct ol_drive **out)
+{
+    *out = es->drive;
+    return es->n;
+}
+
 void ol_eset_stats(struct ol_eset *es, struct ol_eset_stats *out)
 {
     out->reads = es->st.reads;

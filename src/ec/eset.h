@@ -164,6 +164,10 @@ void ol_eset_destroy(struct ol_eset *es);
 void ol_eset_set_heal_on_read(struct ol_eset *es, bool on);
 void ol_eset_set_parallel(struct ol_eset *es, bool on);
 void ol_eset_set_read_timeout_ms(struct ol_eset *es, unsigned ms);
+/* The set's k+m drives, in slot order (borrowed: valid while es lives);
+ * returns k+m.  Callers use them for what the set does not do itself (the
+ * quorum lock of ec/qlock.h). */
+unsigned ol_eset_drives(const struct ol_eset *es, const struct ol_drive **out);
 
 /* Missed writes.  A PUT, DELETE (marker), copy, set_meta or delete_version
  * that succeeds with its quorum while some drives of the set failed or were

@@ -10,8 +10,9 @@
 
 #include "core/crc.h"
 #include "core/err.h"
-#include "core/loop.h"
 #include "core/log.h"
+#include "core/loop.h"
+#include "ec/locktab.h"
 
 struct md_version {
     struct ol_shard_meta sm;
@@ -56,6 +57,7 @@ struct ol_memdrive {
     unsigned latency_us;
     struct ol_memdrive_stats st;
     uint64_t free_bytes, total_bytes; /* what space answers (set by the tests) */
+    struct ol_locktab *locks; /* drive.h's locks (wipe forgets them too) */
 };
 
 struct md_writer {
@@ -822,6 +824,27 @@ void ol_memdrive_set_space(struct ol_memdrive *md, uint64_t free_bytes, uint64_t
     pthread_mutex_unlock(&md->mu);
 }
 
+/* Locks: the offline knob and latency apply as to every call. */
+static int md_lock(void *d, const void *name, size_t nlen, const uint8_t *owner, uint32_t ttl_ms)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&md->mu);
+    return ol_locktab_lock(md->locks, name, nlen, owner, ttl_ms, ol_now_ms());
+}
+
+static int md_unlock(void *d, const void *name, size_t nlen, const uint8_t *owner)
+{
+    struct ol_memdrive *md = d;
+    int rc = enter(md, false);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_unlock(&md->mu);
+    return ol_locktab_unlock(md->locks, name, nlen, owner);
+}
+
 const struct ol_drive_ops ol_memdrive_ops = {
     .space = md_space,
     .shard_begin = md_shard_begin,
@@ -842,6 +865,8 @@ const struct ol_drive_ops ol_memdrive_ops = {
     .bucket_list = md_bucket_list,
     .bucket_config_put = md_bucket_config_put,
     .bucket_config_get = md_bucket_config_get,
+    .lock = md_lock,
+    .unlock = md_unlock,
 };
 
 int ol_memdrive_create(struct ol_memdrive **out)
@@ -849,6 +874,10 @@ int ol_memdrive_create(struct ol_memdrive **out)
     struct ol_memdrive *md = calloc(1, sizeof(*md));
     if (!md)
         return -ENOMEM;
+    if (ol_locktab_create(0, &md->locks) < 0) {
+        free(md);
+        return -ENOMEM;
+    }
     pthread_mutex_init(&md->mu, NULL);
     *out = md;
     return 0;
@@ -877,6 +906,7 @@ void ol_memdrive_destroy(struct ol_memdrive *md)
     if (!md)
         return;
     wipe_locked(md);
+    ol_locktab_destroy(md->locks);
     pthread_mutex_destroy(&md->mu);
     free(md);
 }
@@ -912,6 +942,7 @@ void ol_memdrive_wipe(struct ol_memdrive *md)
     pthread_mutex_lock(&md->mu);
     wipe_locked(md);
     pthread_mutex_unlock(&md->mu);
+    ol_locktab_clear(md->locks);
 }
 
 int ol_memdrive_corrupt(struct ol_memdrive *md, const char *bucket, const char *key, size_t klen,

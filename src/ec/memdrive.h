@@ -21,7 +21,8 @@
  *   corrupt      flips one stored byte of a shard (the CRC then catches it)
  *   corrupt_meta flips one byte of a version's blob (the set's CRC check
  *                catches it)
- *   wipe         loses everything, as a replaced empty drive
+ *   wipe         loses everything, as a replaced empty drive (its locks too,
+ *                as a restarted one)
  *   latency      sleeps this long in every call (in a fiber: on the loop, in
  *                whole milliseconds, so other fibers run meanwhile)
  *

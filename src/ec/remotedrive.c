@@ -558,6 +558,34 @@ static int rd_space(void *d, uint64_t *free_bytes, uint64_t *total_bytes)
     return rc;
 }
 
+/* ---- locks ---- */
+
+static int rd_lock_call(void *d, uint8_t op, const void *name, size_t nlen, const uint8_t *owner,
+                        uint32_t ttl_ms)
+{
+    if (!name || nlen == 0 || nlen > OL_DRIVE_LOCK_NAME_MAX || !owner)
+        return -EINVAL;
+    uint8_t b[4 + OL_DRIVE_LOCK_NAME_MAX + OL_DRIVE_LOCK_OWNER + 4];
+    struct ol_wbuf ctl = {.p = b, .cap = sizeof(b)};
+    ol_wbuf_str(&ctl, name, nlen);
+    ol_wbuf_bytes(&ctl, owner, OL_DRIVE_LOCK_OWNER);
+    if (op == OL_WOP_LOCK)
+        ol_wbuf_u32(&ctl, ttl_ms);
+    int rc = call(d, op, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+    /* Only 0 grants: a positive status from a confused peer is no vote. */
+    return rc > 0 ? -EPROTO : rc;
+}
+
+static int rd_lock(void *d, const void *name, size_t nlen, const uint8_t *owner, uint32_t ttl_ms)
+{
+    return rd_lock_call(d, OL_WOP_LOCK, name, nlen, owner, ttl_ms);
+}
+
+static int rd_unlock(void *d, const void *name, size_t nlen, const uint8_t *owner)
+{
+    return rd_lock_call(d, OL_WOP_UNLOCK, name, nlen, owner, 0);
+}
+
 const struct ol_drive_ops ol_remotedrive_ops = {
     .space = rd_space,
     .shard_begin = rd_shard_begin,
@@ -578,6 +606,8 @@ const struct ol_drive_ops ol_remotedrive_ops = {
     .bucket_list = rd_bucket_list,
     .bucket_config_put = rd_bucket_config_put,
     .bucket_config_get = rd_bucket_config_get,
+    .lock = rd_lock,
+    .unlock = rd_unlock,
 };
 
 int ol_remotedrive_create(const struct ol_remotedrive_opts *opts, struct ol_remotedrive **out)

@@ -37,6 +37,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "ec/locktab.h"
 #include "store/store.h"
 
 enum {
@@ -96,6 +97,9 @@ struct ol_storedrive {
     bool have_member;
     struct ol_storedrive_member member;
     char refused[SD_WHY_MAX];
+    /* drive.h's locks: memory only, shared by the local set and the drive
+     * server's peers (they call this same drive). */
+    struct ol_locktab *locks;
 };
 
 struct sd_writer {
@@ -1240,6 +1244,24 @@ static int sd_space(void *d, uint64_t *free_bytes, uint64_t *total_bytes)
     return 0;
 }
 
+/* ---- locks (ec/drive.h): the votes of a quorum lock, in memory ---- */
+
+static int sd_lock(void *d, const void *name, size_t nlen, const uint8_t *owner, uint32_t ttl_ms)
+{
+    struct ol_storedrive *sd = d;
+    /* A drive that is out answers nothing, locks included, as the set
+     * expects of a drive it counts as down. */
+    if (!sd_store(sd))
+        return -EIO;
+    return ol_locktab_lock(sd->locks, name, nlen, owner, ttl_ms, ol_now_ms());
+}
+
+static int sd_unlock(void *d, const void *name, size_t nlen, const uint8_t *owner)
+{
+    struct ol_storedrive *sd = d;
+    return ol_locktab_unlock(sd->locks, name, nlen, owner);
+}
+
 const struct ol_drive_ops ol_storedrive_ops = {
     .space = sd_space,
     .shard_begin = sd_shard_begin,
@@ -1263,6 +1285,8 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .bucket_list = sd_bucket_list,
     .bucket_config_put = sd_bucket_config_put,
     .bucket_config_get = sd_bucket_config_get,
+    .lock = sd_lock,
+    .unlock = sd_unlock,
 };
 
 /* ---- management ---- */
@@ -1284,6 +1308,10 @@ int ol_storedrive_create(struct ol_store *st, struct ol_storedrive **out)
     atomic_init(&sd->state, OL_SD_ONLINE);
     ol_storedrive_policy_default(&sd->pol);
     atomic_init(&sd->backoff_ms, sd->pol.backoff_min_ms);
+    if (ol_locktab_create(0, &sd->locks) < 0) {
+        free(sd);
+        return -ENOMEM;
+    }
     *out = sd;
     return 0;
 }
@@ -1294,6 +1322,7 @@ void ol_storedrive_destroy(struct ol_storedrive *sd)
         return;
     for (unsigned i = 0; i < sd->nowned; i++)
         ol_store_close(sd->owned[i]);
+    ol_locktab_destroy(sd->locks);
     free(sd->path);
     free(sd);
 }

@@ -130,6 +130,18 @@ int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_d
             q->arg = OL_DRIVE_REQ_CFG_VALUE_MAX;
         break;
     }
+    case OL_WOP_LOCK:
+    case OL_WOP_UNLOCK: {
+        q->lock_name = ol_rbuf_str(&r, OL_DRIVE_LOCK_NAME_MAX, &q->lock_nlen);
+        const uint8_t *o = ol_rbuf_take(&r, OL_DRIVE_LOCK_OWNER);
+        if (o)
+            memcpy(q->owner, o, OL_DRIVE_LOCK_OWNER);
+        if (op == OL_WOP_LOCK)
+            q->ttl_ms = ol_rbuf_u32(&r);
+        if (q->lock_nlen == 0)
+            r.bad = true;
+        break;
+    }
     default:
         return -EOPNOTSUPP;
     }

@@ -17,6 +17,8 @@
  *   SET_META        bucket, key, vid, stamp, meta
  *   READ_SHARD      bucket, key, vid, off, len
  *   LIST_KEYS       bucket, after (the key to list after; 0 bytes: from the start), cap
+ *   LOCK            lock_name (1..OL_DRIVE_LOCK_NAME_MAX bytes), owner, ttl_ms
+ *   UNLOCK          lock_name, owner
  *   PING,
  *   LIST_BUCKETS    nothing
  *
@@ -75,6 +77,13 @@ struct ol_drive_req {
     int64_t ctime_ns;
     char name[OL_DRIVE_REQ_CFG_NAME_MAX + 1];
     uint64_t arg;
+    /* lock / unlock: the name (into ctl), the owner (OL_DRIVE_LOCK_OWNER
+     * bytes, any value: the drive refuses an all-zero one) and lock's ttl
+     * (not checked here: the drive answers -EINVAL) */
+    const void *lock_name;
+    size_t lock_nlen;
+    uint8_t owner[OL_DRIVE_LOCK_OWNER];
+    uint32_t ttl_ms;
 };
 
 int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_drive_req *q);

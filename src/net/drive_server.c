@@ -499,6 +499,12 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         }
         break;
     }
+    case OL_WOP_LOCK:
+        rc = ops->lock ? ops->lock(d, q.lock_name, q.lock_nlen, q.owner, q.ttl_ms) : -EOPNOTSUPP;
+        break;
+    case OL_WOP_UNLOCK:
+        rc = ops->unlock ? ops->unlock(d, q.lock_name, q.lock_nlen, q.owner) : -EOPNOTSUPP;
+        break;
     default:
         rc = -EOPNOTSUPP;
         break;

@@ -90,6 +90,9 @@ enum ol_wire_op {
     OL_WOP_BUCKET_LIST = 17,
     OL_WOP_BUCKET_CONFIG_PUT = 18,
     OL_WOP_BUCKET_CONFIG_GET = 19,
+    /* A quorum lock's votes (ec/drive.h, lock / unlock). */
+    OL_WOP_LOCK = 20,
+    OL_WOP_UNLOCK = 21,
     /* The drive's free and total bytes (ec/drive.h, space): no arguments;
      * the reply's control bytes are two u64, free then total. */
     OL_WOP_SPACE = 22,

@@ -19,6 +19,7 @@
 #include "core/md5.h"
 #include "deploy/deploy.h"
 #include "ec/eset.h"
+#include "ec/qlock.h"
 #include "ec/storedrive.h"
 #include "obj/ec_multipart.h"
 
@@ -151,10 +152,19 @@ int ol_ec_bucket_delete(struct ol_deploy *dp, const char *name)
  *
  * A conditional commit (If-None-Match, If-Match) checks the key's current
  * version and commits its own with no other conditional commit of the same
- * key in between: the keys being committed so are held in a small table,
- * and a second one waits (yielding its fiber) until the first is done.  So
- * of N racing create-only PUTs exactly one wins on this node.  (The cluster
- * will hold the same lock through its coordinator.) */
+ * key in between, on this node or any other that shares the key's set:
+ *
+ *  - first this node's table: the keys being committed so are held in a
+ *    small table, and a second one waits (yielding its fiber) until the
+ *    first is done: cheap, and local contenders do not fight over the
+ *    drives' votes;
+ *  - then the quorum lock over the key's set (ec/qlock.h): a majority of
+ *    the set's drives grant "bucket\0key" to this commit, so two nodes
+ *    never hold it together.  No coordinator: it works while etcd is down.
+ *
+ * So of N racing create-only PUTs exactly one wins, whichever nodes they
+ * reach; the others see its version and fail their precondition.  A lock
+ * not had in OL_QLOCK_WAIT_MS is -EBUSY (503 SlowDown). */
 
 #define COND_SLOTS 64u
 
@@ -174,7 +184,7 @@ static uint64_t key_hash(const char *bucket, const char *key, size_t klen)
     return h | 1;
 }
 
-uint64_t ol_ec_cond_lock(const char *bucket, const char *key, size_t klen)
+static uint64_t local_lock(const char *bucket, const char *key, size_t klen)
 {
     uint64_t h = key_hash(bucket, key, klen);
     for (;;) {
@@ -196,7 +206,7 @@ uint64_t ol_ec_cond_lock(const char *bucket, const char *key, size_t klen)
     }
 }
 
-void ol_ec_cond_unlock(uint64_t h)
+static void local_unlock(uint64_t h)
 {
     pthread_mutex_lock(&cond_tab.mu);
     for (unsigned i = 0; i < COND_SLOTS; i++)
@@ -205,6 +215,48 @@ void ol_ec_cond_unlock(uint64_t h)
             break;
         }
     pthread_mutex_unlock(&cond_tab.mu);
+}
+
+int ol_ec_cond_lock(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct ol_ec_cond_hold *out)
+{
+    memset(out, 0, sizeof(*out));
+    size_t bl = strlen(bucket);
+    if (bl > OL_DRIVE_MAX_BUCKET || klen == 0 || klen > OL_DRIVE_MAX_KEY)
+        return -EINVAL;
+    out->h = local_lock(bucket, key, klen);
+    /* The name: the bucket, a NUL (no bucket name holds one), the key. */
+    uint8_t name[OL_DRIVE_LOCK_NAME_MAX];
+    memcpy(name, bucket, bl);
+    name[bl] = 0;
+    memcpy(name + bl + 1, key, klen);
+    const struct ol_drive *drives;
+    unsigned n = ol_eset_drives(es, &drives);
+    int rc = ol_qlock_acquire(drives, n, name, bl + 1 + klen, NULL, &out->ql);
+    if (rc == -EOPNOTSUPP)
+        return 0; /* drives without locks: this process is the only writer */
+    if (rc < 0) {
+        if (rc == -EBUSY)
+            ol_log_limited(OL_LOG_WARN, "EC: conditional commit of %s/%.*s: lock not had", bucket,
+                           (int)(klen > 200 ? 200 : klen), key);
+        local_unlock(out->h);
+        out->h = 0;
+        return rc;
+    }
+    return 0;
+}
+
+bool ol_ec_cond_held(const struct ol_ec_cond_hold *h)
+{
+    return h->h && (!h->ql || ol_qlock_valid(h->ql));
+}
+
+void ol_ec_cond_unlock(struct ol_ec_cond_hold *h)
+{
+    ol_qlock_release(h->ql);
+    if (h->h)
+        local_unlock(h->h);
+    memset(h, 0, sizeof(*h));
 }
 
 /* Checks cond against the key's current version: 0, -OL_EPRECONDITION or
@@ -592,10 +644,11 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
     int rc = ol_ec_versioning_get(dp, w->bucket, &ver);
     if (rc == 0)
         rc = ol_ec_blob_of(info, &blob, &blen);
-    uint64_t h = 0;
+    struct ol_ec_cond_hold h = {0};
     if (rc == 0 && cond && (cond->if_none_match || cond->if_match)) {
-        h = ol_ec_cond_lock(w->bucket, w->key, w->klen);
-        rc = ol_ec_cond_check(dp, w->es, w->bucket, w->key, w->klen, cond);
+        rc = ol_ec_cond_lock(w->es, w->bucket, w->key, w->klen, &h);
+        if (rc == 0)
+            rc = ol_ec_cond_check(dp, w->es, w->bucket, w->key, w->klen, cond);
     }
     /* A multipart object being replaced (not kept as an older version):
      * its parts are freed once the new version is in. */
@@ -603,6 +656,8 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
     if (rc == 0 && ver == OL_VERSIONING_OFF)
         (void)ol_ec_manifest_prev(dp, w->bucket, w->key, w->klen, &prev);
     struct ol_eset_obj o;
+    if (rc == 0 && h.h && !ol_ec_cond_held(&h))
+        rc = -EBUSY; /* the lock may have run out: commit nothing */
     if (rc == 0) {
         struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
                                     .meta = blob, .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
@@ -611,8 +666,7 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
         if (rc == 0)
             ol_ec_commit_vid(ver, &o, vid);
     }
-    if (h)
-        ol_ec_cond_unlock(h);
+    ol_ec_cond_unlock(&h);
     if (rc == 0)
         ol_ec_manifest_release(dp, prev);
     else
@@ -978,7 +1032,7 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
     uint8_t *blob = NULL, *rec = NULL;
     size_t blen = 0, rlen = 0;
     char id[40] = "";
-    uint64_t h = 0;
+    struct ol_ec_cond_hold h = {0};
     struct ol_ec_manifest *prev = NULL;
     enum ol_versioning ver;
     int rc = ol_ec_versioning_get(dp, db, &ver);
@@ -991,8 +1045,9 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
     if (rc < 0)
         goto out;
     if (cond && (cond->if_none_match || cond->if_match)) {
-        h = ol_ec_cond_lock(db, dk, dl);
-        rc = ol_ec_cond_check(dp, es, db, dk, dl, cond);
+        rc = ol_ec_cond_lock(es, db, dk, dl, &h);
+        if (rc == 0)
+            rc = ol_ec_cond_check(dp, es, db, dk, dl, cond);
         if (rc < 0)
             goto out;
     }
@@ -1001,6 +1056,10 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
     if (ver == OL_VERSIONING_OFF)
         (void)ol_ec_manifest_prev(dp, db, dk, dl, &prev);
     struct ol_eset_obj o;
+    if (h.h && !ol_ec_cond_held(&h)) {
+        rc = -EBUSY; /* the lock may have run out: commit nothing */
+        goto out;
+    }
     if (rd->mf) {
         char field[80];
         snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, info->size);
@@ -1025,8 +1084,7 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
     if (rc == 0)
         ol_ec_commit_vid(ver, &o, vid);
 out:
-    if (h)
-        ol_ec_cond_unlock(h);
+    ol_ec_cond_unlock(&h);
     if (rc == 0) {
         ol_ec_manifest_release(dp, prev);
     } else {

@@ -35,11 +35,22 @@ void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
                       uint64_t *manifest_size);
 /* The blob of a version with info's metadata and attributes (malloc'ed). */
 int ol_ec_blob_of(const struct ol_obj_info *info, uint8_t **out, size_t *len);
-/* Conditional commits of one key on this node, one at a time (obj/ec.c):
- * lock, check cond against the key's current version (0,
- * -OL_EPRECONDITION, -OL_ENOKEY), commit, unlock. */
-uint64_t ol_ec_cond_lock(const char *bucket, const char *key, size_t klen);
-void ol_ec_cond_unlock(uint64_t h);
+/* Conditional commits of one key, one at a time across every node that
+ * shares its set es (obj/ec.c: this node's table, then the quorum lock of
+ * ec/qlock.h): lock (0, -EBUSY when not had in time: 503 SlowDown,
+ * -EINVAL), check cond against the key's current version (0,
+ * -OL_EPRECONDITION, -OL_ENOKEY), right before the commit make sure the
+ * lock is still held (ol_ec_cond_held; false: fail with -EBUSY, commit
+ * nothing), commit, unlock.  A zeroed hold unlocks as a no-op. */
+struct ol_qlock;
+struct ol_ec_cond_hold {
+    uint64_t h;          /* this node's table (0: not held) */
+    struct ol_qlock *ql; /* the set's (NULL: drives without locks) */
+};
+int ol_ec_cond_lock(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
+                    struct ol_ec_cond_hold *out);
+bool ol_ec_cond_held(const struct ol_ec_cond_hold *h);
+void ol_ec_cond_unlock(struct ol_ec_cond_hold *h);
 int ol_ec_cond_check(struct ol_deploy *dp, struct ol_eset *es, const char *bucket,
                      const char *key, size_t klen, const struct ol_store_cond *cond);
 

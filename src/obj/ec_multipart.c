@@ -938,7 +938,7 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
                           char vid[OL_STORE_VID_MAX])
 {
     struct upload *u = NULL;
-    uint64_t ch = 0;
+    struct ol_ec_cond_hold ch = {0};
     struct part_set ps = {0};
     struct ol_ec_manifest m = {.ec = ec}, *prev = NULL;
     uint8_t *obj = NULL, *blob = NULL;
@@ -983,8 +983,9 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     size_t klen = u->klen;
     struct ol_eset *es = ol_deploy_set_of(ec, bucket, key, klen);
     if (cond && (cond->if_none_match || cond->if_match)) {
-        ch = ol_ec_cond_lock(bucket, key, klen);
-        rc = ol_ec_cond_check(ec, es, bucket, key, klen, cond);
+        rc = ol_ec_cond_lock(es, bucket, key, klen, &ch);
+        if (rc == 0)
+            rc = ol_ec_cond_check(ec, es, bucket, key, klen, cond);
         if (rc < 0)
             goto out;
     }
@@ -1004,6 +1005,8 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
         struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
                                     .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
         struct ol_eset_obj o;
+        if (rc == 0 && ch.h && !ol_ec_cond_held(&ch))
+            rc = -EBUSY; /* the lock may have run out: commit nothing */
         if (rc == 0)
             rc = ol_eset_put_commit2(p, &ci, &o);
         else
@@ -1025,8 +1028,7 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
         ol_ec_manifest_free(prev);
     prev = NULL;
 out:
-    if (ch)
-        ol_ec_cond_unlock(ch);
+    ol_ec_cond_unlock(&ch);
     ol_ec_manifest_free(prev);
     free(m.parts);
     free(m.offs);

@@ -203,6 +203,13 @@ static void encode(const struct ol_drive_req *q, struct ol_wbuf *w)
         ol_wbuf_str(w, q->name, strlen(q->name));
         ol_wbuf_u64(w, q->arg);
         break;
+    case OL_WOP_LOCK:
+    case OL_WOP_UNLOCK:
+        ol_wbuf_str(w, q->lock_name, q->lock_nlen);
+        ol_wbuf_bytes(w, q->owner, OL_DRIVE_LOCK_OWNER);
+        if (q->op == OL_WOP_LOCK)
+            ol_wbuf_u32(w, q->ttl_ms);
+        break;
     default:
         break;
     }
@@ -218,8 +225,7 @@ static void fuzz_request(struct in *in)
     uint8_t op = in_u8(in);
     struct ol_drive_req q;
     int rc = ol_drive_req_decode(op, in->p, in->n, &q);
-    /* 20 and 21 are another branch's (the lock ops) until it merges. */
-    bool known = (op >= OL_WOP_PING && op <= OL_WOP_BUCKET_CONFIG_GET) || op == OL_WOP_SPACE;
+    bool known = op >= OL_WOP_PING && op < OL_WOP_END;
     FUZZ_CHECK(known ? (rc == 0 || rc == -EPROTO) : rc == -EOPNOTSUPP);
     if (rc < 0)
         return;
@@ -246,6 +252,9 @@ static void fuzz_request(struct in *in)
         FUZZ_CHECK(q.name[0] && strlen(q.name) <= OL_DRIVE_REQ_CFG_NAME_MAX);
     if (op == OL_WOP_BUCKET_CONFIG_GET)
         FUZZ_CHECK(q.arg <= OL_DRIVE_REQ_CFG_VALUE_MAX);
+    if (op == OL_WOP_LOCK || op == OL_WOP_UNLOCK)
+        FUZZ_CHECK(q.lock_name && q.lock_nlen >= 1 && q.lock_nlen <= OL_DRIVE_LOCK_NAME_MAX &&
+                   inside(q.lock_name, q.lock_nlen, in->p, in->n));
 
     /* Round trip: what decoded encodes to a request with the same
      * arguments (the bytes may differ: reserved bytes, trailing bytes). */
@@ -265,6 +274,8 @@ static void fuzz_request(struct in *in)
     FUZZ_CHECK(memcmp(&q.sm, &q2.sm, sizeof(q.sm)) == 0);
     FUZZ_CHECK(memcmp(&q.vid, &q2.vid, sizeof(q.vid)) == 0 &&
                memcmp(&q.src_vid, &q2.src_vid, sizeof(q.src_vid)) == 0);
+    FUZZ_CHECK(same_bytes(q.lock_name, q.lock_nlen, q2.lock_name, q2.lock_nlen) &&
+               memcmp(q.owner, q2.owner, sizeof(q.owner)) == 0 && q.ttl_ms == q2.ttl_ms);
     FUZZ_CHECK(q.handle == q2.handle && q.off == q2.off && q.len == q2.len && q.stamp == q2.stamp &&
                q.cap == q2.cap && q.bflags == q2.bflags && q.bcap == q2.bcap);
 }
@@ -341,7 +352,7 @@ static void fuzz_reply(struct in *in)
     struct ol_shard_meta sm = {.k = 4, .m = 2, .size = 100};
     int rc;
 
-    switch (which % 9) {
+    switch (which % 10) {
     case 0:
         rc = ol_remotedrive_ping(rd);
         FUZZ_CHECK(rc <= 0);
@@ -367,7 +378,7 @@ static void fuzz_reply(struct in *in)
         uint8_t bbuf[64];
         struct ol_drive_blob blob = {
             .want = (small & 16) ? &vid : NULL, .buf = bbuf, .cap = (small >> 5) * 9};
-        rc = ops->versions(dr.d, "bkt", "key", 3, out, cap, which % 9 == 3 ? &blob : NULL);
+        rc = ops->versions(dr.d, "bkt", "key", 3, out, cap, which % 10 == 3 ? &blob : NULL);
         if (rc >= 0)
             FUZZ_CHECK((unsigned)rc <= cap);
         if (rc >= 0 && blob.got)
@@ -403,6 +414,15 @@ static void fuzz_reply(struct in *in)
         rc = ops->mark_complete(dr.d, "bkt", "key", 3, &vid);
         rc = ops->delete_version(dr.d, "bkt", "key", 3, &vid);
         break;
+    case 9: {
+        /* A vote is 0 exactly when the peer said 0; never a count. */
+        uint8_t owner[OL_DRIVE_LOCK_OWNER] = {1};
+        rc = ops->lock(dr.d, "bkt\0key", 7, owner, 1000);
+        FUZZ_CHECK(rc <= 0 && (rc < 0 || rep.status == 0));
+        rc = ops->unlock(dr.d, "bkt\0key", 7, owner);
+        FUZZ_CHECK(rc <= 0);
+        break;
+    }
     default:
         rc = ops->shard_copy(dr.d, "src", "k", 1, &vid, "bkt", "key", 3, &sm, NULL, 0);
         break;

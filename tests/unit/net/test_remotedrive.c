@@ -6,7 +6,8 @@
  * threads and fibers at once, timeouts (a server that stops answering, a
  * server whose net thread hangs, late replies dropped), writers aborted when
  * idle and when their client goes, a dead server, and an erasure set of six
- * remote drives (PUT, GET, list, delete; from a thread and from fibers).
+ * remote drives (PUT, GET, list, delete; from a thread and from fibers),
+ * locks (one table with the local drive; a quorum lock over remote drives).
  * Run under UCX_TLS=tcp and under UCX's default (shared memory) by meson. */
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +22,7 @@
 #include "core/loop.h"
 #include "ec/eset.h"
 #include "ec/memdrive.h"
+#include "ec/qlock.h"
 #include "ec/remotedrive.h"
 #include "ec/stripe.h"
 #include "net/drive_server.h"
@@ -910,6 +912,60 @@ static void test_down(struct server *s, struct ol_net *cnet)
     ol_remotedrive_destroy(rd);
 }
 
+/* Locks over the wire: the remote drive and the local one it serves share
+ * one table (a node's own set and its peers vote on the same drive). */
+static void test_locks(struct server *s, struct ol_net *cnet)
+{
+    static const uint8_t a[OL_DRIVE_LOCK_OWNER] = {1}, b[OL_DRIVE_LOCK_OWNER] = {2},
+                         zero[OL_DRIVE_LOCK_OWNER] = {0};
+    struct ol_remotedrive *rd = rdrive(cnet, s->addr, 3, 2000);
+    const struct ol_drive_ops *ops = &ol_remotedrive_ops;
+    struct ol_drive local = ol_memdrive_drive(s->md[3]);
+    CHECK_RC(ops->lock(rd, "bkt\0key", 7, a, 5000), 0);
+    CHECK_RC(ops->lock(rd, "bkt\0key", 7, a, 5000), 0);
+    CHECK_RC(local.ops->lock(local.d, "bkt\0key", 7, b, 5000), -EBUSY);
+    CHECK_RC(ops->lock(rd, "bkt\0key", 7, b, 5000), -EBUSY);
+    CHECK_RC(ops->unlock(rd, "bkt\0key", 7, b), 0); /* a stranger's: no effect */
+    CHECK_RC(local.ops->lock(local.d, "bkt\0key", 7, b, 5000), -EBUSY);
+    CHECK_RC(ops->unlock(rd, "bkt\0key", 7, a), 0);
+    CHECK_RC(local.ops->lock(local.d, "bkt\0key", 7, b, 5000), 0);
+    CHECK_RC(ops->lock(rd, "bkt\0key", 7, a, 5000), -EBUSY);
+    CHECK_RC(local.ops->unlock(local.d, "bkt\0key", 7, b), 0);
+    /* What the drive refuses comes back as it said; what the client can
+     * tell is wrong never goes out. */
+    CHECK_RC(ops->lock(rd, "k", 1, zero, 5000), -EINVAL);
+    CHECK_RC(ops->lock(rd, "k", 1, a, 0), -EINVAL);
+    CHECK_RC(ops->lock(rd, "k", 0, a, 5000), -EINVAL);
+    static char big[OL_DRIVE_LOCK_NAME_MAX + 1];
+    memset(big, 'n', sizeof(big));
+    CHECK_RC(ops->lock(rd, big, sizeof(big), a, 5000), -EINVAL);
+    CHECK_RC(ops->lock(rd, big, sizeof(big) - 1, a, 5000), 0);
+    CHECK_RC(ops->unlock(rd, big, sizeof(big) - 1, a), 0);
+    ol_remotedrive_destroy(rd);
+
+    /* A quorum lock over six remote drives, two of them down. */
+    struct ol_remotedrive *rds[NDRIVES];
+    struct ol_drive drives[NDRIVES];
+    for (unsigned i = 0; i < NDRIVES; i++) {
+        rds[i] = rdrive(cnet, s->addr, i, 2000);
+        drives[i] = ol_remotedrive_drive(rds[i]);
+    }
+    ol_memdrive_set_offline(s->md[0], true);
+    ol_memdrive_set_offline(s->md[5], true);
+    struct ol_qlock_opts o = {.wait_ms = 200};
+    struct ol_qlock *l1 = NULL, *l2 = NULL;
+    CHECK_RC(ol_qlock_acquire(drives, NDRIVES, "q", 1, &o, &l1), 0);
+    CHECK(l1 && ol_qlock_granted(l1) == 4);
+    CHECK_RC(ol_qlock_acquire(drives, NDRIVES, "q", 1, &o, &l2), -EBUSY);
+    ol_qlock_release(l1);
+    CHECK_RC(ol_qlock_acquire(drives, NDRIVES, "q", 1, &o, &l2), 0);
+    ol_qlock_release(l2);
+    ol_memdrive_set_offline(s->md[0], false);
+    ol_memdrive_set_offline(s->md[5], false);
+    for (unsigned i = 0; i < NDRIVES; i++)
+        ol_remotedrive_destroy(rds[i]);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -926,7 +982,7 @@ int main(void)
         {"ops", test_ops},       {"large", test_large}, {"threads", test_threads},
         {"fibers", test_fibers}, {"raw", test_raw},     {"timeouts", test_timeouts},
         {"eset", test_eset},     {"buckets", test_buckets}, {"down", test_down},
-        {"dead", test_dead},
+        {"locks", test_locks},   {"dead", test_dead},
     };
     for (unsigned i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
         struct timespec t0;
