@@ -223,14 +223,20 @@ static int make_sets(struct ol_deploy *ec, unsigned first_set, unsigned first_dr
             return rc;
         }
     }
-    struct ol_catchup_cfg cc = {
-        .sets = ec->sets, .nsets = ec->nsets, .width = ec->k + ec->m, .drives = ec->drv};
-    int rc = ol_catchup_create(&cc, &ec->catchup);
-    if (rc < 0) {
-        snprintf(err, errlen, "cannot create the catch-up log: %s", ol_strerror(rc));
-        return rc;
+    /* One log for every set the deployment may ever hold: the sets and
+     * drives arrays never move (a pool added later fills their entries). */
+    if (!ec->catchup) {
+        struct ol_catchup_cfg cc = {.sets = ec->sets,
+                                    .nsets = ec->cap_sets ? ec->cap_sets : first_set + nsets,
+                                    .width = ec->k + ec->m,
+                                    .drives = ec->drv};
+        int rc = ol_catchup_create(&cc, &ec->catchup);
+        if (rc < 0) {
+            snprintf(err, errlen, "cannot create the catch-up log: %s", ol_strerror(rc));
+            return rc;
+        }
     }
-    for (unsigned s = 0; s < ec->nsets; s++)
+    for (unsigned s = first_set; s < first_set + nsets; s++)
         ol_eset_set_missed_hook(ec->sets[s], ol_catchup_note, ec->catchup, s);
     return 0;
 }
