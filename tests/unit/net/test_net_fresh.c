@@ -58,8 +58,8 @@ static void *caller_main(void *arg)
     struct caller *c = arg;
     /* Sizes across the eager, zero-copy and rendezvous ranges of both
      * transports. */
-    static const size_t sizes[] = {0, 1, 2000, 8192, 17000, 40000, 65536, 100000, 200000,
-                                   MAX_BYTES};
+    static const size_t sizes[] = {0,     1,     2000,   8192,   17000,
+                                   40000, 65536, 100000, 200000, MAX_BYTES};
     size_t n = sizes[(c->id + c->round) % (sizeof(sizes) / sizeof(sizes[0]))];
     uint8_t *out = malloc(MAX_BYTES), *back = malloc(MAX_BYTES);
     if (!out || !back)
