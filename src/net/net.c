@@ -1130,6 +1130,18 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
         !getenv("UCX_SYSV_ERROR_HANDLING") &&
         ucp_config_modify(cfg, "MM_ERROR_HANDLING", "y") != UCS_OK)
         ol_warn("net: cannot switch on UCX's MM_ERROR_HANDLING (shared memory may not be used)");
+    /* UCX 1.13 picks a send's protocol from the lanes an endpoint has when
+     * the send is posted.  A send posted while the endpoint is still being
+     * wired up (the first calls to a peer, a burst of replies on a new
+     * connection) waits in UCX and is replayed on the final lanes; a
+     * zero-copy send with a header, picked for the temporary tcp lane and
+     * replayed on a shared-memory lane, aborts the process (proto_am.inl
+     * "Assertion `max_iov > 1' failed"; openucx/ucx #6872, #8180;
+     * tests/unit/net/test_net_fresh.c).  So eager sends always copy (the
+     * shared-memory lanes have no zero-copy active messages anyway; large
+     * data still goes by rendezvous).  The environment still wins. */
+    if (!getenv("UCX_ZCOPY_THRESH") && ucp_config_modify(cfg, "ZCOPY_THRESH", "inf") != UCS_OK)
+        ol_warn("net: cannot set UCX's ZCOPY_THRESH (a new endpoint may abort the process)");
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
         .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
