@@ -15,8 +15,7 @@
 
 enum { KEY_FILE_MAX = 4096, KEY_FILE_MIN = 16 };
 
-static int from_file(const char *path, uint8_t key[OL_CLUSTER_KEY_BYTES], char *why,
-                     size_t whylen)
+static int from_file(const char *path, uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen)
 {
     uint8_t buf[KEY_FILE_MAX + 1];
     int fd = open(path, O_RDONLY | O_CLOEXEC);

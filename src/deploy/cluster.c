@@ -14,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "cluster/etcd.h"
+#include "cluster/key.h"
 #include "cluster/map.h"
 #include "cluster/member.h"
 #include "core/cfg.h"
@@ -58,6 +61,9 @@ struct ol_cluster {
      * writes is stamped after every version it has stored for others or
      * seen in a drive's reply. */
     struct ol_hlc hlc;
+    /* The cluster key (cluster/key.h): every drive-protocol message is
+     * signed with it (net/auth.h). */
+    uint8_t key[OL_CLUSTER_KEY_BYTES];
     unsigned drive_timeout_ms;
     /* The map's pools in the deployment (by id), and one refused (id + 1). */
     uint32_t built[OL_DEPLOY_MAX_POOLS];
@@ -678,7 +684,8 @@ static int serve_drives(struct ol_cluster *cl, const struct ol_cfg *cfg, const s
     if (port == 0 && me && split_addr(me->ucx_addr, phost, sizeof(phost), &prev) == 0 &&
         strcmp(phost, host) != 0)
         prev = 0;
-    struct ol_net_opts no = {.timeout_ms = (unsigned)cfg->drive_timeout_ms, .hlc = &cl->hlc};
+    struct ol_net_opts no = {
+        .timeout_ms = (unsigned)cfg->drive_timeout_ms, .hlc = &cl->hlc, .key = cl->key};
     int rc = ol_net_create(&no, &cl->net);
     if (rc < 0) {
         snprintf(err, errlen, "UCX did not start (%s): a cluster node needs it", ol_strerror(rc));
@@ -753,6 +760,12 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
     if (rc < 0 && rc != -ENOENT) {
         snprintf(err, errlen, "cannot read the map of cluster %s from %s: %s %s", cl->cluster,
                  cfg->cluster, ol_strerror(rc), why);
+        goto fail;
+    }
+    /* The key the nodes authenticate each other with (cluster/key.h). */
+    rc = ol_cluster_key(etcd, cl->cluster, cfg->cluster_key_file, cl->key, why, sizeof(why));
+    if (rc < 0) {
+        snprintf(err, errlen, "cluster %s: no cluster key: %s", cl->cluster, why);
         goto fail;
     }
     rc = serve_drives(cl, cfg, have_map ? &map : NULL, err, errlen);
@@ -891,5 +904,6 @@ void ol_cluster_close(struct ol_cluster *cl)
     free(cl->ids);
     free(cl->nodes_json);
     pthread_mutex_destroy(&cl->mu);
+    OPENSSL_cleanse(cl->key, sizeof(cl->key));
     free(cl);
 }

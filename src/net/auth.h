@@ -13,7 +13,7 @@
  *
  * Replays.  A request's `hlc` (its sender's clock, ms in its high bits) is
  * under the MAC, and a receiver refuses a request whose stamp is further
- * than OL_NET_AUTH_WINDOW_MS from its own wall clock: a captured request
+ * than OL_NET_AUTH_WINDOW_MS (15 minutes) from its own wall clock: a captured request
  * cannot be replayed after that.  Within the window it can (the drive
  * protocol holds no per-connection nonce); the ops are written so that a
  * replayed write or delete of the same version changes nothing that a
@@ -35,9 +35,12 @@
 
 enum {
     OL_NET_KEY_BYTES = 32,
-    /* How far a request's stamp may be from the receiver's clock (node
-     * clocks may differ by seconds; this leaves room for minutes). */
-    OL_NET_AUTH_WINDOW_MS = 5 * 60 * 1000,
+    /* How far a message's stamp may be from the receiver's wall clock, as
+     * SigV4 allows a request's date.  Wider than the HLC's max_ahead_ms (5
+     * minutes): a peer whose clock is off by more than that is still
+     * served (its stamp is not adopted, net/net.h "Clock"); one off by more
+     * than this is refused with its messages. */
+    OL_NET_AUTH_WINDOW_MS = 15 * 60 * 1000,
 };
 
 /* Writes h->mac for header h (its other fields final) and ctl. */

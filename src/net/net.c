@@ -29,10 +29,11 @@
 
 #include "core/clock.h"
 #include "core/crc.h"
-#include "core/hlc.h"
 #include "core/err.h"
+#include "core/hlc.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "net/auth.h"
 
 enum {
     SLOT_BITS = 12,
@@ -68,10 +69,11 @@ struct pending {
     void *send_req, *recv_req;
     uint64_t id, deadline_ms;
     int result;
-    uint32_t data_crc; /* of the request's data, computed by the caller */
-    uint32_t rep_crc;  /* the reply's, as its header says */
-    bool answered;     /* a reply came (a duplicate is dropped) */
-    bool finished;     /* result decided */
+    uint32_t data_crc;       /* of the request's data, computed by the caller */
+    uint32_t rep_crc;        /* the reply's, as its header says */
+    struct ol_wire_hdr rhdr; /* the reply's header (checked when its bytes are in) */
+    bool answered;           /* a reply came (a duplicate is dropped) */
+    bool finished;           /* result decided */
     bool in_table;
     bool signaled;
 };
@@ -112,7 +114,8 @@ struct exec {
 
 struct ol_net {
     unsigned timeout_ms;
-    struct ol_hlc *hlc; /* opts.hlc: any thread reads it, it has its own atomics */
+    struct ol_hlc *hlc;            /* opts.hlc: any thread reads it, it has its own atomics */
+    uint8_t key[OL_NET_KEY_BYTES]; /* opts.key (net/auth.h); read-only */
     pthread_t thread;
     int evfd, wfd;
     ucp_context_h ctx;
@@ -154,7 +157,28 @@ static void stat_add(struct ol_net *net, uint64_t *field)
 /* The stamp a message leaves with (net.h, "Clock"). */
 static uint64_t clock_out(struct ol_net *net)
 {
-    return net->hlc ? ol_hlc_now(net->hlc) : 0;
+    if (net->hlc)
+        return ol_hlc_now(net->hlc);
+    /* No HLC: the wall clock in its form (authentication checks that a
+     * stamp is fresh). */
+    return ((uint64_t)ol_wall_ns() / 1000000u) << 16;
+}
+
+/* Whether a received message is authentic (its MAC under the key, over its
+ * header and control bytes) and fresh (its stamp within the window of this
+ * node's wall clock: an old captured message is not taken again).  Counted
+ * and warned about (rate-limited) when not. */
+static bool authentic(struct ol_net *net, const struct ol_wire_hdr *h, const void *ctl)
+{
+    if (ol_wire_verify(net->key, h, ctl, h->ctl_len) &&
+        ol_wire_fresh(h->hlc, (uint64_t)ol_wall_ns() / 1000000u))
+        return true;
+    stat_add(net, &net->st.auth_failures);
+    ol_log_limited(OL_LOG_WARN,
+                   "net: a %s (op %u) failed authentication (a wrong cluster key, a stale or "
+                   "forged message): refused",
+                   (h->flags & OL_WIRE_F_REPLY) ? "reply" : "request", (unsigned)h->op);
+    return false;
 }
 
 /* Takes in a received message's stamp, before anyone acts on the message.
@@ -396,6 +420,17 @@ static void send_cb(void *request, ucs_status_t status, void *user_data)
         maybe_finish(net, p);
 }
 
+/* A reply's bytes are in: its status, or -EACCES when it is not authentic
+ * (the caller then sees no byte of it as an answer).  Its clock is taken in
+ * before the caller can wake. */
+static int reply_in(struct ol_net *net, struct pending *p)
+{
+    if (!authentic(net, &p->rhdr, p->c->rep_ctl))
+        return -EACCES;
+    clock_in(net, p->rhdr.hlc);
+    return p->rhdr.status;
+}
+
 static void recv_cb(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     struct pending *p = user_data;
@@ -404,7 +439,7 @@ static void recv_cb(void *request, ucs_status_t status, size_t length, void *use
     p->recv_req = NULL;
     ucp_request_free(request);
     /* finish() keeps an earlier result (a timeout that reset the endpoint). */
-    finish(net, p, status == UCS_OK ? p->hdr.status : map_status(status));
+    finish(net, p, status == UCS_OK ? reply_in(net, p) : map_status(status));
 }
 
 static struct peer *peer_find(struct ol_net *net, const char *addr)
@@ -463,6 +498,7 @@ static void start_call(struct ol_net *net, struct pending *p)
         .data_len = c->data_len,
         .data_crc = p->data_crc,
     };
+    ol_wire_sign(net->key, &p->hdr, c->ctl, c->ctl_len);
     unsigned n = 0;
     if (c->ctl_len)
         p->siov[n++] = (ucp_dt_iov_t){(void *)c->ctl, c->ctl_len};
@@ -503,8 +539,7 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
         finish(net, p, bad);
         return UCS_OK;
     }
-    /* Before the caller can wake (finish, here or after the rendezvous). */
-    clock_in(net, h.hlc);
+    p->rhdr = h;
     p->hdr.status = h.status;
     p->rep_crc = h.data_crc;
     c->rep_ctl_len = h.ctl_len;
@@ -517,7 +552,7 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
             memcpy(c->rep_ctl, data, h.ctl_len);
         if (h.data_len)
             memcpy(c->rep_data, (const uint8_t *)data + h.ctl_len, h.data_len);
-        finish(net, p, h.status);
+        finish(net, p, reply_in(net, p));
         return UCS_OK;
     }
     stat_add(net, &net->st.rndv_in);
@@ -535,7 +570,7 @@ static ucs_status_t on_reply(void *arg, const void *header, size_t header_length
     };
     void *r = ucp_am_recv_data_nbx(net->worker, data, p->riov, n, &rp);
     if (r == NULL)
-        finish(net, p, h.status);
+        finish(net, p, reply_in(net, p));
     else if (UCS_PTR_IS_ERR(r))
         finish(net, p, map_status(UCS_PTR_STATUS(r)));
     else
@@ -648,6 +683,8 @@ static void req_free(struct ol_net *net, struct ol_net_req *req)
     free(req);
 }
 
+static void reply_now(struct ol_net *net, struct ol_net_req *req, int status);
+
 static void deliver(struct ol_net *net, struct ol_net_req *req)
 {
     stat_add(net, &net->st.requests);
@@ -655,6 +692,12 @@ static void deliver(struct ol_net *net, struct ol_net_req *req)
         req_free(net, req);
         return;
     }
+    /* Before the request reaches a worker, and before its clock counts. */
+    if (!authentic(net, &req->hdr, req->buf)) {
+        reply_now(net, req, -EACCES);
+        return;
+    }
+    clock_in(net, req->hdr.hlc);
     net->serve(net->serve_ctx, req);
 }
 
@@ -668,8 +711,6 @@ static void srv_recv_cb(void *request, ucs_status_t status, size_t length, void 
     else
         deliver(req->net, req);
 }
-
-static void reply_now(struct ol_net *net, struct ol_net_req *req, int status);
 
 static ucs_status_t on_request(void *arg, const void *header, size_t header_length, void *data,
                                size_t length, const ucp_am_recv_param_t *param)
@@ -695,8 +736,6 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
         reply_now(net, req, bad);
         return UCS_OK;
     }
-    /* Before the request reaches a worker. */
-    clock_in(net, h.hlc);
     req->buf = malloc(length ? length : 1);
     if (!req->buf) {
         reply_now(net, req, -ENOMEM);
@@ -730,26 +769,34 @@ static void reply_sent_cb(void *request, ucs_status_t status, void *user_data)
     req_free(req->net, req);
 }
 
-/* Sends req's reply (net thread). */
-static void send_reply(struct ol_net *net, struct ol_net_req *req)
+/* Makes req's reply header (status; rctl, rdata and rhdr.data_crc set) and
+ * signs it: on the replying thread for ol_net_reply (so that the net thread
+ * computes no MAC over a large listing), on the net thread for reply_now. */
+static void reply_hdr(struct ol_net *net, struct ol_net_req *req, int status)
 {
-    if (req->conn->dead || net->stop) {
-        req_free(net, req);
-        return;
-    }
     req->rhdr = (struct ol_wire_hdr){
         .magic = OL_WIRE_MAGIC,
         .version = OL_WIRE_VERSION,
         .op = req->hdr.op,
         .flags = OL_WIRE_F_REPLY,
         .drive = req->hdr.drive,
-        .status = req->rhdr.status,
+        .status = status,
         .req_id = req->hdr.req_id,
         .hlc = clock_out(net),
         .ctl_len = (uint32_t)req->rctl_len,
         .data_len = req->rdata_len,
         .data_crc = req->rhdr.data_crc,
     };
+    ol_wire_sign(net->key, &req->rhdr, req->rctl, req->rctl_len);
+}
+
+/* Sends req's reply, its header made (net thread). */
+static void send_reply(struct ol_net *net, struct ol_net_req *req)
+{
+    if (req->conn->dead || net->stop) {
+        req_free(net, req);
+        return;
+    }
     unsigned n = 0;
     if (req->rctl_len)
         req->iov[n++] = (ucp_dt_iov_t){req->rctl, req->rctl_len};
@@ -780,7 +827,10 @@ static void send_reply(struct ol_net *net, struct ol_net_req *req)
 
 static void reply_now(struct ol_net *net, struct ol_net_req *req, int status)
 {
-    req->rhdr.status = status;
+    req->rctl = req->rdata = NULL;
+    req->rctl_len = req->rdata_len = 0;
+    req->rhdr.data_crc = 0;
+    reply_hdr(net, req, status);
     send_reply(net, req);
 }
 
@@ -813,13 +863,13 @@ void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len,
                   size_t data_len)
 {
     OL_ASSERT(ctl_len <= OL_WIRE_MAX_CTL && data_len <= OL_WIRE_MAX_DATA);
-    req->rhdr.status = status;
     req->rctl = ctl;
     req->rctl_len = ctl ? ctl_len : 0;
     req->rdata = data;
     req->rdata_len = data ? data_len : 0;
     /* On the caller's thread: the net thread computes no checksums. */
     req->rhdr.data_crc = req->rdata_len ? ol_crc32c(data, req->rdata_len) : 0;
+    reply_hdr(req->net, req, status);
     req->it.kind = IT_REPLY;
     /* Even while stopping: the net thread then frees it unsent. */
     enqueue(req->net, &req->it, true);
@@ -1102,6 +1152,8 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
         return -ENOMEM;
     net->timeout_ms = opts && opts->timeout_ms ? opts->timeout_ms : OL_NET_TIMEOUT_MS;
     net->hlc = opts ? opts->hlc : NULL;
+    if (opts && opts->key)
+        memcpy(net->key, opts->key, sizeof(net->key));
     net->evfd = -1;
     pthread_mutex_init(&net->mu, NULL);
     for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++)

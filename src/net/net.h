@@ -47,12 +47,21 @@
  * when it answered.  A stamp more than the clock's max_ahead_ms ahead of the
  * local wall clock is not adopted (the clock does not move; the message is
  * handled as any other): ol_net_stats counts it in hlc_refused, and a
- * rate-limited warning says by how much it was ahead.  A stamp of 0 (a peer
- * without a clock) is ignored.  Without opts.hlc, messages carry 0.
+ * rate-limited warning says by how much it was ahead.  A stamp of 0 is
+ * ignored.  Without opts.hlc, messages carry the wall clock in the HLC's
+ * form (ms << 16), which a receiver with a clock may take in.
+ *
+ * Authentication (net/auth.h).  Every request and reply is signed with
+ * opts.key.  A request that fails its check (MAC or freshness) is answered
+ * -EACCES and never reaches the serve callback; a reply that fails it makes
+ * the call return -EACCES (its bytes are no answer).  Both are checked
+ * before their clock stamp is taken in, counted in auth_failures and
+ * warned about (rate-limited).
  *
  * Errors: 0 / a count, or a negative errno (-ENOMEM, -EINVAL, -EMSGSIZE for a
  * message past the limits of net/wire.h, -EAGAIN when OL_NET_MAX_INFLIGHT
- * calls are outstanding, -ESHUTDOWN when the ol_net is being destroyed).
+ * calls are outstanding, -ESHUTDOWN when the ol_net is being destroyed,
+ * -EACCES for a message that failed authentication).
  */
 #ifndef OL_NET_NET_H
 #define OL_NET_NET_H
@@ -78,6 +87,10 @@ struct ol_net_opts {
     /* The process's clock, stamped on and moved by every message (above);
      * borrowed, outlives the ol_net; NULL: none. */
     struct ol_hlc *hlc;
+    /* The cluster key (cluster/key.h) every message is signed and checked
+     * with (net/auth.h): copied.  NULL: the all-zero key, which only tests
+     * use (a node always passes its cluster's key). */
+    const uint8_t *key;
 };
 
 /* Starts the net thread.  -EIO when UCX cannot start (its reason logged). */
@@ -169,6 +182,7 @@ struct ol_net_stats {
     uint64_t requests, rndv_in; /* rndv_in: messages received by rendezvous */
     uint64_t crc_errors;        /* replies whose data failed their CRC32C */
     uint64_t hlc_refused;       /* clock stamps received too far ahead (not adopted) */
+    uint64_t auth_failures;     /* messages refused: bad MAC or stale stamp (net/auth.h) */
 };
 void ol_net_stats(struct ol_net *net, struct ol_net_stats *out);
 

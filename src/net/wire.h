@@ -23,11 +23,17 @@
  * Clocks: every message carries its sender's hybrid logical clock (core/hlc.h)
  * in `hlc`, read when the message is sent (a reply: after the op ran), so
  * that a receiver can move its own clock past it before it acts on the
- * message (net/net.h says what a receiver does with it).  0: the sender
- * keeps no clock.
+ * message (net/net.h says what a receiver does with it).  A sender without
+ * an HLC sends its wall clock in the same form (so that the stamp also
+ * serves authentication's freshness check).
+ *
+ * Authentication: every message carries a MAC under the cluster key in
+ * `mac` (net/auth.h); a receiver checks it, and the stamp's freshness,
+ * before it acts on the message or takes in its clock.
  *
  * Versioning: `version` is OL_WIRE_VERSION (2 since the header carries the
- * clock; version 1 had two reserved words instead, and another field order).
+ * clock and the MAC, 64 bytes; version 1 had 48 bytes, two reserved words
+ * instead of the clock, another field order and no MAC).
  * A receiver answers a request of any other version with status -EPROTO
  * (and its own version in the reply header), and drops a reply of another
  * version.  New ops get new numbers;
@@ -66,6 +72,9 @@ enum {
     OL_WIRE_MAX_DATA = 64 << 20,
 
     OL_WIRE_META_BYTES = 16 + 8 + 4 + 8 + 8 + 64 + 4 + 4 + 8,
+
+    /* The header's message authentication code (net/auth.h). */
+    OL_WIRE_MAC_BYTES = 16,
 };
 
 /* Drive protocol ops (ol_wire_hdr.op). */
@@ -111,12 +120,16 @@ struct ol_wire_hdr {
     uint64_t data_len; /* bulk bytes (after the control bytes) */
     uint32_t ctl_len;  /* control argument bytes (first in the AM data) */
     uint32_t data_crc; /* CRC32C of the bulk bytes (0 when there are none) */
+    /* The message's authentication code under the cluster key (net/auth.h):
+     * over this header (mac zeroed) and the control bytes. */
+    uint8_t mac[OL_WIRE_MAC_BYTES];
 };
 /* Every field at its natural alignment: no padding, and the same bytes on
  * every compiler of a little-endian host. */
-_Static_assert(sizeof(struct ol_wire_hdr) == 48, "the wire header is 48 bytes");
+_Static_assert(sizeof(struct ol_wire_hdr) == 64, "the wire header is 64 bytes");
 _Static_assert(offsetof(struct ol_wire_hdr, hlc) == 24 &&
-                   offsetof(struct ol_wire_hdr, ctl_len) == 40,
+                   offsetof(struct ol_wire_hdr, ctl_len) == 40 &&
+                   offsetof(struct ol_wire_hdr, mac) == 48,
                "the wire header's layout (docs/PROTOCOL.md)");
 
 /* ---- header checks (what a receiver does first; tests/fuzz/fuzz_wire.c) ---- */

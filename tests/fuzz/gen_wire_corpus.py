@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_wire (tests/fuzz/corpus/wire/).
 
-Each file starts with a mode byte (see fuzz_wire.c): 0 a header (48 bytes,
+Each file starts with a mode byte (see fuzz_wire.c): 0 a header (64 bytes,
 then how the AM data length is chosen, the length, the reply's caps and op),
 1 a request (the op, then its control bytes), 2 a reply (the remotedrive op,
 the status kind and a small number, then the reply's control bytes).  The
@@ -50,10 +50,11 @@ def meta(k=4, m=2, shard=1, size=1000, meta_len=0):
 
 def hdr(op, ctl_len=0, data_len=0, flags=0, version=2, magic=MAGIC, status=0,
         hlc=0x0193_5F2A_6B40_0001):
-    """The 48-byte header of wire version 2: magic, version, op, flags, drive,
-    status, req_id, hlc (the sender's clock stamp), data_len, ctl_len, data_crc."""
+    """The 64-byte header of wire version 2: magic, version, op, flags, drive,
+    status, req_id, hlc (the sender's clock stamp), data_len, ctl_len, data_crc,
+    mac (16 bytes; the fuzz target checks headers, not MACs)."""
     return struct.pack("<IBBHIiQQQII", magic, version, op, flags, 0, status, 42, hlc, data_len,
-                       ctl_len, 0)
+                       ctl_len, 0) + bytes(range(16))
 
 
 def header_seed(h, how, length, ctl_cap, data_cap, op):

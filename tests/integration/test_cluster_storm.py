@@ -11,6 +11,7 @@ restarts and serves every object; `openlake admin heal` through it rebuilds
 its missing shards, checked by killing two *other* nodes: objects written
 while the victim was down then read only if the victim has their shards."""
 import hashlib
+import json
 import os
 import random
 import subprocess
@@ -250,12 +251,18 @@ def test_node_killed_mid_storm():
         victim.launch()
         victim.wait_s3()
         check_all(victim.endpoint, bucket, ledger)
-        # Heal through it: the objects written while it was down get their
-        # shards on its drive.
+        # The survivors' catch-up logs give it the shards of the writes it
+        # missed (ec/catchup.h) once it answers again; a heal through it
+        # rebuilds whatever is left.  Together they rebuilt something (the
+        # victim missed writes), and nothing is unrecoverable.
         out = admin_cmd("heal", victim.endpoint)
         print("heal:", out.strip())
         assert '"unrecoverable":0' in out, out
-        assert '"shards_rebuilt":0,' not in out, out
+        healed = int(json.loads(out)["shards_rebuilt"])
+        for n in nodes[:5]:
+            cu = json.loads(admin_cmd("info", n.endpoint)).get("catchup", {})
+            healed += int(cu.get("healed", 0))
+        assert healed > 0, out
         # Two other nodes go: 4 of 6 shards left, the victim's among them.
         nodes[1].kill9()
         nodes[2].kill9()
