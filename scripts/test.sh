@@ -60,15 +60,45 @@ else
 fi
 
 echo "== integration tests (pytest, real server processes)"
-OPENLAKE_BIN="$PWD/build/openlake" /usr/bin/python3 -m pytest -q -p no:cacheprovider \
-  tests/integration "$@" 2>&1 | tee /tmp/openlake-pytest.log
-summary=$(tail -n 5 /tmp/openlake-pytest.log | grep -E "(passed|failed|error)" | tail -n 1)
-p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || true)
-f=$(echo "$summary" | grep -oE "[0-9]+ failed" | grep -oE "[0-9]+" || true)
-e=$(echo "$summary" | grep -oE "[0-9]+ error" | grep -oE "[0-9]+" || true)
-passed=$((passed + ${p:-0}))
-failed=$((failed + ${f:-0} + ${e:-0}))
-if [ -z "$summary" ]; then failed=$((failed + 1)); failed_names+=("pytest:no-summary"); fi
+# Most files run two at a time (pytest-xdist, one file per worker: a file's
+# servers stay its own), which the suite's waits on processes, disks and the
+# aws CLI leave room for on two cores.  The files that measure time (fences
+# and leases, slow-client cut-offs, shutdown and drive-timeout bounds) or
+# start many processes run afterwards, one at a time, as before.
+# OPENLAKE_TEST_JOBS=1 runs everything serially.
+SERIAL=(test_security_conn.py test_shutdown.py test_durability.py test_cluster.py
+        test_cluster_cond.py test_cluster_consistency.py test_cluster_etcd_restart.py
+        test_cluster_netns.py test_cluster_pools.py test_cluster_storm.py)
+jobs=${OPENLAKE_TEST_JOBS:-2}
+if ! /usr/bin/python3 -c "import xdist" 2>/dev/null; then jobs=1; fi
+parallel=()
+serial=()
+for f in tests/integration/test_*.py; do
+  b=$(basename "$f")
+  if [ "$jobs" -gt 1 ] && ! printf '%s\n' "${SERIAL[@]}" | grep -qx "$b"; then
+    parallel+=("$f")
+  else
+    serial+=("$f")
+  fi
+done
+pytest_run() { # log args...
+  local log=$1
+  shift
+  OPENLAKE_BIN="$PWD/build/openlake" /usr/bin/python3 -m pytest -q -p no:cacheprovider "$@" \
+    2>&1 | tee "$log"
+  local summary p f e
+  summary=$(tail -n 5 "$log" | grep -E "(passed|failed|error|no tests ran)" | tail -n 1)
+  p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || true)
+  f=$(echo "$summary" | grep -oE "[0-9]+ failed" | grep -oE "[0-9]+" || true)
+  e=$(echo "$summary" | grep -oE "[0-9]+ error" | grep -oE "[0-9]+" || true)
+  passed=$((passed + ${p:-0}))
+  failed=$((failed + ${f:-0} + ${e:-0}))
+  if [ -z "$summary" ]; then failed=$((failed + 1)); failed_names+=("pytest:no-summary:$log"); fi
+}
+if [ ${#parallel[@]} -gt 0 ]; then
+  pytest_run /tmp/openlake-pytest.log -n "$jobs" --dist loadfile "${parallel[@]}" "$@"
+fi
+pytest_run /tmp/openlake-pytest-serial.log "${serial[@]}" "$@"
 
 echo
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
