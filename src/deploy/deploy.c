@@ -844,7 +844,15 @@ struct cfg_q {
     ssize_t best_len;
     bool too_small;
     void *buf;
+    /* get: each drive's stamp (CFG_NONE: no answer, CFG_MISSING: it holds
+     * no value), and the newest answer's record as stored (read repair) */
+    int64_t *stamps;
+    uint8_t *best_raw;
+    size_t best_raw_len;
 };
+
+#define CFG_NONE INT64_MIN
+#define CFG_MISSING (INT64_MIN + 1)
 
 static void q_cfg_put(struct ol_deploy *ec, unsigned i, void *ctx)
 {
@@ -868,6 +876,8 @@ static void q_cfg_get(struct ol_deploy *ec, unsigned i, void *ctx)
     ssize_t n = d->ops->bucket_config_get(d->d, q->bucket, q->name, v, q->len);
     if (n == -OL_ENOCONFIG || n == -OL_ENOBUCKET) {
         q->answered++;
+        if (n == -OL_ENOCONFIG && q->stamps)
+            q->stamps[i] = CFG_MISSING;
     } else if (n == -ENOBUFS) {
         q->answered++;
         q->too_small = true;
@@ -875,8 +885,14 @@ static void q_cfg_get(struct ol_deploy *ec, unsigned i, void *ctx)
         q->answered++;
         int64_t stamp;
         memcpy(&stamp, v, 8);
+        if (q->stamps)
+            q->stamps[i] = stamp;
         if (stamp > q->best) {
             q->best = stamp;
+            if (q->best_raw) {
+                memcpy(q->best_raw, v, (size_t)n);
+                q->best_raw_len = (size_t)n;
+            }
             if (!v[8]) {
                 q->best_len = -OL_ENOCONFIG;
             } else {
@@ -887,6 +903,27 @@ static void q_cfg_get(struct ol_deploy *ec, unsigned i, void *ctx)
     }
     if (v != q->v)
         free(v);
+}
+
+/* Read repair: the drives that answered without the newest record of a
+ * setting (a drive replaced or offline when it was set) get it, as stored
+ * (its stamp included, a removal's too), so that the setting keeps every
+ * drive's vote.  One put per such drive, in the reader's fiber; errors are
+ * left to the next read.  A put of a newer value racing with the repair may
+ * see one drive set back to the older record: the newer stamp still wins on
+ * every read that meets one of the other drives the put reached. */
+static void cfg_repair(struct ol_deploy *ec, const char *bucket, const char *name,
+                       const struct cfg_q *q, unsigned nd)
+{
+    for (unsigned i = 0; i < nd; i++) {
+        if (q->stamps[i] == CFG_NONE || q->stamps[i] >= q->best)
+            continue;
+        const struct ol_drive *d = &ec->drv[i];
+        if (!d->ops->bucket_config_put)
+            continue;
+        if (d->ops->bucket_config_put(d->d, bucket, name, q->best_raw, q->best_raw_len) == 0)
+            atomic_fetch_add(&ec->st.config_repairs, 1);
+    }
 }
 
 int ol_deploy_bucket_config_put(struct ol_deploy *ec, const char *bucket, const char *name,
@@ -940,20 +977,31 @@ ssize_t ol_deploy_bucket_config_get(struct ol_deploy *ec, const char *bucket, co
     uint8_t *v = malloc(vcap);
     if (!v)
         return -ENOMEM;
+    int64_t *stamps = malloc(sizeof(*stamps) * (nd ? nd : 1));
+    uint8_t *raw = malloc(vcap);
+    for (unsigned i = 0; stamps && i < nd; i++)
+        stamps[i] = CFG_NONE;
     struct cfg_q q = {.bucket = bucket,
                       .name = name,
                       .v = v,
                       .len = vcap,
                       .best = INT64_MIN,
                       .best_len = -OL_ENOCONFIG,
-                      .buf = buf};
+                      .buf = buf,
+                      .stamps = stamps && raw ? stamps : NULL,
+                      .best_raw = stamps && raw ? raw : NULL};
     each_drive(ec, nd, q_cfg_get, &q);
     free(v);
+    ssize_t rc = q.best_len;
     if (q.answered < (nd + 1) / 2)
-        return -OL_EQUORUM;
-    if (q.too_small && q.best_len == -OL_ENOCONFIG)
-        return -ENOBUFS;
-    return q.best_len;
+        rc = -OL_EQUORUM;
+    else if (q.too_small && q.best_len == -OL_ENOCONFIG)
+        rc = -ENOBUFS;
+    else if (q.stamps && q.best_raw_len)
+        cfg_repair(ec, bucket, name, &q, nd);
+    free(stamps);
+    free(raw);
+    return rc;
 }
 
 struct bucket_acc {
@@ -1407,6 +1455,8 @@ void ol_deploy_metrics(struct ol_deploy *ec, char *b, size_t cap, size_t *np)
     JS("openlake_ec_scrub_shards_rebuilt_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_shards));
     JS("openlake_ec_scrub_errors_total %" PRIu64 "\n", atomic_load(&ec->st.scrub_errors));
     JS("openlake_ec_monitor_heals_total %" PRIu64 "\n", atomic_load(&ec->st.monitor_heals));
+    JS("openlake_ec_bucket_config_repairs_total %" PRIu64 "\n",
+       atomic_load(&ec->st.config_repairs));
     if (ec->catchup) {
         struct ol_catchup_stats cs;
         ol_catchup_stats(ec->catchup, &cs);

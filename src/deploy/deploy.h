@@ -104,6 +104,7 @@ struct ol_deploy {
         _Atomic uint64_t scrub_passes, scrub_objects, scrub_shards, scrub_errors;
         _Atomic uint64_t quorum_errors;
         _Atomic uint64_t monitor_heals; /* heals after a drive came back */
+        _Atomic uint64_t config_repairs; /* bucket settings written back on read */
     } st;
     /* The admin's deployment heal in progress (GET /_openlake/admin/heal/status):
      * written by the healing fiber after each key, read by any loop. */
