@@ -212,8 +212,8 @@ struct ol_member_stats {
     int64_t deadline_ns;     /* CLOCK_MONOTONIC time acks end, 0: not allowed */
     bool fenced;             /* as the member thread last saw it */
     /* vouching */
-    uint64_t vouch_rounds;   /* rounds of questions asked */
-    uint64_t vouched_spells; /* times acks went on past the lease on vouches */
+    uint64_t vouch_rounds;     /* rounds of questions asked */
+    uint64_t vouched_spells;   /* times acks went on past the lease on vouches */
     int64_t vouch_deadline_ns; /* acks on vouches end then; 0: none */
     uint32_t since_etcd_ms;    /* since etcd last answered; OL_VOUCH_NEVER */
     uint32_t vouchers;         /* peers whose vouch counts now */
