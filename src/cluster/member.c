@@ -39,9 +39,21 @@ struct ol_member {
     pthread_t thread;
     atomic_bool stop;
 
-    /* Acks are allowed while CLOCK_MONOTONIC < deadline_ns (0: never).
-     * Written by the member thread only; read by anyone. */
-    _Atomic int64_t deadline_ns;
+    /* Acks are allowed while CLOCK_MONOTONIC < deadline_ns (0: never), or
+     * < vouch_ns.  deadline_ns and etcd_ns (when etcd last answered, 0:
+     * never) are written by the member thread only, vouch_ns by the vouch
+     * thread only; read by anyone. */
+    _Atomic int64_t deadline_ns, vouch_ns, etcd_ns;
+    int64_t quiet_ns;
+
+    /* the vouch thread */
+    pthread_t vthread;
+    bool vthread_started;
+    struct ol_vouch_tally *tally;
+    struct ol_vouch *answers;
+    bool vouch_logged; /* acks ride on vouches, as last logged */
+    _Atomic uint64_t vouch_rounds, vouched_spells;
+    _Atomic uint32_t vouchers;
 
     /* member thread only */
     bool registered;
@@ -61,8 +73,8 @@ struct ol_member {
 /* The process's bound member, as its deadline (member.h:
  * ol_member_may_ack_writes).  A plain atomic rather than a pointer, so that
  * no reader can hold a member that is being freed. */
-static atomic_bool process_bound;
-static _Atomic int64_t process_deadline_ns;
+static atomic_bool process_bound, process_alive;
+static _Atomic int64_t process_deadline_ns, process_vouch_ns, process_etcd_ns;
 
 static int64_t mono_ns(void)
 {
@@ -78,18 +90,85 @@ static void set_deadline(struct ol_member *m, int64_t d)
         atomic_store_explicit(&process_deadline_ns, d, memory_order_release);
 }
 
+static void set_vouch(struct ol_member *m, int64_t d)
+{
+    atomic_store_explicit(&m->vouch_ns, d, memory_order_release);
+    if (m->o.bind_process)
+        atomic_store_explicit(&process_vouch_ns, d, memory_order_release);
+}
+
+/* etcd answered (anything: a renewal, a grant, "no such lease"). */
+static void heard_etcd(struct ol_member *m)
+{
+    int64_t now = mono_ns();
+    atomic_store_explicit(&m->etcd_ns, now, memory_order_release);
+    if (m->o.bind_process)
+        atomic_store_explicit(&process_etcd_ns, now, memory_order_release);
+}
+
+static enum ol_member_ack ack_state(int64_t lease_d, int64_t vouch_d)
+{
+    int64_t now = mono_ns();
+    if (lease_d != 0 && now < lease_d)
+        return OL_MEMBER_ACK_LEASE;
+    if (vouch_d != 0 && now < vouch_d)
+        return OL_MEMBER_ACK_VOUCHED;
+    return OL_MEMBER_FENCED;
+}
+
+enum ol_member_ack ol_member_ack_state(const struct ol_member *m)
+{
+    return ack_state(atomic_load_explicit(&m->deadline_ns, memory_order_acquire),
+                     atomic_load_explicit(&m->vouch_ns, memory_order_acquire));
+}
+
+enum ol_member_ack ol_member_ack_state_process(void)
+{
+    if (!atomic_load_explicit(&process_bound, memory_order_acquire))
+        return OL_MEMBER_ACK_LEASE;
+    return ack_state(atomic_load_explicit(&process_deadline_ns, memory_order_acquire),
+                     atomic_load_explicit(&process_vouch_ns, memory_order_acquire));
+}
+
+const char *ol_member_ack_name(enum ol_member_ack a)
+{
+    switch (a) {
+    case OL_MEMBER_ACK_LEASE:
+        return "lease";
+    case OL_MEMBER_ACK_VOUCHED:
+        return "etcd_down_vouched";
+    default:
+        return "fenced";
+    }
+}
+
 bool ol_member_may_ack(const struct ol_member *m)
 {
-    int64_t d = atomic_load_explicit(&m->deadline_ns, memory_order_acquire);
-    return d != 0 && mono_ns() < d;
+    return ol_member_ack_state(m) != OL_MEMBER_FENCED;
 }
 
 bool ol_member_may_ack_writes(void)
 {
-    if (!atomic_load_explicit(&process_bound, memory_order_acquire))
-        return true;
+    return ol_member_ack_state_process() != OL_MEMBER_FENCED;
+}
+
+static uint32_t since_ms(int64_t etcd_ns, int64_t now)
+{
+    if (etcd_ns == 0)
+        return OL_VOUCH_NEVER;
+    int64_t ms = (now - etcd_ns) / 1000000;
+    return ms < 0 ? 0 : ms >= (int64_t)OL_VOUCH_NEVER ? OL_VOUCH_NEVER - 1 : (uint32_t)ms;
+}
+
+int ol_member_vouch_answer(struct ol_vouch *v)
+{
+    if (!atomic_load_explicit(&process_alive, memory_order_acquire))
+        return -ENOENT;
+    int64_t now = mono_ns();
     int64_t d = atomic_load_explicit(&process_deadline_ns, memory_order_acquire);
-    return d != 0 && mono_ns() < d;
+    v->lease_live = d != 0 && now < d;
+    v->since_etcd_ms = since_ms(atomic_load_explicit(&process_etcd_ns, memory_order_acquire), now);
+    return 0;
 }
 
 int ol_member_wait(const struct ol_member *m, unsigned timeout_ms)
@@ -113,6 +192,12 @@ void ol_member_stats(const struct ol_member *m, struct ol_member_stats *st)
     st->lease = atomic_load(&m->lease);
     st->deadline_ns = atomic_load(&m->deadline_ns);
     st->fenced = !ol_member_may_ack(m);
+    st->vouch_rounds = atomic_load(&m->vouch_rounds);
+    st->vouched_spells = atomic_load(&m->vouched_spells);
+    st->vouch_deadline_ns = atomic_load(&m->vouch_ns);
+    st->since_etcd_ms = since_ms(atomic_load(&m->etcd_ns), mono_ns());
+    st->vouchers = atomic_load(&m->vouchers);
+    st->ack = ol_member_ack_state(m);
 }
 
 /* ---- registration and renewal ---- */
@@ -140,6 +225,7 @@ static int do_register(struct ol_member *m)
     int rc = ol_etcd_lease_grant(m->c, m->ttl_ns / 1000000000, &id, &granted);
     if (rc < 0)
         return rc;
+    heard_etcd(m);
     char *val = node_value(m, id);
     if (!val) {
         ol_etcd_lease_revoke(m->c, id);
@@ -178,6 +264,8 @@ static void renew(struct ol_member *m)
     int64_t ttl = 0;
     int rc = ol_etcd_lease_keepalive(m->c, atomic_load(&m->lease), &ttl);
     uint64_t now = ol_mono_ms();
+    if (rc == 0 || rc == -ENOENT)
+        heard_etcd(m);
     if (rc == 0) {
         /* never extend from a send time earlier than the one that set the
          * current deadline: sends are monotonic here, so it only grows */
@@ -219,13 +307,91 @@ static void fence_check(struct ol_member *m)
             return; /* not registered yet: not a fence */
         atomic_fetch_add(&m->fences, 1);
         ol_error("member %s: FENCED: no lease renewal answered within %" PRId64
-                 " ms; not acknowledging writes",
-                 m->name, (m->ttl_ns - m->margin_ns) / 1000000);
+                 " ms%s; not acknowledging writes",
+                 m->name, (m->ttl_ns - m->margin_ns) / 1000000,
+                 m->o.vouch ? " and no majority of the map's nodes vouches that etcd is down" : "");
     } else {
         if (m->ever_unfenced)
-            ol_warn("member %s: lease renewed; acknowledging writes again", m->name);
+            ol_warn("member %s: acknowledging writes again (%s)", m->name,
+                    ol_member_ack_name(ol_member_ack_state(m)));
         m->ever_unfenced = true;
     }
+}
+
+/* Whether the lease itself allows acks now (vouches aside). */
+static bool lease_live(const struct ol_member *m)
+{
+    int64_t d = atomic_load_explicit(&m->deadline_ns, memory_order_acquire);
+    return d != 0 && mono_ns() < d;
+}
+
+/* ---- vouching (member.h, "When etcd is down") ---- */
+
+/* Sleeps until the monotonic ms time `until`, or the stop flag. */
+static void vouch_sleep(struct ol_member *m, uint64_t until)
+{
+    for (uint64_t now = ol_mono_ms(); now < until && !atomic_load(&m->stop); now = ol_mono_ms()) {
+        uint64_t ms = until - now > MEMBER_SLICE_MS ? MEMBER_SLICE_MS : until - now;
+        usleep((useconds_t)ms * 1000);
+    }
+}
+
+/* One round: ask, take the answers in, move the vouch deadline. */
+static void vouch_round(struct ol_member *m)
+{
+    size_t nmap = 0;
+    int64_t round = mono_ns();
+    int n = m->o.vouch(m->o.vouch_arg, m->answers, OL_VOUCH_MAX_PEERS, &nmap);
+    atomic_fetch_add(&m->vouch_rounds, 1);
+    if (n > OL_VOUCH_MAX_PEERS)
+        n = OL_VOUCH_MAX_PEERS;
+    /* A failed round adds nothing; what the tally has still lapses. */
+    if (n >= 0)
+        ol_vouch_tally_add(m->tally, m->name, m->answers, (size_t)n, nmap, round);
+    int64_t until = ol_vouch_tally_until(m->tally);
+    set_vouch(m, until);
+    size_t count = ol_vouch_tally_count(m->tally, mono_ns());
+    atomic_store(&m->vouchers, (uint32_t)count);
+    bool riding = ol_member_ack_state(m) == OL_MEMBER_ACK_VOUCHED;
+    if (riding != m->vouch_logged) {
+        m->vouch_logged = riding;
+        if (riding) {
+            atomic_fetch_add(&m->vouched_spells, 1);
+            ol_warn("member %s: etcd silent for %" PRIu32 " ms, and %zu of the map's %zu "
+                    "nodes (this one included) are without etcd too: acknowledging writes on "
+                    "their vouches (etcd_down_vouched)",
+                    m->name, since_ms(atomic_load(&m->etcd_ns), mono_ns()), count + 1,
+                    m->tally->nmap);
+        } else if (!lease_live(m)) {
+            ol_warn("member %s: vouches lapsed (%zu of the map's %zu nodes without etcd, this "
+                    "one included)",
+                    m->name, count + 1, m->tally->nmap);
+        }
+    }
+}
+
+static void *vouch_main(void *arg)
+{
+    struct ol_member *m = arg;
+    unsigned round_ms = m->o.vouch_round_ms ? m->o.vouch_round_ms : OL_VOUCH_ROUND_MS;
+    while (!atomic_load(&m->stop)) {
+        uint64_t start = ol_mono_ms();
+        int64_t etcd = atomic_load_explicit(&m->etcd_ns, memory_order_acquire);
+        if (etcd == 0 || mono_ns() - etcd < m->quiet_ns) {
+            /* etcd answers this node (or never did: not registered yet,
+             * nothing to go on): the lease decides, vouches are forgotten. */
+            if (m->tally->n || atomic_load(&m->vouch_ns)) {
+                ol_vouch_tally_clear(m->tally);
+                set_vouch(m, 0);
+                atomic_store(&m->vouchers, 0);
+            }
+            m->vouch_logged = false;
+        } else {
+            vouch_round(m);
+        }
+        vouch_sleep(m, start + round_ms);
+    }
+    return NULL;
 }
 
 /* ---- the live set ---- */
@@ -348,7 +514,7 @@ static void watch_stop(struct ol_member *m)
 static void wait_or_watch(struct ol_member *m, unsigned wait_ms)
 {
     uint64_t now = ol_mono_ms();
-    if (!m->fenced && m->registered && !m->w && now >= m->next_watch_ms) {
+    if (lease_live(m) && m->registered && !m->w && now >= m->next_watch_ms) {
         int rc = watch_start(m);
         if (rc < 0) {
             if (!m->watch_failing)
@@ -394,7 +560,7 @@ static void *member_main(void *arg)
             renew(m);
         }
         fence_check(m);
-        if (m->fenced && m->w)
+        if (!lease_live(m) && m->w)
             watch_stop(m);
         now = ol_mono_ms();
         uint64_t next = m->registered ? m->next_renew_ms : m->next_register_ms;
@@ -443,22 +609,52 @@ int ol_member_start(struct ol_member **out, const struct ol_member_opts *opts)
     m->fenced = true; /* until registered; not counted as a fence */
     m->ttl_ns = (int64_t)ttl * 1000000000;
     m->margin_ns = (int64_t)margin * 1000000;
+    m->quiet_ns = m->ttl_ns / 3 + m->margin_ns / 2;
     m->live = calloc(OL_MAP_MAX_NODES, sizeof(*m->live));
+    if (opts->vouch) {
+        unsigned period = opts->vouch_period_ms ? opts->vouch_period_ms : OL_VOUCH_PERIOD_MS;
+        m->tally = malloc(sizeof(*m->tally));
+        m->answers = calloc(OL_VOUCH_MAX_PEERS, sizeof(*m->answers));
+        if (!m->tally || !m->answers) {
+            free(m->tally);
+            free(m->answers);
+            free(m->live);
+            free(m);
+            return -ENOMEM;
+        }
+        ol_vouch_tally_init(m->tally, period, (unsigned)(m->quiet_ns / 1000000));
+    }
     /* A renewal that hangs must end before the next one is due. */
     int rc = m->live ? ol_etcd_create(&m->c, opts->endpoints, ttl * 1000 / 3) : -ENOMEM;
     if (rc < 0)
         goto fail;
     if (opts->bind_process) {
         atomic_store(&process_deadline_ns, 0);
+        atomic_store(&process_vouch_ns, 0);
+        atomic_store(&process_etcd_ns, 0);
         atomic_store(&process_bound, true);
+        atomic_store(&process_alive, true);
     }
     rc = -pthread_create(&m->thread, NULL, member_main, m);
     if (rc < 0)
         goto fail;
+    if (opts->vouch) {
+        rc = -pthread_create(&m->vthread, NULL, vouch_main, m);
+        if (rc < 0) {
+            atomic_store(&m->stop, true);
+            pthread_join(m->thread, NULL);
+            goto fail;
+        }
+        m->vthread_started = true;
+    }
     *out = m;
     return 0;
 fail:
+    if (opts->bind_process)
+        atomic_store(&process_alive, false);
     ol_etcd_destroy(m->c);
+    free(m->tally);
+    free(m->answers);
     free(m->live);
     free(m);
     return rc;
@@ -469,8 +665,13 @@ void ol_member_stop(struct ol_member *m, bool leave)
     if (!m)
         return;
     atomic_store(&m->stop, true);
+    if (m->o.bind_process)
+        atomic_store(&process_alive, false); /* vouches for no one from now on */
     pthread_join(m->thread, NULL);
+    if (m->vthread_started)
+        pthread_join(m->vthread, NULL);
     set_deadline(m, 0);
+    set_vouch(m, 0);
     int64_t lease = atomic_load(&m->lease);
     if (leave && lease) {
         int rc = ol_etcd_lease_revoke(m->c, lease);
@@ -479,6 +680,8 @@ void ol_member_stop(struct ol_member *m, bool leave)
                     m->name, lease, ol_strerror(rc));
     }
     ol_etcd_destroy(m->c);
+    free(m->tally);
+    free(m->answers);
     free(m->live);
     free(m);
 }

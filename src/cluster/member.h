@@ -51,11 +51,69 @@
  * (create-only: if another process holds the name it waits for that key to
  * go, logging it).  A fence is logged once and counted (stats.fences).
  *
+ * When etcd is down (vouching).  The fence above cannot tell "etcd is down"
+ * from "this node is cut off": either way the renewals fail.  With
+ * opts.vouch set, a node whose lease deadline has passed may still
+ * acknowledge writes while a MAJORITY of the map's nodes, itself included,
+ * say, freshly, that they are without etcd too (cluster/vouch.h has the
+ * counting rule and the wire form).  Concretely: once etcd has not answered
+ * this node for quiet = TTL/3 + margin/2 (one renewal period and then some:
+ * a healthy node never gets there), a second thread of the member, the vouch
+ * thread, asks the map's other nodes every OL_VOUCH_ROUND_MS (opts.vouch,
+ * over UCX: the member knows nothing of the network) how long etcd has been
+ * silent for them; a peer silent for quiet or longer vouches, and its vouch
+ * counts for vouch_period_ms from the moment the question was sent.  Acks
+ * are then allowed while CLOCK_MONOTONIC < vouch deadline, the last instant
+ * at which 1 + the counting vouches > nmap / 2.  A peer that hears from etcd
+ * does not vouch, and its earlier vouches stop counting at once; etcd that
+ * answers this node again ends vouching (the lease deadline takes over).
+ * ol_member_may_ack() is "lease deadline not passed, or vouch deadline not
+ * passed"; ol_member_ack_state() says which ("etcd_down_vouched").
+ *
+ * What the lease protects, and why vouched acks are safe.  Nothing in
+ * OpenLake moves ownership when a lease expires: the map thread
+ * (deploy/cluster.c) marks the node down in the map, which only informs
+ * (the admin's view); every set keeps its drives, every node keeps
+ * coordinating writes.  Data safety rests elsewhere: a write is acknowledged
+ * only once k+1 of its set's k+m drives committed it, and the version that
+ * wins is the one with the highest HLC stamp (core/hlc.h), so two nodes
+ * writing the same key at once never lose an acknowledged write nor tear an
+ * object, whether or not either holds a lease.  What the fence adds is
+ * hygiene: a node that is cut off from the cluster (its link down, a
+ * partition) stops answering clients "done" for work it cannot reach its
+ * peers about, and a lease that etcd will expire is not outlived by acks.
+ * Vouching keeps exactly that: a cut-off node cannot reach a majority of
+ * peers, so it gets no vouches and fences as before (TTL - margin after its
+ * last renewal); a node that alone lost etcd while its peers still reach it
+ * gets no vouches either (they are not quiet) and fences as before.  Only
+ * when a majority shares the outage, i.e. etcd is down (or partitioned away)
+ * for the cluster, do writes go on; map changes (pools, node states) wait
+ * for etcd, since they are etcd transactions.
+ *
+ * What remains.  (1) A minority that still reaches etcd keeps acknowledging
+ * on its leases while a majority acknowledges on vouches: both sides go on,
+ * which is safe for the data because each side's writes still need k+1
+ * drives of the set (with m < k + 2, two sides cannot both have k+1 of the
+ * same k+m drives, so at most one side writes a given set; with more parity
+ * both may, and HLC order decides between their versions as it does between
+ * any concurrent writers).  (2) Vouched acks are not bounded by etcd's
+ * expiry of this node's lease: when etcd comes back, the peers stop
+ * vouching once they have renewed (their next retry: up to one etcd call
+ * timeout, TTL/3, later) and this node's vouches lapse vouch_period_ms after
+ * that, i.e. within TTL/3 + period (3.5 s with the defaults), inside the TTL
+ * that a restarted etcd grants every lease afresh; an etcd that comes back
+ * but stays unreachable for the peers too has nothing to hand a lease to
+ * anyway (no lease expiry moves anything, above).  (3) A round asks the
+ * peers one by one, so with many silent peers a round may take longer than
+ * the period (see deploy/cluster.c's per-question timeout): vouches then
+ * lapse and the node fences, the safe direction.
+ *
  * Live set: the member reads the nodes prefix, then watches it from the
  * revision read; on_live (if set) is called on the member's thread with the
  * sorted set of registered nodes whenever it changes, and again after every
  * re-read (a broken or compacted watch, or coming back from a fence).  While
- * fenced the member does not watch: its view would be stale anyway.
+ * its lease is not live the member does not watch: its view would be stale
+ * anyway (and etcd calls would hold up the renewals).
  */
 #ifndef OL_CLUSTER_MEMBER_H
 #define OL_CLUSTER_MEMBER_H
@@ -65,6 +123,7 @@
 #include <stdint.h>
 
 #include "cluster/map.h"
+#include "cluster/vouch.h"
 
 #define OL_MEMBER_PREFIX_FMT "/openlake/%s/nodes/"
 
@@ -89,6 +148,13 @@ struct ol_member_opts {
     bool bind_process;     /* this member answers ol_member_may_ack_writes() */
     ol_member_live_fn on_live;
     void *arg;
+    /* Vouching (above): NULL, no vouching (the lease alone decides).  Called
+     * on the member's vouch thread only while etcd has been silent for
+     * quiet, after the first registration. */
+    ol_vouch_fn vouch;
+    void *vouch_arg;
+    unsigned vouch_period_ms; /* 0: OL_VOUCH_PERIOD_MS */
+    unsigned vouch_round_ms;  /* 0: OL_VOUCH_ROUND_MS */
 };
 
 struct ol_member;
@@ -114,6 +180,25 @@ bool ol_member_may_ack(const struct ol_member *m);
  * thread. */
 bool ol_member_may_ack_writes(void);
 
+/* Why a node may or may not acknowledge writes now. */
+enum ol_member_ack {
+    OL_MEMBER_ACK_LEASE,   /* its lease is live ("lease") */
+    OL_MEMBER_ACK_VOUCHED, /* on a majority's vouches ("etcd_down_vouched") */
+    OL_MEMBER_FENCED,      /* neither ("fenced") */
+};
+const char *ol_member_ack_name(enum ol_member_ack a);
+enum ol_member_ack ol_member_ack_state(const struct ol_member *m);
+/* The bound member's state; OL_MEMBER_ACK_LEASE when none was ever bound
+ * (as ol_member_may_ack_writes).  Any thread. */
+enum ol_member_ack ol_member_ack_state_process(void);
+
+/* The bound member's answer to a peer's question (cluster/vouch.h): fills
+ * v->lease_live and v->since_etcd_ms (name and asked_ns are the caller's).
+ * 0, or -ENOENT when no member is bound or it was stopped (a node shutting
+ * down vouches for no one).  Any thread, never blocks: a few atomic loads
+ * (the drive server answers on its net thread). */
+int ol_member_vouch_answer(struct ol_vouch *v);
+
 /* Waits up to timeout_ms for ol_member_may_ack(m).  0 or -ETIMEDOUT. */
 int ol_member_wait(const struct ol_member *m, unsigned timeout_ms);
 
@@ -126,6 +211,13 @@ struct ol_member_stats {
     int64_t lease;           /* current lease id, 0 while unregistered */
     int64_t deadline_ns;     /* CLOCK_MONOTONIC time acks end, 0: not allowed */
     bool fenced;             /* as the member thread last saw it */
+    /* vouching */
+    uint64_t vouch_rounds;     /* rounds of questions asked */
+    uint64_t vouched_spells;   /* times acks went on past the lease on vouches */
+    int64_t vouch_deadline_ns; /* acks on vouches end then; 0: none */
+    uint32_t since_etcd_ms;    /* since etcd last answered; OL_VOUCH_NEVER */
+    uint32_t vouchers;         /* peers whose vouch counts now */
+    enum ol_member_ack ack;
 };
 /* A snapshot of the counters; any thread (each field is read atomically,
  * not the set as a whole). */

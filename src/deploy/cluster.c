@@ -20,6 +20,7 @@
 #include "cluster/key.h"
 #include "cluster/map.h"
 #include "cluster/member.h"
+#include "cluster/vouch.h"
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -39,6 +40,16 @@ enum {
     POLL_MS = 1000,         /* re-reading the map while waiting for a pool */
     WAIT_LOG_MS = 10000,
     MAP_TRIES = 50,
+    /* One vouch question's deadline: a round asks the peers one after the
+     * other, and should end well within OL_VOUCH_PERIOD_MS. */
+    VOUCH_ASK_MS = 300,
+    VOUCH_REPLY_CAP = 256, /* a vouch's reply (it may grow at the end) */
+};
+
+/* A node of the map, as the vouch rounds ask it. */
+struct vpeer {
+    char name[OL_MAP_MAX_NAME + 1];
+    char ucx[OL_MAP_MAX_ADDR + 1];
 };
 
 struct ol_cluster {
@@ -74,8 +85,12 @@ struct ol_cluster {
     pthread_t thread;
     bool thread_started;
     atomic_bool stop;
-    pthread_mutex_t mu; /* guards nodes_json */
+    pthread_mutex_t mu; /* guards nodes_json, peers, npeers, nmap */
     char *nodes_json;
+    /* The map's other nodes and its node count, for the vouch rounds (as
+     * the map was last read); vpeers is the vouch thread's own copy. */
+    struct vpeer *peers, *vpeers;
+    size_t npeers, nmap;
 };
 
 int ol_cluster_endpoints(const char *in, char *out, size_t cap)
@@ -528,7 +543,81 @@ static void publish_nodes(struct ol_cluster *cl, const struct ol_map *map)
     pthread_mutex_lock(&cl->mu);
     free(cl->nodes_json);
     cl->nodes_json = j;
+    cl->npeers = 0;
+    for (unsigned i = 0; cl->peers && i < map->nnodes; i++) {
+        if (strcmp(map->nodes[i].name, cl->name) == 0)
+            continue;
+        struct vpeer *p = &cl->peers[cl->npeers++];
+        snprintf(p->name, sizeof(p->name), "%s", map->nodes[i].name);
+        snprintf(p->ucx, sizeof(p->ucx), "%s", map->nodes[i].ucx_addr);
+    }
+    cl->nmap = map->nnodes;
     pthread_mutex_unlock(&cl->mu);
+}
+
+/* ---- vouching (cluster/member.h, "When etcd is down") ---- */
+
+/* The member's vouch thread: asks each other node of the map whether it
+ * reaches etcd (OL_WOP_MEMBER), one after the other. */
+static int vouch_ask(void *arg, struct ol_vouch *out, size_t cap, size_t *nmap)
+{
+    struct ol_cluster *cl = arg;
+    pthread_mutex_lock(&cl->mu);
+    size_t np = cl->npeers;
+    memcpy(cl->vpeers, cl->peers, np * sizeof(*cl->peers));
+    *nmap = cl->nmap;
+    pthread_mutex_unlock(&cl->mu);
+    uint8_t q[4 + OL_MAP_MAX_NAME];
+    struct ol_wbuf w = {.p = q, .cap = sizeof(q)};
+    ol_wbuf_str(&w, cl->cluster, strlen(cl->cluster));
+    size_t n = 0;
+    for (size_t i = 0; i < np && n < cap; i++) {
+        if (!cl->vpeers[i].ucx[0])
+            continue;
+        uint8_t rep[VOUCH_REPLY_CAP];
+        struct ol_net_call c = {.addr = cl->vpeers[i].ucx,
+                                .op = OL_WOP_MEMBER,
+                                .timeout_ms = VOUCH_ASK_MS,
+                                .ctl = q,
+                                .ctl_len = w.len,
+                                .rep_ctl = rep,
+                                .rep_ctl_cap = sizeof(rep)};
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        int64_t asked = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        int rc = ol_net_call(cl->net, &c);
+        if (rc < 0 || ol_vouch_decode(rep, c.rep_ctl_len, &out[n]) < 0)
+            continue;
+        /* An answer from another node than the map has at that address
+         * (a restart on a reused port) says nothing about this one. */
+        if (strcmp(out[n].name, cl->vpeers[i].name) != 0)
+            continue;
+        out[n].asked_ns = asked;
+        n++;
+    }
+    return (int)n;
+}
+
+/* The drive server's net thread: this node's answer (it must not block). */
+static int vouch_answer(void *arg, const char *cluster, void **ctl, size_t *ctl_len)
+{
+    struct ol_cluster *cl = arg;
+    if (strcmp(cluster, cl->cluster) != 0)
+        return -EXDEV;
+    struct ol_vouch v = {0};
+    snprintf(v.name, sizeof(v.name), "%s", cl->name);
+    int rc = ol_member_vouch_answer(&v);
+    if (rc < 0)
+        return rc;
+    uint8_t *b = malloc(OL_VOUCH_WIRE_MAX);
+    if (!b)
+        return -ENOMEM;
+    struct ol_wbuf w = {.p = b, .cap = OL_VOUCH_WIRE_MAX};
+    ol_vouch_encode(&v, &w);
+    OL_ASSERT(!w.over);
+    *ctl = b;
+    *ctl_len = w.len;
+    return 0;
 }
 
 int ol_cluster_nodes_json(char *buf, size_t cap)
@@ -700,7 +789,9 @@ static int serve_drives(struct ol_cluster *cl, const struct ol_cfg *cfg, const s
                                      .host = host,
                                      .port = prev ? prev : port,
                                      .drives = drives,
-                                     .ndrives = cl->nlocal};
+                                     .ndrives = cl->nlocal,
+                                     .member = vouch_answer,
+                                     .member_arg = cl};
     rc = ol_drive_server_create(&o, &cl->srv);
     if (rc < 0 && prev) {
         o.port = port;
@@ -733,6 +824,15 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
     if (!cl)
         return -ENOMEM;
     pthread_mutex_init(&cl->mu, NULL);
+    cl->peers = calloc(OL_MAP_MAX_NODES, sizeof(*cl->peers));
+    cl->vpeers = calloc(OL_MAP_MAX_NODES, sizeof(*cl->vpeers));
+    if (!cl->peers || !cl->vpeers) {
+        free(cl->peers);
+        free(cl->vpeers);
+        pthread_mutex_destroy(&cl->mu);
+        free(cl);
+        return -ENOMEM;
+    }
     cl->drive_timeout_ms = (unsigned)cfg->drive_timeout_ms;
     snprintf(cl->cluster, sizeof(cl->cluster), "%s", cfg->cluster_name);
     if (cfg->node[0])
@@ -779,6 +879,8 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
         .s3_addr = cfg->listen,
         .ucx_addr = cl->ucx,
         .bind_process = true,
+        .vouch = vouch_ask,
+        .vouch_arg = cl,
     };
     rc = ol_member_start(&cl->mem, &mo);
     if (rc < 0) {
@@ -903,6 +1005,8 @@ void ol_cluster_close(struct ol_cluster *cl)
     free(cl->sd);
     free(cl->ids);
     free(cl->nodes_json);
+    free(cl->peers);
+    free(cl->vpeers);
     pthread_mutex_destroy(&cl->mu);
     OPENSSL_cleanse(cl->key, sizeof(cl->key));
     free(cl);

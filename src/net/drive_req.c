@@ -142,6 +142,17 @@ int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_d
             r.bad = true;
         break;
     }
+    case OL_WOP_MEMBER: {
+        size_t nl = 0;
+        const void *nm = ol_rbuf_str(&r, OL_DRIVE_REQ_CFG_NAME_MAX, &nl);
+        if (r.bad || !nm || nl == 0 || memchr(nm, '\0', nl)) {
+            r.bad = true;
+            break;
+        }
+        memcpy(q->name, nm, nl);
+        q->name[nl] = '\0';
+        break;
+    }
     default:
         return -EOPNOTSUPP;
     }

@@ -19,6 +19,7 @@
  *   LIST_KEYS       bucket, after (the key to list after; 0 bytes: from the start), cap
  *   LOCK            lock_name (1..OL_DRIVE_LOCK_NAME_MAX bytes), owner, ttl_ms
  *   UNLOCK          lock_name, owner
+ *   MEMBER          name (the asker's cluster: 1..OL_DRIVE_REQ_CFG_NAME_MAX bytes, no NUL)
  *   PING,
  *   LIST_BUCKETS    nothing
  *
@@ -71,9 +72,9 @@ struct ol_drive_req {
     uint32_t bcap;
     const char *after; /* into ctl */
     size_t alen;
-    /* bucket ops: bucket_create's ctime; a setting's name, and arg (put: 1
-     * set, 0 remove; get: the room the caller has, clamped to
-     * OL_DRIVE_REQ_CFG_VALUE_MAX) */
+    /* bucket ops: bucket_create's ctime; a setting's name (member: the
+     * cluster's), and arg (put: 1 set, 0 remove; get: the room the caller
+     * has, clamped to OL_DRIVE_REQ_CFG_VALUE_MAX) */
     int64_t ctime_ns;
     char name[OL_DRIVE_REQ_CFG_NAME_MAX + 1];
     uint64_t arg;

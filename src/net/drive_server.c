@@ -45,6 +45,8 @@ struct ol_drive_server {
     struct ol_net *net;
     struct ol_drive drives[OL_DRIVE_SERVER_MAX_DRIVES];
     unsigned ndrives;
+    int (*member)(void *arg, const char *cluster, void **ctl, size_t *ctl_len);
+    void *member_arg;
     unsigned idle_ms;
 
     pthread_mutex_t mu; /* guards everything below */
@@ -567,10 +569,36 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Net thread: a membership question, answered at once (drive_server.h). */
+static void serve_member(struct ol_drive_server *srv, struct ol_net_req *req)
+{
+    const struct ol_wire_hdr *h = ol_net_req_hdr(req);
+    struct ol_drive_req q;
+    void *ctl = NULL;
+    size_t ctl_len = 0;
+    int rc = srv->member ? 0 : -EOPNOTSUPP;
+    if (rc == 0 && h->data_len)
+        rc = -EPROTO; /* no bulk bytes (and no checksum work on this thread) */
+    if (rc == 0)
+        rc = ol_drive_req_decode(h->op, ol_net_req_ctl(req), h->ctl_len, &q);
+    if (rc == 0)
+        rc = srv->member(srv->member_arg, q.name, &ctl, &ctl_len);
+    if (rc < 0) {
+        free(ctl);
+        ctl = NULL;
+        ctl_len = 0;
+    }
+    ol_net_reply(req, rc, ctl, ctl_len, NULL, 0);
+}
+
 /* Net thread: queue the request, never block. */
 static void serve(void *ctx, struct ol_net_req *req)
 {
     struct ol_drive_server *srv = ctx;
+    if (ol_net_req_hdr(req)->op == OL_WOP_MEMBER) {
+        serve_member(srv, req);
+        return;
+    }
     pthread_mutex_lock(&srv->mu);
     if (srv->count == OL_DRIVE_SERVER_QUEUE || srv->stopping) {
         int err = srv->stopping ? -OL_ESHUTDOWN : -EAGAIN;
@@ -609,6 +637,8 @@ int ol_drive_server_create(const struct ol_drive_server_opts *opts, struct ol_dr
     srv->net = opts->net;
     memcpy(srv->drives, opts->drives, opts->ndrives * sizeof(*opts->drives));
     srv->ndrives = opts->ndrives;
+    srv->member = opts->member;
+    srv->member_arg = opts->member_arg;
     srv->idle_ms = opts->writer_idle_ms ? opts->writer_idle_ms : OL_DRIVE_SERVER_WRITER_IDLE_MS;
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cv, NULL);

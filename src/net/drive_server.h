@@ -53,6 +53,13 @@ struct ol_drive_server_opts {
     unsigned ndrives;
     unsigned workers;        /* 0: OL_DRIVE_SERVER_WORKERS */
     unsigned writer_idle_ms; /* 0: OL_DRIVE_SERVER_WRITER_IDLE_MS */
+    /* OL_WOP_MEMBER (cluster/vouch.h): answered on the net thread, ahead of
+     * the queue, so that a busy disk never delays it.  member gets the
+     * asker's cluster name and returns 0 with the reply's control bytes in
+     * *ctl (malloc'd; consumed) and *ctl_len, or a negative errno (the
+     * reply's status).  It must not block.  NULL: -EOPNOTSUPP. */
+    int (*member)(void *arg, const char *cluster, void **ctl, size_t *ctl_len);
+    void *member_arg;
 };
 
 /* Starts the workers and listens.  -EINVAL, -EADDRINUSE, -ENOMEM. */

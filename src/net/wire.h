@@ -105,6 +105,9 @@ enum ol_wire_op {
     /* The drive's free and total bytes (ec/drive.h, space): no arguments;
      * the reply's control bytes are two u64, free then total. */
     OL_WOP_SPACE = 22,
+    /* Membership: "can you reach etcd?" (cluster/vouch.h has the wire form;
+     * no drive: the header's drive is ignored). */
+    OL_WOP_MEMBER = 23,
     OL_WOP_END,
 };
 

@@ -200,6 +200,9 @@ static int admin_info(struct ol_s3_req *r)
         /* Whether this node would refuse to acknowledge a write now (its
          * lease, cluster/member.h). */
         JS(",\"fenced\":%s", ol_member_may_ack_writes() ? "false" : "true");
+        /* Why: "lease", "etcd_down_vouched" (etcd silent, a majority of the
+         * map's nodes vouch that it is silent for them too) or "fenced". */
+        JS(",\"ack\":\"%s\"", ol_member_ack_name(ol_member_ack_state_process()));
         /* The nodes as this node's map thread saw them (up / down). */
         size_t room = 64 * 1024;
         char *nodes = malloc(room);

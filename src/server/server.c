@@ -525,6 +525,15 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("openlake_body_memory_limit_bytes %" PRIu64 "\n", ol_bodymem_limit());
     EMIT("# TYPE openlake_body_memory_refused_total counter\n");
     EMIT("openlake_body_memory_refused_total %" PRIu64 "\n", ol_bodymem_refused());
+    if (srv->ec && srv->ec->cluster[0]) {
+        /* Whether writes are acknowledged, and on what (cluster/member.h):
+         * 1 for the state the node is in, 0 for the others. */
+        enum ol_member_ack a = ol_member_ack_state_process();
+        EMIT("# TYPE openlake_cluster_ack gauge\n");
+        for (int i = OL_MEMBER_ACK_LEASE; i <= OL_MEMBER_FENCED; i++)
+            EMIT("openlake_cluster_ack{state=\"%s\"} %d\n",
+                 ol_member_ack_name((enum ol_member_ack)i), a == (enum ol_member_ack)i);
+    }
     if (srv->ec) {
         ol_deploy_metrics(srv->ec, b, cap, &n);
         *text = b;

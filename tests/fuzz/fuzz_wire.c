@@ -218,6 +218,9 @@ static void encode(const struct ol_drive_req *q, struct ol_wbuf *w)
         if (q->op == OL_WOP_LOCK)
             ol_wbuf_u32(w, q->ttl_ms);
         break;
+    case OL_WOP_MEMBER: /* deploy/cluster.c's vouch question */
+        ol_wbuf_str(w, q->name, strlen(q->name));
+        break;
     default:
         break;
     }
@@ -256,7 +259,7 @@ static void fuzz_request(struct in *in)
         FUZZ_CHECK(q.meta && inside(q.meta, q.meta_len, in->p, in->n));
     if (op >= OL_WOP_BUCKET_CREATE && op <= OL_WOP_BUCKET_CONFIG_GET && op != OL_WOP_BUCKET_LIST)
         FUZZ_CHECK(q.bucket[0] != '\0');
-    if (op == OL_WOP_BUCKET_CONFIG_PUT || op == OL_WOP_BUCKET_CONFIG_GET)
+    if (op == OL_WOP_BUCKET_CONFIG_PUT || op == OL_WOP_BUCKET_CONFIG_GET || op == OL_WOP_MEMBER)
         FUZZ_CHECK(q.name[0] && strlen(q.name) <= OL_DRIVE_REQ_CFG_NAME_MAX);
     if (op == OL_WOP_BUCKET_CONFIG_GET)
         FUZZ_CHECK(q.arg <= OL_DRIVE_REQ_CFG_VALUE_MAX);

@@ -126,6 +126,13 @@ seeds["req_lock_no_ttl"] = req(LOCK, s(b"bkt\0key") + OWNER)
 seeds["req_lock_short_owner"] = req(LOCK, s(b"bkt\0key") + OWNER[:9])
 seeds["req_unlock"] = req(UNLOCK, s(b"bkt\0key") + OWNER)
 seeds["req_unlock_zero_owner"] = req(UNLOCK, s(b"k") + bytes(16) + b"trailing")
+MEMBER = 23
+seeds["req_member"] = req(MEMBER, s("openlake"))
+seeds["req_member_empty"] = req(MEMBER, s(""))
+seeds["req_member_nul"] = req(MEMBER, s(b"open\0lake"))
+seeds["req_member_long"] = req(MEMBER, s("c" * 65))
+seeds["req_member_max"] = req(MEMBER, s("c" * 64) + b"trailing")
+seeds["req_member_truncated"] = req(MEMBER, s("openlake")[:-2])
 seeds["req_unknown_op"] = req(99, b"abc")
 seeds["req_trailing"] = req(MARK, bk() + vid() + b"future fields")
 
