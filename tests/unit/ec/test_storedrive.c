@@ -818,7 +818,7 @@ int main(void)
         snprintf(cmd, sizeof(cmd), "mv '%s' '%s' && mkdir '%s'", dirs[2], away, dirs[2]);
         run(cmd);
         CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_OFFLINE);
-        usleep(330 * 1000);
+        usleep(2100 * 1000); /* past the longest backoff */
         CHECK_RC(ol_storedrive_check(sd[2]), OL_SD_ONLINE);
         struct ol_storedrive_info di;
         ol_storedrive_info(sd[2], &di);
