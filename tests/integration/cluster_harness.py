@@ -146,24 +146,28 @@ class Cluster:
         self.etcd.start()
         for n in self.nodes:
             n.launch()
-        names = ",".join(n.name for n in self.nodes)
-        # The pool needs every node and its drives in the map: retry until
-        # they have registered.
+        self.pool_output = self._pool(self.nodes)
+        return self
+
+    def _pool(self, nodes):
+        """Builds a pool of `nodes` (k+m as the cluster's), retrying until
+        they have registered with their drives, and waits for their S3;
+        returns the admin command's output."""
+        names = ",".join(n.name for n in nodes)
         deadline = time.monotonic() + 30
         while True:
             out = admin("pool", "--cluster", self.etcd.endpoint, "--nodes", names,
                         "--ec_data", str(self.k), "--ec_parity", str(self.m), check=False)
             if out.returncode == 0:
                 break
-            for n in self.nodes:
+            for n in nodes:
                 if n.proc.poll() is not None:
                     n.wait_s3()  # raises (or skips) with the node's log
             assert time.monotonic() < deadline, out.stdout + out.stderr
             time.sleep(0.3)
-        self.pool_output = out.stdout
-        for n in self.nodes:
+        for n in nodes:
             n.wait_s3()
-        return self
+        return out.stdout
 
     def add_pool(self, count, dirs=2):
         """Starts `count` more nodes and adds a pool of them (k+m as the
@@ -174,20 +178,7 @@ class Cluster:
         self.nodes += new
         for n in new:
             n.launch()
-        names = ",".join(n.name for n in new)
-        deadline = time.monotonic() + 30
-        while True:
-            out = admin("pool", "--cluster", self.etcd.endpoint, "--nodes", names,
-                        "--ec_data", str(self.k), "--ec_parity", str(self.m), check=False)
-            if out.returncode == 0:
-                break
-            for n in new:
-                if n.proc.poll() is not None:
-                    n.wait_s3()
-            assert time.monotonic() < deadline, out.stdout + out.stderr
-            time.sleep(0.3)
-        for n in new:
-            n.wait_s3()
+        self._pool(new)
         return new
 
     def clients(self, **kw):

@@ -9,21 +9,18 @@ lease's TTL, writes and reads go on through every node: the nodes cannot renew
 their leases, but each finds a majority of the map's nodes without etcd too
 and acknowledges on their vouches (`admin info` says "etcd_down_vouched");
 once etcd answers again they are back on their leases."""
-import os
 import re
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
-from cluster_harness import DRIVE_TIMEOUT_MS, Etcd, Node, admin, body, needs_etcd
+from cluster_harness import DRIVE_TIMEOUT_MS, Cluster, admin, body, needs_etcd
 from helpers import make_client, openlake_binary, http_status, unique_bucket
 
 pytestmark = needs_etcd
+
 
 def _ack_state(node):
     """What `admin info` says the node acknowledges writes on."""
@@ -35,30 +32,11 @@ def _ack_state(node):
 
 
 def test_three_nodes():
-    root = Path(tempfile.mkdtemp(prefix="ol_cluster_"))
-    etcd = Etcd(root)
-    nodes = []
+    cl = Cluster(nodes=3, dirs=2, k=4, m=2)
     try:
-        etcd.start()
-        nodes = [Node(root / f"n{i}", f"n{i}", etcd) for i in (1, 2, 3)]
-        for n in nodes:
-            n.launch()
-        # The pool needs every node and its drives in the map: retry until
-        # the three have registered.
-        deadline = time.monotonic() + 20
-        while True:
-            out = admin("pool", "--cluster", etcd.endpoint, "--nodes", "n1,n2,n3",
-                        "--ec_data", "4", "--ec_parity", "2", check=False)
-            if out.returncode == 0:
-                break
-            for n in nodes:
-                if n.proc.poll() is not None:
-                    n.wait_s3()  # raises (or skips) with the node's log
-            assert time.monotonic() < deadline, out.stdout + out.stderr
-            time.sleep(0.3)
-        assert out.stdout.count("set ") == 1, out.stdout
-        for n in nodes:
-            n.wait_s3()
+        cl.start()
+        etcd, nodes = cl.etcd, cl.nodes
+        assert cl.pool_output.count("set ") == 1, cl.pool_output
         shown = admin("show", "--cluster", etcd.endpoint).stdout
         assert shown.count(" up ") == 3 and "pool 0" in shown, shown
         info = subprocess.run([str(openlake_binary()), "admin", "info", "--endpoint",
@@ -136,9 +114,4 @@ def test_three_nodes():
         assert clients[2].get_object(Bucket=bucket, Key="after-restart")["Body"].read() == \
             b"y" * 5000
     finally:
-        for n in nodes:
-            if n.proc is not None:
-                n.kill9()
-        etcd.stop()
-        if not os.environ.get("OPENLAKE_KEEP_DATA"):
-            shutil.rmtree(root, ignore_errors=True)
+        cl.close()

@@ -28,75 +28,19 @@
 #include "net/net.h"
 
 #include "check.h"
+#include "net/fixture.h"
 
 static const uint8_t KEY_A[OL_NET_KEY_BYTES] = "0123456789abcdef0123456789abcde";
 static const uint8_t KEY_B[OL_NET_KEY_BYTES] = "0123456789abcdef0123456789abcdX";
 
-struct skew {
-    int64_t offset_ms;
-};
-
-static int64_t skewed_ms(void *ctx)
-{
-    const struct skew *s = ctx;
-    return ol_wall_ns() / 1000000 + s->offset_ms;
-}
-
-struct node {
-    struct skew skew;
-    struct ol_hlc hlc;
-    struct ol_net *net;
-};
-
 static void node_start(struct node *n, const uint8_t *key, int64_t offset_ms)
 {
-    memset(n, 0, sizeof(*n));
-    n->skew.offset_ms = offset_ms;
-    ol_hlc_init(&n->hlc, 1, 7, skewed_ms, &n->skew);
-    struct ol_net_opts o = {.timeout_ms = 3000, .hlc = &n->hlc, .key = key};
-    if (ol_net_create(&o, &n->net) < 0) {
-        fprintf(stderr, "UCX did not start: skipped\n");
-        exit(77);
-    }
+    node_start_key(n, 2, offset_ms, key);
 }
-
-struct server {
-    struct node node;
-    struct ol_drive_server *srv;
-    struct ol_memdrive *md;
-    char addr[64];
-};
 
 static void server_start(struct server *s, const uint8_t *key)
 {
-    node_start(&s->node, key, 0);
-    if (ol_memdrive_create(&s->md) < 0)
-        abort();
-    struct ol_drive d = ol_memdrive_drive(s->md);
-    struct ol_drive_server_opts o = {
-        .net = s->node.net, .host = "127.0.0.1", .drives = &d, .ndrives = 1};
-    int rc = ol_drive_server_create(&o, &s->srv);
-    if (rc < 0) {
-        fprintf(stderr, "drive server: %s\n", ol_strerror(rc));
-        exit(1);
-    }
-    snprintf(s->addr, sizeof(s->addr), "127.0.0.1:%u", ol_drive_server_port(s->srv));
-}
-
-static void server_stop(struct server *s)
-{
-    ol_drive_server_destroy(s->srv);
-    ol_net_destroy(s->node.net);
-    ol_memdrive_destroy(s->md);
-}
-
-static struct ol_remotedrive *rdrive(struct node *n, const char *addr)
-{
-    struct ol_remotedrive_opts o = {.net = n->net, .addr = addr, .drive = 0};
-    struct ol_remotedrive *rd;
-    if (ol_remotedrive_create(&o, &rd) < 0)
-        abort();
-    return rd;
+    server_start_key(s, 1, 0, key);
 }
 
 static void test_mac(void)
@@ -174,14 +118,14 @@ static void test_same_and_wrong(void)
     struct node good, bad;
     node_start(&good, KEY_A, 0);
     node_start(&bad, KEY_B, 0);
-    struct ol_remotedrive *rg = rdrive(&good, s.addr);
-    struct ol_remotedrive *rb = rdrive(&bad, s.addr);
+    struct ol_remotedrive *rg = rdrive(&good, s.addr, 0);
+    struct ol_remotedrive *rb = rdrive(&bad, s.addr, 0);
 
     CHECK_RC(ol_remotedrive_ping(rg), 0);
     CHECK_RC(ol_remotedrive_ping(rb), -EACCES);
     CHECK(auth_failures(s.node.net) >= 1);
     /* Nothing the stranger sends is applied. */
-    struct ol_drive md = ol_memdrive_drive(s.md);
+    struct ol_drive md = ol_memdrive_drive(s.md[0]);
     CHECK(write_some(rb) == -EACCES);
     int64_t ctime = 0;
     CHECK(md.ops->bucket_get(md.d, "b", &ctime) < 0);
@@ -204,7 +148,7 @@ static void test_stale(void)
     server_start(&s, KEY_A);
     struct node old;
     node_start(&old, KEY_A, -20 * 60 * 1000);
-    struct ol_remotedrive *rd = rdrive(&old, s.addr);
+    struct ol_remotedrive *rd = rdrive(&old, s.addr, 0);
     CHECK_RC(ol_remotedrive_ping(rd), -EACCES);
     CHECK(auth_failures(s.node.net) == 1);
     printf("stale: ok\n");
@@ -219,7 +163,7 @@ static void test_reply(void)
     server_start(&s, KEY_B);
     struct node c;
     node_start(&c, KEY_A, 0);
-    struct ol_remotedrive *rd = rdrive(&c, s.addr);
+    struct ol_remotedrive *rd = rdrive(&c, s.addr, 0);
     /* The server refuses the request (its key differs) and says so in a
      * reply signed with its own key: the client refuses that reply. */
     CHECK_RC(ol_remotedrive_ping(rd), -EACCES);

@@ -31,36 +31,13 @@
 #include "net/net.h"
 
 #include "check.h"
+#include "net/fixture.h"
 
 enum { NDRIVES = 6 };
 
-/* A wall clock `offset_ms` off the real one. */
-struct skew {
-    int64_t offset_ms;
-};
-
-static int64_t skewed_ms(void *ctx)
-{
-    const struct skew *s = ctx;
-    return ol_wall_ns() / 1000000 + s->offset_ms;
-}
-
-struct node {
-    struct skew skew;
-    struct ol_hlc hlc;
-    struct ol_net *net;
-};
-
 static void node_start(struct node *n, uint32_t id, int64_t offset_ms)
 {
-    memset(n, 0, sizeof(*n));
-    n->skew.offset_ms = offset_ms;
-    ol_hlc_init(&n->hlc, id, id * 7919u, skewed_ms, &n->skew);
-    struct ol_net_opts o = {.timeout_ms = 3000, .hlc = &n->hlc};
-    if (ol_net_create(&o, &n->net) < 0) {
-        fprintf(stderr, "UCX did not start: skipped\n");
-        exit(77);
-    }
+    node_start_key(n, id, offset_ms, NULL);
 }
 
 static uint64_t last_ms(struct node *n)
@@ -73,47 +50,9 @@ static uint64_t real_ms(void)
     return (uint64_t)(ol_wall_ns() / 1000000);
 }
 
-struct server {
-    struct node node;
-    struct ol_drive_server *srv;
-    struct ol_memdrive *md[NDRIVES];
-    char addr[64];
-};
-
 static void server_start(struct server *s, int64_t offset_ms)
 {
-    node_start(&s->node, 1, offset_ms);
-    struct ol_drive drives[NDRIVES];
-    for (unsigned i = 0; i < NDRIVES; i++) {
-        if (ol_memdrive_create(&s->md[i]) < 0)
-            abort();
-        drives[i] = ol_memdrive_drive(s->md[i]);
-    }
-    struct ol_drive_server_opts o = {
-        .net = s->node.net, .host = "127.0.0.1", .drives = drives, .ndrives = NDRIVES};
-    int rc = ol_drive_server_create(&o, &s->srv);
-    if (rc < 0) {
-        fprintf(stderr, "drive server: %s\n", ol_strerror(rc));
-        exit(1);
-    }
-    snprintf(s->addr, sizeof(s->addr), "127.0.0.1:%u", ol_drive_server_port(s->srv));
-}
-
-static void server_stop(struct server *s)
-{
-    ol_drive_server_destroy(s->srv);
-    ol_net_destroy(s->node.net);
-    for (unsigned i = 0; i < NDRIVES; i++)
-        ol_memdrive_destroy(s->md[i]);
-}
-
-static struct ol_remotedrive *rdrive(struct node *n, const char *addr, unsigned d)
-{
-    struct ol_remotedrive_opts o = {.net = n->net, .addr = addr, .drive = d};
-    struct ol_remotedrive *rd;
-    if (ol_remotedrive_create(&o, &rd) < 0)
-        abort();
-    return rd;
+    server_start_key(s, NDRIVES, offset_ms, NULL);
 }
 
 static void test_request(void)
