@@ -14,7 +14,8 @@ failed=0
 # " 3/34 openlake:unit / name  OK  0.1s": the status is the first field that is
 # one, the name the field before it.
 results() {
-  grep -E "^ *[0-9]+/[0-9]+ " "$1" | awk '{
+  # Up to meson's "Summary of Failures", which lists each failure again.
+  sed '/^Summary of Failures/,$d' "$1" | grep -E "^ *[0-9]+/[0-9]+ " | awk '{
     for (i = 2; i <= NF; i++)
       if ($i ~ /^(OK|FAIL|SKIP|TIMEOUT|ERROR|EXPECTEDFAIL|UNEXPECTEDPASS)$/) {
         print $(i - 1) ":" $i; break
