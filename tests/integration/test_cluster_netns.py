@@ -22,6 +22,11 @@ coordinators' catch-up logs heal the missed keys onto its drives (pending 0,
 healed >= the writes, no whole-set heal; the scrubber is off), after which
 a full `admin heal` finds nothing to rebuild.
 
+Then one node loses etcd alone (a blackhole route to etcd in its namespace,
+its peers in reach): the peers renew their leases and do not vouch for it,
+so it fences within its TTL and refuses writes, while they acknowledge on
+their leases; the route gone, it acknowledges writes again.
+
 Needs root and `ip netns`; skipped otherwise."""
 import ctypes
 import json
@@ -357,5 +362,35 @@ def test_cut_node_fences_and_catches_up():
             assert in_ns(ns[cut], get, c[cut], bucket, k) == v, k
         print(f"fenced {fenced_at['t']:.1f} s after the cut; writes back {rejoined:.1f} s "
               f"and caught up {caught_up:.1f} s after the link came up")
+
+        # Node 1 loses etcd alone (a blackhole route to etcd's address in its
+        # namespace; its peers stay in reach).  The peers still renew their
+        # leases, so none vouches for it (cluster/member.h, "When etcd is
+        # down"): it fences within its TTL as a cut-off node does, while the
+        # others acknowledge on their leases.
+        lone = 0
+        etcd_ip = cl.etcd.split(":")[0]
+        sh(IP, "-n", ns[lone], "route", "add", "blackhole", f"{etcd_ip}/32")
+        t2 = time.monotonic()
+        try:
+            while cl.info(lone).get("ack") != "fenced":
+                assert time.monotonic() - t2 < TTL_S + 2, cl.info(lone)
+                time.sleep(0.2)
+            alone_fenced = time.monotonic() - t2
+            with pytest.raises(Exception) as ei:
+                in_ns(ns[lone], put, c[lone], bucket, "through-lone", b"x" * 100)
+            assert http_status(ei.value) == 503, ei.value
+            in_ns(ns[1], put, c[1], bucket, "while-lone", b"y" * 100)
+            assert cl.info(1).get("ack") == "lease"
+        finally:
+            sh(IP, "-n", ns[lone], "route", "del", "blackhole", f"{etcd_ip}/32", check=False)
+        while True:
+            try:
+                in_ns(ns[lone], put, c[lone], bucket, "lone-back", b"z")
+                break
+            except Exception as e:  # noqa: BLE001 - 503 until it has renewed
+                assert time.monotonic() - t2 < 30, f"writes not back: {e}"
+                time.sleep(0.3)
+        print(f"a node without etcd alone fenced {alone_fenced:.1f} s after losing it")
     finally:
         cl.close()
