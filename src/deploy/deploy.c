@@ -574,7 +574,8 @@ unsigned ol_deploy_pick_weighted(const uint64_t *free_bytes, unsigned n, uint64_
     return n - 1;
 }
 
-unsigned ol_deploy_pick_pool(struct ol_deploy *ec)
+unsigned ol_deploy_pick_pool(struct ol_deploy *ec, const char *bucket, const char *key,
+                             size_t klen)
 {
     unsigned np = atomic_load(&ec->npools);
     if (np <= 1)
@@ -582,10 +583,23 @@ unsigned ol_deploy_pick_pool(struct ol_deploy *ec)
     uint64_t f[OL_DEPLOY_MAX_POOLS];
     for (unsigned i = 0; i < np; i++)
         f[i] = atomic_load(&ec->pools[i].free_bytes);
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-        r = (uint64_t)ol_mono_ms() * 0x9e3779b97f4a7c15ull;
-    return ol_deploy_pick_weighted(f, np, r);
+    /* The draw is the key's (FNV-1a 64 of the deployment id, the bucket and
+     * the key), not a fresh random number: two first writes of one key
+     * racing through different nodes then pick the same pool, as long as
+     * the nodes' free-space views agree (they are refreshed every second). */
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned i = 0; i < sizeof(ec->deploy_id); i++)
+        h = (h ^ ec->deploy_id[i]) * 0x100000001b3ull;
+    for (const char *b = bucket; *b; b++)
+        h = (h ^ (uint8_t)*b) * 0x100000001b3ull;
+    h = (h ^ 0xffu) * 0x100000001b3ull;
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ (uint8_t)key[i]) * 0x100000001b3ull;
+    /* The low bits of FNV mix poorly: fold the high ones in. */
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return ol_deploy_pick_weighted(f, np, h);
 }
 
 struct locate_q {
@@ -639,7 +653,7 @@ int ol_deploy_locate(struct ol_deploy *ec, const char *bucket, const char *key, 
         *pool = (unsigned)failed;
         return err;
     }
-    *pool = ol_deploy_pick_pool(ec);
+    *pool = ol_deploy_pick_pool(ec, bucket, key, klen);
     return 0;
 }
 

@@ -173,10 +173,14 @@ int ol_deploy_locate(struct ol_deploy *dp, const char *bucket, const char *key, 
                      unsigned *pool);
 /* The pool for a new key: pool i with probability free[i] / sum(free)
  * (pools not measured yet count as the average of those measured, or all
- * alike when none is); r is a uniform random 64-bit number.  Pure: the unit
+ * alike when none is); r is a uniform 64-bit number.  Pure: the unit
  * tests call it with their own numbers. */
 unsigned ol_deploy_pick_weighted(const uint64_t *free_bytes, unsigned n, uint64_t r);
-unsigned ol_deploy_pick_pool(struct ol_deploy *dp);
+/* ol_deploy_pick_weighted over the pools' free bytes with r a hash of the
+ * deployment id, bucket and key: the same key draws the same pool on every
+ * node while their free-space views agree. */
+unsigned ol_deploy_pick_pool(struct ol_deploy *dp, const char *bucket, const char *key,
+                             size_t klen);
 /* Measures the free bytes of every pool's drives (their `space` op, blocking
  * or yielding per drive) into pools[].free_bytes.  0 or -ENOMEM. */
 int ol_deploy_refresh_space(struct ol_deploy *dp);

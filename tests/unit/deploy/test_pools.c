@@ -146,6 +146,24 @@ static void test_locate(void)
     CHECK(p == 1);
     for (unsigned i = 0; i < N; i++)
         ol_memdrive_set_offline(md[0][i], false);
+
+    /* A new key's pool is the key's draw: the same on every call (every
+     * node), and over many keys in proportion to free space (1 : 3). */
+    for (unsigned i = 0; i < N; i++)
+        ol_memdrive_set_space(md[0][i], 1ull << 30, 1ull << 30);
+    for (unsigned i = 0; i < 2 * N; i++)
+        ol_memdrive_set_space(md[1][i], 3ull << 29, 1ull << 30);
+    CHECK_RC(ol_deploy_refresh_space(dp), 0);
+    unsigned in1 = 0, same = 0;
+    for (unsigned i = 0; i < 4000; i++) {
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "fresh/%u", i);
+        unsigned a = ol_deploy_pick_pool(dp, "b", key, (size_t)kl);
+        same += a == ol_deploy_pick_pool(dp, "b", key, (size_t)kl);
+        in1 += a == 1;
+    }
+    CHECK(same == 4000);
+    CHECK(in1 > 2800 && in1 < 3200);
     destroy(dp, 2, nd);
 }
 
