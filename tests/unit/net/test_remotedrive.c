@@ -564,7 +564,16 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
      * default timeout: 16 MiB within rd's 300 ms fails on a loaded machine
      * (the unit suite runs its tests side by side). */
     struct ol_remotedrive *rd_slow = rdrive(cnet, s->addr, 3, 0);
-    CHECK_RC(put_shard(&ol_remotedrive_ops, rd_slow, "hang", n8, 8, &sm8, NULL, 0), 0);
+    /* The endpoint was reset above: with shared memory (under ASan, on a
+     * loaded machine) UCX may still let a stale transfer through, which the
+     * data CRC turns into -EIO; a transport error, so try again. */
+    for (unsigned i = 0; i < 5; i++) {
+        rc = put_shard(&ol_remotedrive_ops, rd_slow, "hang", n8, 8, &sm8, NULL, 0);
+        if (rc != -EIO && rc != -ETIMEDOUT && rc != -ECONNRESET)
+            break;
+        printf("  16 MiB put after the reset: %s, again\n", ol_strerror(rc));
+    }
+    CHECK_RC(rc, 0);
     ol_net_stats(cnet, &st0);
     ol_net_test_stall_after_reply(s->net, 1000);
     clock_gettime(CLOCK_MONOTONIC, &t0);
