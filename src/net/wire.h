@@ -96,6 +96,10 @@ enum ol_wire_op {
     /* The drive's free and total bytes (ec/drive.h, space): no arguments;
      * the reply's control bytes are two u64, free then total. */
     OL_WOP_SPACE = 22,
+    /* (23: another change's.)  SHARD_WRITE then SHARD_COMMIT in one
+     * message: the request's data are the writer's last bytes
+     * (ec/remotedrive.h). */
+    OL_WOP_SHARD_PUT = 24,
     OL_WOP_END,
 };
 
