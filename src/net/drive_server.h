@@ -47,7 +47,10 @@ enum {
     OL_DRIVE_SERVER_QUEUE = 8192,
     OL_DRIVE_SERVER_WORKERS = 4,            /* default */
     OL_DRIVE_SERVER_FIBERS = 1024,          /* fibers of the loop (ops in flight there) */
-    OL_DRIVE_SERVER_FIBER_DATA = 1 << 20,   /* larger request data goes to the workers */
+    /* Larger request data goes to the workers.  Not more: a store write
+     * that fills its buffer in a fiber of this loop answered -EAGAIN (a
+     * 2 MiB PUT through a cluster; cause not found yet). */
+    OL_DRIVE_SERVER_FIBER_DATA = 256 << 10,
     OL_DRIVE_SERVER_LOOP_ID = 1 << 16,      /* the loop's ol_loop_id */
     OL_DRIVE_SERVER_WRITER_IDLE_MS = 60000, /* default */
     /* Per-call bounds of the replies (the client asks again for more). */
