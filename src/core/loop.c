@@ -99,6 +99,7 @@ struct ol_loop {
     int efd;
     uint64_t efd_buf;
     int sleeping;                /* atomic: the loop may block in the kernel */
+    int woken;                   /* atomic: this sleep's wakeup is written already */
     int stopping;                /* atomic */
     unsigned sqes_pending;
     /* Idle connections (ol_idle_*): oldest at the head. */
@@ -223,7 +224,11 @@ void ol_loop_destroy(struct ol_loop *loop)
 
 static void wake_loop(struct ol_loop *loop)
 {
-    if (__atomic_load_n(&loop->sleeping, __ATOMIC_SEQ_CST)) {
+    /* One write per sleep: posts that find the wakeup written already (the
+     * loop not yet scheduled) skip the system call, which under load is
+     * most of them. */
+    if (__atomic_load_n(&loop->sleeping, __ATOMIC_SEQ_CST) &&
+        !__atomic_exchange_n(&loop->woken, 1, __ATOMIC_SEQ_CST)) {
         uint64_t one = 1;
         ssize_t n = write(loop->efd, &one, sizeof(one));
         (void)n; /* EAGAIN means the counter is already non-zero: it will wake */
@@ -889,6 +894,9 @@ int ol_loop_run(struct ol_loop *loop)
         if (loop->ready_head || !ol_msg_empty(&loop->inbox)) {
             rc = io_uring_submit(&loop->ring);
         } else {
+            /* Reset before sleeping is set: a post that sees this sleep
+             * writes its wakeup (wake_loop). */
+            __atomic_store_n(&loop->woken, 0, __ATOMIC_SEQ_CST);
             __atomic_store_n(&loop->sleeping, 1, __ATOMIC_SEQ_CST);
             if (!ol_msg_empty(&loop->inbox))
                 rc = io_uring_submit(&loop->ring);

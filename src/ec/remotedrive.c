@@ -30,7 +30,10 @@ struct ol_remotedrive {
     unsigned timeout_ms;
     unsigned down_ms;
     _Atomic uint64_t down_until_ms; /* fail fast until then (opts.down_ms) */
+    atomic_bool no_put;             /* the server answered SHARD_PUT -EOPNOTSUPP */
 };
+_Static_assert((long)OL_REMOTEDRIVE_PUT_MAX <= (long)OL_DRIVE_SERVER_FIBER_DATA,
+               "a SHARD_PUT runs in the server's fibers");
 
 /* Fail fast: whether to answer -ETIMEDOUT without a call; and noting a
  * call's outcome. */
@@ -49,8 +52,13 @@ static int rd_note(struct ol_remotedrive *rd, int rc)
 struct rwriter {
     struct ol_remotedrive *rd;
     uint64_t handle;
-    uint64_t written;
-    int err; /* sticky */
+    uint64_t written; /* bytes the server has */
+    int err;          /* sticky */
+    /* Bytes not sent yet (they go with the commit), while they fit
+     * OL_REMOTEDRIVE_PUT_MAX; streaming: they did not, every write is sent. */
+    uint8_t *buf;
+    size_t len, cap;
+    bool streaming;
 };
 
 static int call(struct ol_remotedrive *rd, uint8_t op, const struct ol_wbuf *ctl, const void *data,
@@ -107,6 +115,10 @@ static int rd_shard_begin(void *d, const char *bucket, const char *key, size_t k
     if (!rw)
         return -ENOMEM;
     size_t rlen = 0;
+    /* A round trip even though the bytes wait for the commit: its reply
+     * brings the server's clock in (net/net.h) before the set picks the
+     * version id, so a PUT that starts after another returned orders after
+     * it whatever the clocks' skew. */
     int rc = call(rd, OL_WOP_SHARD_BEGIN, &ctl, NULL, 0, r, sizeof(r), &rlen, NULL, 0);
     if (rc == 0 && rlen != 8)
         rc = -EPROTO;
@@ -121,9 +133,8 @@ static int rd_shard_begin(void *d, const char *bucket, const char *key, size_t k
     return 0;
 }
 
-static int rd_shard_write(void *w, const void *buf, size_t len)
+static int write_call(struct rwriter *rw, const void *buf, size_t len)
 {
-    struct rwriter *rw = w;
     const uint8_t *p = buf;
     while (rw->err == 0 && len > 0) {
         size_t n = len < OL_WIRE_MAX_DATA ? len : OL_WIRE_MAX_DATA;
@@ -142,6 +153,45 @@ static int rd_shard_write(void *w, const void *buf, size_t len)
     return rw->err;
 }
 
+/* Sends the bytes kept so far and streams from now on. */
+static int rw_flush(struct rwriter *rw)
+{
+    rw->streaming = true;
+    int rc = write_call(rw, rw->buf, rw->len);
+    free(rw->buf);
+    rw->buf = NULL;
+    rw->len = rw->cap = 0;
+    return rc;
+}
+
+static int rd_shard_write(void *w, const void *buf, size_t len)
+{
+    struct rwriter *rw = w;
+    if (rw->err < 0)
+        return rw->err;
+    if (!rw->streaming && len <= OL_REMOTEDRIVE_PUT_MAX - rw->len) {
+        if (rw->len + len > rw->cap) {
+            size_t cap = rw->cap ? rw->cap : 4096;
+            while (cap < rw->len + len)
+                cap *= 2;
+            if (cap > OL_REMOTEDRIVE_PUT_MAX)
+                cap = OL_REMOTEDRIVE_PUT_MAX;
+            uint8_t *b = realloc(rw->buf, cap);
+            if (!b)
+                return rw->err = -ENOMEM;
+            rw->buf = b;
+            rw->cap = cap;
+        }
+        if (len)
+            memcpy(rw->buf + rw->len, buf, len);
+        rw->len += len;
+        return 0;
+    }
+    if (!rw->streaming && rw_flush(rw) < 0)
+        return rw->err;
+    return write_call(rw, buf, len);
+}
+
 static void send_abort(struct rwriter *rw)
 {
     uint8_t b[8];
@@ -152,31 +202,69 @@ static void send_abort(struct rwriter *rw)
     (void)call(rw->rd, OL_WOP_SHARD_ABORT, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
 }
 
+static void rw_free(struct rwriter *rw)
+{
+    free(rw->buf);
+    free(rw);
+}
+
 static int rd_shard_commit(void *w, const struct ol_shard_meta *sm, const void *meta,
                            size_t meta_len)
 {
     struct rwriter *rw = w;
+    struct ol_remotedrive *rd = rw->rd;
     int rc = rw->err;
     if (rc < 0 || meta_len > OL_DRIVE_META_MAX) {
         send_abort(rw);
-        free(rw);
+        rw_free(rw);
         return rc < 0 ? rc : -EINVAL;
+    }
+    /* The bytes kept go with the commit (SHARD_PUT), unless the server
+     * does not know it: then they are written first, as they always were. */
+    bool put = !rw->streaming && !atomic_load(&rd->no_put);
+    if (!rw->streaming && !put && rw_flush(rw) < 0) {
+        send_abort(rw);
+        rc = rw->err;
+        rw_free(rw);
+        return rc;
     }
     size_t cap = 16 + OL_WIRE_META_BYTES + 4 + meta_len;
     uint8_t *b = malloc(cap);
     if (!b) {
         send_abort(rw);
-        free(rw);
+        rw_free(rw);
         return -ENOMEM;
     }
     struct ol_wbuf ctl = {.p = b, .cap = cap};
     ol_wbuf_u64(&ctl, rw->handle);
+    /* COMMIT: the bytes written in all; PUT: where its bytes go (the same
+     * count: what the server has before them). */
     ol_wbuf_u64(&ctl, rw->written);
     ol_wire_put_meta(&ctl, sm);
     ol_wbuf_str(&ctl, meta, meta ? meta_len : 0);
-    rc = call(rw->rd, OL_WOP_SHARD_COMMIT, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+    if (put) {
+        rc = call(rd, OL_WOP_SHARD_PUT, &ctl, rw->buf, rw->len, NULL, 0, NULL, NULL, 0);
+        if (rc == -EOPNOTSUPP) {
+            /* A server from before SHARD_PUT (its writer is untouched):
+             * write, then commit, from now on at once. */
+            atomic_store(&rd->no_put, true);
+            put = false;
+            if (rw_flush(rw) < 0) {
+                send_abort(rw);
+                rc = rw->err;
+                goto out;
+            }
+            ctl.len = 8;
+            ol_wbuf_u64(&ctl, rw->written);
+            ol_wire_put_meta(&ctl, sm);
+            ol_wbuf_str(&ctl, meta, meta ? meta_len : 0);
+        }
+    }
+    if (!put)
+        rc = call(rd, OL_WOP_SHARD_COMMIT, &ctl, NULL, 0, NULL, 0, NULL, NULL, 0);
+out:
     free(b);
-    free(rw);
+    rw_free(rw);
     return rc;
 }
 
@@ -184,7 +272,7 @@ static void rd_shard_abort(void *w)
 {
     struct rwriter *rw = w;
     send_abort(rw);
-    free(rw);
+    rw_free(rw);
 }
 
 static int rd_shard_copy(void *d, const char *src_bucket, const char *src_key, size_t src_klen,

@@ -16,10 +16,17 @@
  * With opts.down_ms, a drive that timed out answers -ETIMEDOUT at once for a
  * while (below).
  *
- * Writers: the server holds the writer; the client's writer (void *w) is a
- * handle and the byte count sent.  After a failed shard_write, the writer is
- * failed for good (sticky): the next writes and the commit answer the same
- * error (the server may have taken a part of the bytes), abort cleans up.
+ * Writers: the server holds the writer (shard_begin is a call, whose reply
+ * also brings the server's clock in before the set picks the version id);
+ * the client's writer is a handle and the byte count sent.  The bytes of a
+ * small shard (up to OL_REMOTEDRIVE_PUT_MAX in all) are kept by the client
+ * and sent with the commit in one SHARD_PUT call (two round trips per shard
+ * instead of three), so a drive's error on them comes from the commit; past
+ * that size, or with a server that does not know SHARD_PUT (-EOPNOTSUPP,
+ * remembered per drive), every write is sent as it comes.  After a failed
+ * shard_write the writer is failed for good (sticky): the next writes and
+ * the commit answer the same error (the server may have taken a part of the
+ * bytes), abort cleans up.
  *
  * The zero-copy reader ops are NULL: the erasure set reads with read_shard,
  * whose bytes land in the caller's buffer (by rendezvous for large reads).
@@ -36,6 +43,12 @@
 #include "net/net.h"
 
 struct ol_remotedrive;
+
+enum {
+    /* A shard of at most this many bytes goes in one SHARD_PUT (above); at
+     * most the drive server's fiber bound (net/drive_server.h). */
+    OL_REMOTEDRIVE_PUT_MAX = 256 << 10,
+};
 
 extern const struct ol_drive_ops ol_remotedrive_ops;
 

@@ -59,6 +59,12 @@ int ol_drive_req_decode(uint8_t op, const void *ctl, size_t ctl_len, struct ol_d
     case OL_WOP_SHARD_ABORT:
         q->handle = ol_rbuf_u64(&r);
         break;
+    case OL_WOP_SHARD_PUT:
+        q->handle = ol_rbuf_u64(&r);
+        q->off = ol_rbuf_u64(&r);
+        ol_wire_get_meta(&r, &q->sm);
+        get_meta(&r, q);
+        break;
     case OL_WOP_SHARD_COPY:
         get_bucket(&r, q->src_bucket);
         q->src_key = ol_rbuf_str(&r, OL_DRIVE_MAX_KEY, &q->src_klen);

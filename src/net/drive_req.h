@@ -10,6 +10,7 @@
  *   SHARD_WRITE     handle, off (the offset the client writes at)
  *   SHARD_COMMIT    handle, len (the total bytes written), sm, meta
  *   SHARD_ABORT     handle
+ *   SHARD_PUT       handle, off (where the request's data go), sm, meta
  *   SHARD_COPY      src_bucket, src_key, src_vid, bucket, key, sm, meta
  *   MARK_COMPLETE,
  *   DELETE_VERSION  bucket, key, vid

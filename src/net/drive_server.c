@@ -1,9 +1,11 @@
 /* The drive server: see net/drive_server.h for the contract, net/wire.h and
  * docs/PROTOCOL.md for the messages.
  *
- * The net thread calls serve() for each request; serve() only puts it on a
- * bounded ring.  Workers take requests off the ring, decode them, run the
- * drive op and answer with ol_net_reply.  Writers live in a table of slots
+ * The net thread calls serve() for each request; serve() only posts it to
+ * the loop (a small one) or puts it on a bounded ring (a large one, or one
+ * the loop cannot take).  On the loop, each request gets a fiber; workers
+ * take requests off the ring.  Both decode them, run the drive op and answer
+ * with ol_net_reply.  Writers live in a table of slots
  * guarded by one mutex; a worker that uses a writer takes it out of the
  * table's reach (busy) for the call, so the idle sweep, a dropped connection
  * or a concurrent abort never frees a writer under a running call: they mark
@@ -62,7 +64,13 @@ struct ol_drive_server {
 
     pthread_t *threads;
     unsigned nthreads;
+
+    struct ol_loop *loop; /* NULL: workers only */
+    pthread_t loop_thread;
 };
+
+/* The server whose loop runs on this thread (the loop thread's only). */
+static __thread struct ol_drive_server *tl_srv;
 
 /* ---- writers ---- */
 
@@ -323,6 +331,27 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         if (w)
             ops->shard_abort(w);
         rc = 0;
+        break;
+    }
+    case OL_WOP_SHARD_PUT: {
+        /* SHARD_WRITE's checks and write, then SHARD_COMMIT's. */
+        struct wslot *s = writer_take(srv, q.handle, h->drive);
+        if (!s) {
+            rc = -EIO;
+            break;
+        }
+        void *w = s->w;
+        bool ok = !s->failed && q.off == s->written;
+        pthread_mutex_lock(&srv->mu);
+        writer_drop_locked(srv, s);
+        pthread_mutex_unlock(&srv->mu);
+        rc = ok ? 0 : -EIO;
+        if (ok && h->data_len)
+            rc = ops->shard_write(w, data, h->data_len); /* its error as SHARD_WRITE's */
+        if (rc == 0)
+            rc = ops->shard_commit(w, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len);
+        else
+            ops->shard_abort(w);
         break;
     }
     case OL_WOP_SHARD_COPY:
@@ -591,7 +620,38 @@ static void serve_member(struct ol_drive_server *srv, struct ol_net_req *req)
     ol_net_reply(req, rc, ctl, ctl_len, NULL, 0);
 }
 
-/* Net thread: queue the request, never block. */
+/* Puts req on the workers' ring: false when it is full. */
+static bool ring_push_locked(struct ol_drive_server *srv, struct ol_net_req *req)
+{
+    if (srv->count == OL_DRIVE_SERVER_QUEUE)
+        return false;
+    srv->ring[(srv->head + srv->count) % OL_DRIVE_SERVER_QUEUE] = req;
+    srv->count++;
+    pthread_cond_signal(&srv->cv);
+    return true;
+}
+
+static void fiber_main(void *arg)
+{
+    serve_one(tl_srv, arg);
+}
+
+/* Loop thread: a fiber for req, or the workers' ring when the pool is out
+ * of fibers (the workers still run: destroy stops them after the loop). */
+static void on_loop(void *arg)
+{
+    struct ol_drive_server *srv = tl_srv;
+    struct ol_net_req *req = arg;
+    if (ol_fiber_spawn(srv->loop, fiber_main, req) == 0)
+        return;
+    pthread_mutex_lock(&srv->mu);
+    bool ok = ring_push_locked(srv, req);
+    pthread_mutex_unlock(&srv->mu);
+    if (!ok)
+        ol_net_reply(req, -EAGAIN, NULL, 0, NULL, 0);
+}
+
+/* Net thread: hand the request on, never block. */
 static void serve(void *ctx, struct ol_net_req *req)
 {
     struct ol_drive_server *srv = ctx;
@@ -599,17 +659,51 @@ static void serve(void *ctx, struct ol_net_req *req)
         serve_member(srv, req);
         return;
     }
+    /* paused is a test's switch: a stale read only moves one request. */
+    if (srv->loop && ol_net_req_hdr(req)->data_len <= OL_DRIVE_SERVER_FIBER_DATA &&
+        !__atomic_load_n(&srv->paused, __ATOMIC_ACQUIRE) &&
+        ol_loop_post(srv->loop, on_loop, req) == 0)
+        return;
     pthread_mutex_lock(&srv->mu);
-    if (srv->count == OL_DRIVE_SERVER_QUEUE || srv->stopping) {
+    if (srv->stopping || !ring_push_locked(srv, req)) {
         int err = srv->stopping ? -OL_ESHUTDOWN : -EAGAIN;
         pthread_mutex_unlock(&srv->mu);
         ol_net_reply(req, err, NULL, 0, NULL, 0);
         return;
     }
-    srv->ring[(srv->head + srv->count) % OL_DRIVE_SERVER_QUEUE] = req;
-    srv->count++;
-    pthread_cond_signal(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
+}
+
+static void *loop_main(void *arg)
+{
+    struct ol_drive_server *srv = arg;
+    tl_srv = srv;
+    int rc = ol_loop_run(srv->loop);
+    if (rc < 0)
+        ol_error("drive server: its loop stopped: %s", ol_strerror(rc));
+    return NULL;
+}
+
+/* The loop and its thread; on failure the workers serve everything. */
+static void loop_start(struct ol_drive_server *srv)
+{
+    struct ol_loop_opts lo = {
+        .id = OL_DRIVE_SERVER_LOOP_ID,
+        .sq_entries = 256,
+        .max_fibers = OL_DRIVE_SERVER_FIBERS,
+        .stack_bytes = 256 * 1024,
+        .inbox_slots = 8192,
+    };
+    int rc = ol_loop_create(&srv->loop, &lo);
+    if (rc == 0 && (rc = -pthread_create(&srv->loop_thread, NULL, loop_main, srv)) < 0) {
+        ol_loop_destroy(srv->loop);
+        srv->loop = NULL;
+    }
+    if (rc < 0) {
+        srv->loop = NULL;
+        ol_warn("drive server: no loop (%s): worker threads serve every request",
+                ol_strerror(rc));
+    }
 }
 
 /* Net thread: the writers of a connection that went away are aborted by
@@ -647,6 +741,8 @@ int ol_drive_server_create(const struct ol_drive_server_opts *opts, struct ol_dr
     int rc = srv->threads ? 0 : -ENOMEM;
     for (; rc == 0 && srv->nthreads < nt; srv->nthreads++)
         rc = -pthread_create(&srv->threads[srv->nthreads], NULL, worker_main, srv);
+    if (rc == 0 && !opts->no_fibers)
+        loop_start(srv);
     if (rc == 0)
         rc = ol_net_listen(srv->net, opts->host, opts->port, serve, gone, srv);
     if (rc < 0) {
@@ -663,9 +759,17 @@ void ol_drive_server_destroy(struct ol_drive_server *srv)
         return;
     /* After this, the net thread calls neither serve nor gone. */
     ol_net_unlisten(srv->net);
+    /* The loop ends once its fibers have answered (what it posted to the
+     * ring the workers answer below). */
+    if (srv->loop) {
+        ol_loop_stop(srv->loop);
+        pthread_join(srv->loop_thread, NULL);
+        ol_loop_destroy(srv->loop);
+        srv->loop = NULL;
+    }
     pthread_mutex_lock(&srv->mu);
     srv->stopping = true;
-    srv->paused = false;
+    __atomic_store_n(&srv->paused, false, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
     for (unsigned i = 0; i < srv->nthreads; i++)
@@ -685,7 +789,7 @@ uint16_t ol_drive_server_port(struct ol_drive_server *srv)
 void ol_drive_server_pause(struct ol_drive_server *srv, bool paused)
 {
     pthread_mutex_lock(&srv->mu);
-    srv->paused = paused;
+    __atomic_store_n(&srv->paused, paused, __ATOMIC_RELEASE); /* serve reads it unlocked */
     pthread_cond_broadcast(&srv->cv);
     pthread_mutex_unlock(&srv->mu);
 }

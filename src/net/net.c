@@ -121,6 +121,9 @@ struct ol_net {
     ucp_context_h ctx;
     ucp_worker_h worker;
 
+    int sleeping; /* atomic: the net thread may block in poll */
+    int woken;    /* atomic: this sleep's wakeup is written already */
+
     pthread_mutex_t mu; /* guards q_*, stopping, stats */
     struct item *q_head, *q_tail;
     bool stopping;
@@ -243,11 +246,17 @@ static int enqueue(struct ol_net *net, struct item *it, bool even_stopping)
         net->q_head = it;
     net->q_tail = it;
     pthread_mutex_unlock(&net->mu);
-    uint64_t one = 1;
-    /* A full eventfd counter still wakes the poll, so a failed write loses
+    /* One write per sleep of the net thread (as core/loop.c's wake_loop):
+     * while it runs, it drains the queue before it sleeps again.  A full
+     * eventfd counter still wakes the poll, so a failed write loses
      * nothing. */
-    ssize_t n = write(net->evfd, &one, sizeof(one));
-    (void)n;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&net->sleeping, __ATOMIC_SEQ_CST) &&
+        !__atomic_exchange_n(&net->woken, 1, __ATOMIC_SEQ_CST)) {
+        uint64_t one = 1;
+        ssize_t n = write(net->evfd, &one, sizeof(one));
+        (void)n;
+    }
     return 0;
 }
 
@@ -1012,13 +1021,24 @@ static void *net_main(void *arg)
         }
         if (busy)
             continue;
-        ucs_status_t st = ucp_worker_arm(net->worker);
-        if (st == UCS_ERR_BUSY)
+        /* Announce the sleep, then look at the queue once more: an enqueue
+         * either lands before that look or sees the flag and writes. */
+        __atomic_store_n(&net->woken, 0, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&net->sleeping, 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_lock(&net->mu);
+        bool queued = net->q_head != NULL;
+        pthread_mutex_unlock(&net->mu);
+        ucs_status_t st = queued ? UCS_ERR_BUSY : ucp_worker_arm(net->worker);
+        if (st == UCS_ERR_BUSY) {
+            __atomic_store_n(&net->sleeping, 0, __ATOMIC_SEQ_CST);
             continue;
+        }
         struct pollfd pf[2] = {{.fd = net->evfd, .events = POLLIN},
                                {.fd = net->wfd, .events = POLLIN}};
         int ms = (net->inflight || net->conns || net->closing) ? TICK_MS : IDLE_POLL_MS;
-        if (poll(pf, 2, ms) > 0 && (pf[0].revents & POLLIN)) {
+        int np = poll(pf, 2, ms);
+        __atomic_store_n(&net->sleeping, 0, __ATOMIC_SEQ_CST);
+        if (np > 0 && (pf[0].revents & POLLIN)) {
             uint64_t v;
             ssize_t r = read(net->evfd, &v, sizeof(v));
             (void)r;

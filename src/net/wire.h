@@ -108,6 +108,9 @@ enum ol_wire_op {
     /* Membership: "can you reach etcd?" (cluster/vouch.h has the wire form;
      * no drive: the header's drive is ignored). */
     OL_WOP_MEMBER = 23,
+    /* SHARD_WRITE then SHARD_COMMIT in one message: the request's data are the writer's last bytes
+     * (ec/remotedrive.h). */
+    OL_WOP_SHARD_PUT = 24,
     OL_WOP_END,
 };
 

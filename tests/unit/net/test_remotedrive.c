@@ -264,12 +264,40 @@ static void test_ops(struct server *s, struct ol_net *cnet)
     CHECK(memcmp(ents[0].key, "key00011", 8) == 0);
     free(ents);
     ol_memdrive_wipe(s->md[0]);
-    /* A failing drive: its -EIO comes through; a failed write is sticky. */
+    /* A failing drive: its -EIO comes through; a failed write is sticky.
+     * A small shard's bytes go with the commit (SHARD_PUT): the error comes
+     * from there; a large one's are written as they come. */
     CHECK_RC(ops->shard_begin(d, "b", "f", 1, &w), 0);
     ol_memdrive_fail_nth(s->md[0], 1);
-    CHECK_RC(ops->shard_write(w, want, 100), -EIO);
-    CHECK_RC(ops->shard_write(w, want, 100), -EIO);
+    CHECK_RC(ops->shard_write(w, want, 100), 0);
     CHECK_RC(ops->shard_commit(w, &sm, NULL, 0), -EIO);
+    {
+        size_t blen = OL_REMOTEDRIVE_PUT_MAX + 1;
+        uint8_t *big = calloc(1, blen);
+        CHECK_RC(ops->shard_begin(d, "b", "f", 1, &w), 0);
+        ol_memdrive_fail_nth(s->md[0], 1);
+        CHECK_RC(ops->shard_write(w, big, blen), -EIO);
+        CHECK_RC(ops->shard_write(w, want, 100), -EIO);
+        CHECK_RC(ops->shard_commit(w, &sm, NULL, 0), -EIO);
+        free(big);
+    }
+    {
+        /* A small shard costs two calls: begin, then its bytes with the
+         * commit. */
+        struct ol_net_stats a, z;
+        ol_net_stats(cnet, &a);
+        CHECK_RC(ops->shard_begin(d, "b", "two", 3, &w), 0);
+        CHECK_RC(ops->shard_write(w, want, 100), 0);
+        CHECK_RC(ops->shard_write(w, want + 100, 100), 0);
+        struct ol_shard_meta sm2 = sm;
+        sm2.size = 200;
+        CHECK_RC(ops->shard_commit(w, &sm2, NULL, 0), 0);
+        ol_net_stats(cnet, &z);
+        CHECK(z.calls - a.calls == 2);
+        uint8_t back[200];
+        CHECK_RC(ops->read_shard(d, "b", "two", 3, &sm2.vid, 0, 200, back), 0);
+        CHECK(memcmp(back, want, 200) == 0);
+    }
     ol_memdrive_set_offline(s->md[0], true);
     CHECK_RC(ops->versions(d, "b", "f", 1, vs, 8, NULL), -EIO);
     ol_memdrive_set_offline(s->md[0], false);
@@ -634,7 +662,12 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
     CHECK(ol_drive_server_writers(s->srv) == 1);
     usleep(900 * 1000);
     CHECK(ol_drive_server_writers(s->srv) == 0);
-    CHECK_RC(ol_remotedrive_ops.shard_write(w, b, sizeof(b)), -EIO);
+    {
+        /* Past OL_REMOTEDRIVE_PUT_MAX the bytes go at once (and fail). */
+        uint8_t *big2 = calloc(1, OL_REMOTEDRIVE_PUT_MAX + 1);
+        CHECK_RC(ol_remotedrive_ops.shard_write(w, big2, OL_REMOTEDRIVE_PUT_MAX + 1), -EIO);
+        free(big2);
+    }
     ol_remotedrive_ops.shard_abort(w);
 
     /* A client that goes away: its writers are aborted. */
