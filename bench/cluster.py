@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -157,13 +156,7 @@ def main():
                 "%.2f" % row["ratio"] if row["ratio"] is not None else "-",
                 s["errors"], c["errors"]), flush=True)
     finally:
-        for p in reversed(procs):
-            try:
-                p.send_signal(signal.SIGTERM)
-                p.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                p.kill()
-                p.wait()
+        run.stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)
     m, tree = run.machine(), run.tree_state()
     lines = ["Machine: %s, %s cores, Linux %s; tree %s%s; one run of %s per row and side; "

@@ -4,7 +4,7 @@ EC 4+2, own etcd) per binary, both up at once, runs interleaved (order alternati
 op/s, p50, p99 and server CPU per op (utime+stime of the three node processes).  UCX_NET_DEVICES=lo.
   ab.py --a BIN [--b BIN] [--rounds 3] [--op put] [--size 4KiB] [--conc 32] [--dur 3s] [--hold]
 """
-import argparse, json, os, signal, subprocess, sys, tempfile, time, shutil
+import argparse, os, sys, tempfile, time, shutil
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run, cluster
 
@@ -57,9 +57,5 @@ try:
         med = lambda i: sorted(x[i] for x in v)[len(v) // 2]
         print("MEDIAN %s %s: %.0f op/s p50 %.2f ms cpu/op %.0f us" % (op, name, med(0), med(1) / 1000, med(2)))
 finally:
-    for p in reversed(procs):
-        try:
-            p.send_signal(signal.SIGTERM); p.wait(timeout=20)
-        except Exception:
-            p.kill(); p.wait()
+    run.stop_all(procs)
     for s in sides: shutil.rmtree(s[4], ignore_errors=True)

@@ -119,6 +119,18 @@ def settle(limit=64 << 20, timeout=60.0, quiet_s=0.3):
             break
 
 
+def stop_all(procs):
+    """Stops the processes a run started, the last started first: SIGTERM,
+    then SIGKILL for one that does not exit within 30 s."""
+    for p in reversed(procs):
+        try:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            p.kill()
+            p.wait()
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -460,12 +472,7 @@ def main():
             print("ceilings:", json.dumps(results["ceilings"]))
         ec_alive()
     finally:
-        for p in reversed(procs):
-            try:
-                p.send_signal(signal.SIGTERM)
-                p.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = round(time.time() - t_start, 1)
     with open(os.path.join(a.out, "latest.json"), "w") as f:

@@ -296,23 +296,28 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         writer_give(srv, s);
         break;
     }
-    case OL_WOP_SHARD_COMMIT: {
+    case OL_WOP_SHARD_COMMIT:
+    case OL_WOP_SHARD_PUT: {
+        /* PUT: SHARD_WRITE's checks and write of the last bytes, then
+         * SHARD_COMMIT's (whose length check is the offset's here). */
         struct wslot *s = writer_take(srv, q.handle, h->drive);
         if (!s) {
             rc = -EIO;
             break;
         }
         void *w = s->w;
-        bool ok = !s->failed && q.len == s->written;
+        bool put = h->op == OL_WOP_SHARD_PUT;
+        bool ok = !s->failed && (put ? q.off : q.len) == s->written;
         pthread_mutex_lock(&srv->mu);
         writer_drop_locked(srv, s);
         pthread_mutex_unlock(&srv->mu);
-        if (ok) {
+        rc = ok ? 0 : -EIO;
+        if (ok && put && h->data_len)
+            rc = ops->shard_write(w, data, h->data_len); /* its error as SHARD_WRITE's */
+        if (rc == 0)
             rc = ops->shard_commit(w, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len);
-        } else {
+        else
             ops->shard_abort(w);
-            rc = -EIO;
-        }
         break;
     }
     case OL_WOP_SHARD_ABORT: {
@@ -331,27 +336,6 @@ static void serve_one(struct ol_drive_server *srv, struct ol_net_req *req)
         if (w)
             ops->shard_abort(w);
         rc = 0;
-        break;
-    }
-    case OL_WOP_SHARD_PUT: {
-        /* SHARD_WRITE's checks and write, then SHARD_COMMIT's. */
-        struct wslot *s = writer_take(srv, q.handle, h->drive);
-        if (!s) {
-            rc = -EIO;
-            break;
-        }
-        void *w = s->w;
-        bool ok = !s->failed && q.off == s->written;
-        pthread_mutex_lock(&srv->mu);
-        writer_drop_locked(srv, s);
-        pthread_mutex_unlock(&srv->mu);
-        rc = ok ? 0 : -EIO;
-        if (ok && h->data_len)
-            rc = ops->shard_write(w, data, h->data_len); /* its error as SHARD_WRITE's */
-        if (rc == 0)
-            rc = ops->shard_commit(w, &q.sm, q.meta_len ? q.meta : NULL, q.meta_len);
-        else
-            ops->shard_abort(w);
         break;
     }
     case OL_WOP_SHARD_COPY:
