@@ -685,8 +685,7 @@ static void loop_start(struct ol_drive_server *srv)
     }
     if (rc < 0) {
         srv->loop = NULL;
-        ol_warn("drive server: no loop (%s): worker threads serve every request",
-                ol_strerror(rc));
+        ol_warn("drive server: no loop (%s): worker threads serve every request", ol_strerror(rc));
     }
 }
 
