@@ -98,6 +98,9 @@ struct ol_net_req {
     void *rctl, *rdata;
     size_t rctl_len, rdata_len;
     ucp_dt_iov_t iov[2];
+    /* The key the request was checked with and its reply is signed with
+     * (opts.key, or key_fn's). */
+    uint8_t key[OL_NET_KEY_BYTES];
 };
 
 struct exec {
@@ -116,6 +119,9 @@ struct ol_net {
     unsigned timeout_ms;
     struct ol_hlc *hlc;            /* opts.hlc: any thread reads it, it has its own atomics */
     uint8_t key[OL_NET_KEY_BYTES]; /* opts.key (net/auth.h); read-only */
+    bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
+                   uint8_t key[OL_NET_KEY_BYTES]);
+    void *key_arg;
     pthread_t thread;
     int evfd, wfd;
     ucp_context_h ctx;
@@ -171,9 +177,10 @@ static uint64_t clock_out(struct ol_net *net)
  * header and control bytes) and fresh (its stamp within the window of this
  * node's wall clock: an old captured message is not taken again).  Counted
  * and warned about (rate-limited) when not. */
-static bool authentic(struct ol_net *net, const struct ol_wire_hdr *h, const void *ctl)
+static bool authentic_with(struct ol_net *net, const uint8_t *key, const struct ol_wire_hdr *h,
+                           const void *ctl)
 {
-    if (ol_wire_verify(net->key, h, ctl, h->ctl_len) &&
+    if (ol_wire_verify(key, h, ctl, h->ctl_len) &&
         ol_wire_fresh(h->hlc, (uint64_t)ol_wall_ns() / 1000000u))
         return true;
     stat_add(net, &net->st.auth_failures);
@@ -182,6 +189,11 @@ static bool authentic(struct ol_net *net, const struct ol_wire_hdr *h, const voi
                    "forged message): refused",
                    (h->flags & OL_WIRE_F_REPLY) ? "reply" : "request", (unsigned)h->op);
     return false;
+}
+
+static bool authentic(struct ol_net *net, const struct ol_wire_hdr *h, const void *ctl)
+{
+    return authentic_with(net, net->key, h, ctl);
 }
 
 /* Takes in a received message's stamp, before anyone acts on the message.
@@ -702,7 +714,22 @@ static void deliver(struct ol_net *net, struct ol_net_req *req)
         return;
     }
     /* Before the request reaches a worker, and before its clock counts. */
-    if (!authentic(net, &req->hdr, req->buf)) {
+    bool keyed = true;
+    if (net->key_fn)
+        keyed = net->key_fn(net->key_arg, &req->hdr, req->buf, req->hdr.ctl_len, req->key);
+    else
+        memcpy(req->key, net->key, sizeof(req->key));
+    if (!keyed) {
+        /* No key to check it with: refused as a failed MAC is (the reply's
+         * MAC, under the zero key, fails the caller's check too). */
+        memset(req->key, 0, sizeof(req->key));
+        stat_add(net, &net->st.auth_failures);
+        ol_log_limited(OL_LOG_WARN, "net: a request (op %u) named no known key: refused",
+                       (unsigned)req->hdr.op);
+        reply_now(net, req, -EACCES);
+        return;
+    }
+    if (!authentic_with(net, req->key, &req->hdr, req->buf)) {
         reply_now(net, req, -EACCES);
         return;
     }
@@ -739,6 +766,8 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
     req->conn = conn;
     conn->refs++;
     req->hdr = h;
+    /* Until deliver picks the request's own key (key_fn). */
+    memcpy(req->key, net->key, sizeof(req->key));
     int bad = ol_wire_req_check(&h, length);
     if (bad < 0) {
         /* The bytes are dropped (a rendezvous is never fetched). */
@@ -796,7 +825,7 @@ static void reply_hdr(struct ol_net *net, struct ol_net_req *req, int status)
         .data_len = req->rdata_len,
         .data_crc = req->rhdr.data_crc,
     };
-    ol_wire_sign(net->key, &req->rhdr, req->rctl, req->rctl_len);
+    ol_wire_sign(req->key, &req->rhdr, req->rctl, req->rctl_len);
 }
 
 /* Sends req's reply, its header made (net thread). */
@@ -1174,6 +1203,10 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     net->hlc = opts ? opts->hlc : NULL;
     if (opts && opts->key)
         memcpy(net->key, opts->key, sizeof(net->key));
+    if (opts) {
+        net->key_fn = opts->key_fn;
+        net->key_arg = opts->key_arg;
+    }
     net->evfd = -1;
     pthread_mutex_init(&net->mu, NULL);
     for (unsigned s = 0; s < OL_NET_MAX_INFLIGHT; s++)

@@ -69,6 +69,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/auth.h"
 #include "net/wire.h"
 
 enum {
@@ -91,6 +92,16 @@ struct ol_net_opts {
      * with (net/auth.h): copied.  NULL: the all-zero key, which only tests
      * use (a node always passes its cluster's key). */
     const uint8_t *key;
+    /* Serving side only: when set, the key a received request is checked
+     * with (and its reply signed with) is the one key_fn gives for it
+     * instead of opts.key: true with the key in *key, false to refuse the
+     * request (-EACCES, as a failed MAC).  Called on the net thread with
+     * the request's header and control bytes (unauthenticated yet: key_fn
+     * only picks the key, e.g. by an access key in ctl); it must not
+     * block.  The client ops of the native port use it (native/proto.h). */
+    bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
+                   uint8_t key[OL_NET_KEY_BYTES]);
+    void *key_arg;
 };
 
 /* Starts the net thread.  -EIO when UCX cannot start (its reason logged). */

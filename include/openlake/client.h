@@ -1,0 +1,195 @@
+/* libopenlake: the native client of OpenLake.
+ *
+ * Data moves over UCX (the client protocol, docs/PROTOCOL.md "Client
+ * protocol (UCX)"): RDMA verbs where the hardware has them, shared memory
+ * between processes of one host, TCP elsewhere; UCX picks (UCX_TLS and the
+ * other UCX_* variables of the environment steer it).  A GET lands straight
+ * in the caller's buffer (UCX rendezvous into it); a PUT is sent from the
+ * caller's buffer.  Requests are signed with the same access and secret
+ * keys as S3; the secret never travels.
+ *
+ *   struct ol_client_opts o = {.endpoint = "http://127.0.0.1:9000",
+ *                              .access_key = "AK", .secret_key = "SK"};
+ *   struct ol_client *c;
+ *   int rc = ol_client_open(&o, &c);
+ *   rc = ol_client_put(c, "bucket", "key", buf, len, NULL);
+ *   int64_t n = ol_client_get(c, "bucket", "key", 0, dst, cap, NULL);
+ *   ol_client_close(c);
+ *
+ * Errors.  Every call returns 0 or a non-negative count on success and a
+ * negative code on failure: a negated errno, or a negated OL_CLIENT_E*
+ * below.  ol_client_strerror() names both.  The ones a caller meets:
+ *   -EACCES        unknown access key, wrong secret, or a clock more than
+ *                  15 minutes off the server's
+ *   -OL_CLIENT_ENOBUCKET / -OL_CLIENT_ENOKEY / -OL_CLIENT_ENOVERSION
+ *   -ERANGE        a GET offset past the end of a non-empty object
+ *   -ETIMEDOUT, -ECONNREFUSED, -ECONNRESET, -EHOSTUNREACH: transport
+ *   -EIO           data failed its CRC32C, or a PUT session broke
+ *   -EINVAL        bad arguments (names too long, NULL buffers...)
+ *   -ENOTSUP       the server does not serve the op (older server)
+ * Nothing sets errno.
+ *
+ * Threads.  A client is thread-safe: any number of threads may call it at
+ * once (calls run concurrently on the wire).  Calls block the calling
+ * thread until their answer (or the timeout); batches (below) let one
+ * thread have many operations in flight.  Never call from a UCX callback.
+ *
+ * Lifetimes.  Strings passed in are copied or used only during the call.
+ * Buffers must stay valid until the call returns (a batch: until its op is
+ * reaped).  ol_client_close() waits for nothing: close after every call and
+ * batch has returned.
+ *
+ * Large objects.  One message carries at most 64 MiB; the library splits a
+ * larger GET into ranges (pinned to the first range's version, so a
+ * concurrent overwrite never mixes two versions) and a larger PUT into a
+ * session that becomes visible only when it commits.
+ */
+#ifndef OPENLAKE_CLIENT_H
+#define OPENLAKE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OPENLAKE_CLIENT_VERSION 1
+
+/* OpenLake error codes (negated on return; the same numbers as the
+ * server's, so a status crosses the wire unchanged). */
+enum {
+    OL_CLIENT_ECORRUPT = 10001,
+    OL_CLIENT_ENOBUCKET = 10002,
+    OL_CLIENT_EBUCKETEXISTS = 10003,
+    OL_CLIENT_EBUCKETNOTEMPTY = 10004,
+    OL_CLIENT_ENOKEY = 10005,
+    OL_CLIENT_ETOOLARGE = 10012,
+    OL_CLIENT_EPRECONDITION = 10018,
+    OL_CLIENT_EQUORUM = 10020,
+    OL_CLIENT_ENOVERSION = 10021,
+    OL_CLIENT_EFENCED = 10027,
+};
+
+struct ol_client;
+
+struct ol_client_opts {
+    /* Where to connect: the node's S3 URL ("http://host:port"; the library
+     * asks it for its native port) or its native address ("host:port").
+     * On a cluster, any node: the client learns the others. */
+    const char *endpoint;
+    const char *access_key;
+    const char *secret_key;
+    unsigned timeout_ms; /* per message; 0: 30000 */
+};
+
+int ol_client_open(const struct ol_client_opts *opts, struct ol_client **out);
+void ol_client_close(struct ol_client *c);
+const char *ol_client_strerror(int err);
+
+/* ---- memory ---- */
+
+enum ol_client_mem_kind {
+    OL_CLIENT_MEM_HOST = 0,
+    OL_CLIENT_MEM_CUDA = 1,
+};
+
+/* Whether buffers in CUDA device memory can be passed straight to get/put:
+ * true only where the UCX found at run time was built with CUDA support.
+ * Otherwise copy through pinned host memory (the Python package does so on
+ * its own). */
+int ol_client_cuda_direct(struct ol_client *c);
+
+/* Registers [addr, addr+len) with UCX once, so that the calls that use it
+ * skip UCX's per-call registration (a cache hit otherwise).  Optional: any
+ * buffer works unregistered.  -ENOTSUP for CUDA memory without
+ * ol_client_cuda_direct(). */
+struct ol_client_mem;
+int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len, enum ol_client_mem_kind kind,
+                      struct ol_client_mem **out);
+void ol_client_mem_dereg(struct ol_client *c, struct ol_client_mem *m);
+
+/* ---- objects ---- */
+
+struct ol_client_info {
+    uint64_t size;
+    int64_t mtime_ns;
+    char etag[72];          /* quoted, as S3 answers it */
+    char version_id[72];    /* "null" when the bucket is not versioned */
+    char content_type[256];
+};
+
+/* Reads the object's bytes from offset into buf, at most cap of them (a
+ * smaller cap than the rest of the object is a ranged read).  Returns the
+ * bytes read, min(size - offset, cap).  info (may be NULL) gets the
+ * object's info. */
+int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                      void *buf, uint64_t cap, struct ol_client_info *info);
+/* Writes len bytes from buf as the object's new content (any size). */
+int ol_client_put(struct ol_client *c, const char *bucket, const char *key, const void *buf,
+                  uint64_t len, struct ol_client_info *info);
+int ol_client_head(struct ol_client *c, const char *bucket, const char *key,
+                   struct ol_client_info *info);
+/* Deletes the object (0 also when it did not exist, as S3). */
+int ol_client_delete(struct ol_client *c, const char *bucket, const char *key);
+
+/* Lists keys after start_after (NULL: from the start) that begin with
+ * prefix (NULL: all), in order; fn is called for each (stop by returning
+ * non-zero: that value is returned).  Returns the number of keys seen. */
+typedef int (*ol_client_list_fn)(void *arg, const char *key, const struct ol_client_info *info);
+int64_t ol_client_list(struct ol_client *c, const char *bucket, const char *prefix,
+                       const char *start_after, ol_client_list_fn fn, void *arg);
+
+/* ---- batches (the shape of io_uring / 3FS USRBIO) ----
+ *
+ * Fill ops, submit them, reap completions as they come.  An op's status is
+ * its own: one failing op never fails the others. */
+
+enum ol_client_opcode {
+    OL_CLIENT_OP_GET = 1, /* offset, buf, len: a ranged read into buf */
+    OL_CLIENT_OP_PUT = 2, /* buf, len */
+    OL_CLIENT_OP_HEAD = 3,
+    OL_CLIENT_OP_DELETE = 4,
+};
+
+struct ol_client_op {
+    /* In. */
+    int opcode;
+    const char *bucket; /* borrowed until reaped */
+    const char *key;    /* borrowed until reaped */
+    void *buf;
+    uint64_t offset, len;
+    uint64_t user_data; /* for the caller; untouched */
+    /* Out (valid once reaped). */
+    int64_t result; /* bytes read / 0, or a negative code */
+    struct ol_client_info info;
+};
+
+/* Submits n ops (the array and the ops stay the caller's until each is
+ * reaped).  Returns n, or a negative code when none was submitted. */
+int ol_client_submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n);
+/* Waits until at least min ops have completed (or timeout_ms passed, -1:
+ * no limit), and hands back up to max of them in done[].  Returns how
+ * many. */
+int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsigned min, unsigned max,
+                   int timeout_ms);
+/* Submits n ops and waits for all: returns 0 when every op succeeded, else
+ * the first failing op's code (each op has its own result). */
+int ol_client_run(struct ol_client *c, struct ol_client_op *const *ops, unsigned n);
+
+/* ---- S3 over RDMA (docs/PROTOCOL.md "S3 over RDMA") ----
+ *
+ * The value of the x-amz-rdma-token header for a signed S3 GET (the server
+ * writes the body into [addr, addr+len)) or PUT (it reads it from there):
+ * this process's UCX worker address, the memory's remote key, address and
+ * length.  The memory must be registered (ol_client_mem_reg) and stay so
+ * until the HTTP request has been answered.  Returns the token's length
+ * (written to out, NUL-terminated), or -ENOSPC when cap is too small. */
+int ol_client_rdma_token(struct ol_client *c, struct ol_client_mem *m, void *addr, uint64_t len,
+                         char *out, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,126 @@
+/* The client protocol of OpenLake's native data plane (docs/PROTOCOL.md,
+ * "Client protocol (UCX)"): what libopenlake (src/client/) sends to a
+ * node's native port and what src/native/server.c answers.
+ *
+ * Framing is the drive protocol's (net/wire.h): one UCX active message per
+ * request and per reply, the 64-byte struct ol_wire_hdr, then `ctl_len`
+ * control bytes (written with ol_wbuf_*, read with ol_rbuf_*), then
+ * `data_len` bulk bytes with their CRC32C in the header.  The client ops
+ * have numbers of their own (OL_COP_*, from 64), so that a drive op never
+ * means anything on a native port and a client op never on a drive port;
+ * the header's `drive` is 0.
+ *
+ * Authentication.  Every request's control bytes start with the caller's
+ * access key (a string, as S3's); the rest are the op's arguments.  The
+ * message is signed as a drive message is (net/auth.h: HMAC-SHA256 over the
+ * header and the control bytes, first 16 bytes, the stamp fresh within 15
+ * minutes), but with the user's native key instead of a cluster key:
+ *
+ *   native_key = HMAC-SHA256(key = "OPENLAKE1" || secret_key,
+ *                            msg = "openlake-native/1/" || access_key)
+ *
+ * so the secret never travels, and the same users and secrets as S3 work.
+ * The server answers a request that fails (unknown access key, wrong
+ * secret, stale stamp) with -EACCES under a MAC no client can check: the
+ * client sees -EACCES either way.  Replies are signed with the same key,
+ * so a client knows its answer came from a node that knows its secret.
+ * Bulk bytes are covered through the header's data_crc (net/auth.h).
+ *
+ * Errors: a reply's status is 0 or a count on success, or a negative code:
+ * -errno or -OL_E* (core/err.h); libopenlake passes them on unchanged
+ * (include/openlake/client.h lists the ones a caller sees).
+ *
+ * Limits: one message carries at most OL_WIRE_MAX_DATA (64 MiB) of data;
+ * larger objects move in several ops (GET by ranges, PUT by a session).
+ *
+ * Threads: the helpers below are pure functions of their arguments.
+ */
+#ifndef OL_NATIVE_PROTO_H
+#define OL_NATIVE_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/auth.h"
+#include "net/wire.h"
+
+enum {
+    OL_NATIVE_PROTO_VERSION = 1,
+    OL_NATIVE_MAX_ACCESS_KEY = 128,
+    OL_NATIVE_MAX_BUCKET = 63,
+    OL_NATIVE_MAX_KEY = 1024,
+    OL_NATIVE_MAX_VID = 64,
+    OL_NATIVE_MAX_CTYPE = 256,
+    OL_NATIVE_MAX_LIST = 1000, /* keys per LIST reply */
+    /* Data bytes per message (one GET range, one PUT_WRITE). */
+    OL_NATIVE_MAX_DATA = OL_WIRE_MAX_DATA,
+    OL_NATIVE_PUT_IDLE_MS = 60000, /* an unused PUT session is aborted */
+    OL_NATIVE_MAX_SESSIONS = 1024,
+    OL_NATIVE_MAX_BATCH = 4096, /* items per GET_BATCH */
+};
+
+/* Client ops (ol_wire_hdr.op).  Every request's control bytes begin with
+ * str access_key; "Request" below lists what follows it. */
+enum ol_native_op {
+    /* Request: (nothing).  Reply ctl: u32 protocol version, u64 max data per
+     * message, u32 n, then n times str "host:port" (the native address of
+     * every node that serves the same objects, this one first; 1 on a
+     * single node).  Checks the credentials. */
+    OL_COP_HELLO = 64,
+    /* Request: str bucket, str key, str version id ("" = current).
+     * Reply: status 0, ctl = object info (below). */
+    OL_COP_HEAD = 65,
+    /* Request: str bucket, str key, str version id ("" = current), u64
+     * offset, u64 length (UINT64_MAX: to the end; at most
+     * OL_NATIVE_MAX_DATA is sent, the client asks again).  Reply: status
+     * = bytes sent, ctl = object info, data = the bytes from offset.  An
+     * offset past the end of a non-empty object: -ERANGE.  A client that
+     * reads one object in several ranges passes the version id the first
+     * reply named, so that it never mixes two versions. */
+    OL_COP_GET = 66,
+    /* Request: str bucket, str key, str content type, data = the whole
+     * object (at most OL_NATIVE_MAX_DATA).  Reply: status 0, ctl = object
+     * info of what was stored. */
+    OL_COP_PUT = 67,
+    /* A PUT of any size in several messages.  BEGIN: str bucket, str key,
+     * str content type, u64 total size; reply ctl: u64 session id.
+     * WRITE: u64 session, u64 offset (= the bytes written so far: a message
+     * lost or repeated fails the session with -EIO), data; reply status 0.
+     * COMMIT: u64 session, data = the last bytes (may be empty); the sizes
+     * must add up to the total (else -EIO); reply ctl = object info.
+     * ABORT: u64 session.  A session belongs to the access key and the
+     * connection that began it; it is aborted when unused for
+     * OL_NATIVE_PUT_IDLE_MS or when its connection goes away.  Nothing is
+     * visible under the key before COMMIT answers. */
+    OL_COP_PUT_BEGIN = 68,
+    OL_COP_PUT_WRITE = 69,
+    OL_COP_PUT_COMMIT = 70,
+    OL_COP_PUT_ABORT = 71,
+    /* Request: str bucket, str key.  Reply: status 0 (also when there was
+     * no such key, as S3). */
+    OL_COP_DELETE = 72,
+    /* Request: str bucket, str prefix, str start_after, u32 max keys
+     * (0 or more than OL_NATIVE_MAX_LIST: OL_NATIVE_MAX_LIST).  Reply ctl:
+     * u32 n, n times {str key, u64 size, i64 mtime_ns, str etag}, u8
+     * truncated (1: ask again with start_after = the last key). */
+    OL_COP_LIST = 73,
+    /* Many small ranged reads in one round trip.  Request: u32 n (at most
+     * OL_NATIVE_MAX_BATCH), n times {str bucket, str key, u64 offset, u64
+     * length}.  Reply: status = n, ctl = n times {i32 status, u64 bytes},
+     * data = the bytes of every item that succeeded, one after another in
+     * request order.  Each item has its own status; the data of all of them
+     * together is at most OL_NATIVE_MAX_DATA (an item that would pass it
+     * answers -EMSGSIZE, and so do the items after it). */
+    OL_COP_GET_BATCH = 74,
+    OL_COP_END,
+};
+
+/* The object info of HEAD, GET, PUT and COMMIT replies, in this order:
+ *   u64 size, i64 mtime_ns (as u64), str etag (quoted, as S3 sends it),
+ *   str version id ("null" when unversioned), str content type. */
+
+/* The user's native key (above). */
+void ol_native_key(const char *access_key, const char *secret_key,
+                   uint8_t key[OL_NET_KEY_BYTES]);
+
+#endif
