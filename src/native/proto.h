@@ -72,7 +72,10 @@ enum ol_native_op {
     OL_COP_HEAD = 65,
     /* Request: str bucket, str key, str version id ("" = current), u64
      * offset, u64 length (UINT64_MAX: to the end; at most
-     * OL_NATIVE_MAX_DATA is sent, the client asks again).  Reply: status
+     * OL_NATIVE_MAX_DATA is sent, the client asks again), and optionally
+     * str if_match (an ETag, quoted or not: -OL_EPRECONDITION unless the
+     * object still has it; how a client pins the ranges of an unversioned
+     * object, whose version id is "null").  Reply: status
      * = bytes sent, ctl = object info, data = the bytes from offset.  An
      * offset past the end of a non-empty object: -ERANGE.  A client that
      * reads one object in several ranges passes the version id the first

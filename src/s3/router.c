@@ -356,6 +356,17 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
     struct ol_slice p = r->http->head.path;
     bool health = p.n == 17 && memcmp(p.p, "/_openlake/health", 17) == 0;
     bool metrics = p.n == 18 && memcmp(p.p, "/_openlake/metrics", 18) == 0;
+    /* Where the native client port is (libopenlake asks before it connects;
+     * public, as the S3 port itself is: it tells no more than a port scan). */
+    if (p.n == 17 && memcmp(p.p, "/_openlake/native", 17) == 0) {
+        if (!r->ctx->native_port)
+            return ol_s3_error(r, OL_S3_NotImplemented, "The native client port is off.");
+        char body[64];
+        int n = snprintf(body, sizeof(body), "{\"protocol\":1,\"port\":%u}\n",
+                         (unsigned)r->ctx->native_port);
+        struct ol_http_hdr h[] = {{"Content-Type", "application/json"}};
+        return ol_http_respond(r->conn, 200, h, 1, body, (size_t)n);
+    }
     if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
         return authed ? ol_s3_admin(r) : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)

@@ -53,6 +53,7 @@ struct ol_obj;
 struct ol_s3_ctx {
     struct ol_obj *obj; /* the object layer (obj/obj.h): every mode, one path */
     const struct ol_cfg *cfg;
+    uint16_t native_port; /* the native client port (native/server.h); 0: none */
 };
 
 struct ol_s3_req {

@@ -36,6 +36,7 @@
 #include "cluster/member.h"
 #include "deploy/cluster.h"
 #include "deploy/deploy.h"
+#include "native/server.h"
 #include "obj/obj.h"
 #include "s3/router.h"
 #include "store/store.h"
@@ -95,6 +96,7 @@ struct server {
     struct ol_deploy *ec;   /* several: erasure-coded (deploy/deploy.h) */
     struct ol_cluster *cl;  /* a cluster node (deploy/cluster.h): ec is its deployment */
     struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
+    struct ol_native_server *native; /* the native client port, or NULL */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
@@ -579,6 +581,58 @@ static void raise_fd_limit(size_t want)
                 (unsigned long long)rl.rlim_cur, want);
 }
 
+/* The native port's users: the S3 users (native/server.h). */
+static int native_secret(void *arg, const char *access_key, char secret[129])
+{
+    const struct ol_cfg_user *u = ol_cfg_find_user(arg, access_key, strlen(access_key));
+    if (!u)
+        return -ENOENT;
+    snprintf(secret, 129, "%s", u->secret_key);
+    return 0;
+}
+
+/* Starts the native client port (cfg native_listen). */
+static int start_native(struct server *srv, char *err, size_t errlen)
+{
+    const struct ol_cfg *cfg = srv->cfg;
+    if (strcmp(cfg->native_listen, "off") == 0)
+        return 0;
+    const char *a = cfg->native_listen[0] ? cfg->native_listen : cfg->listen;
+    const char *c = strrchr(a, ':');
+    char host[256];
+    if (!c || c == a || (size_t)(c - a) >= sizeof(host)) {
+        snprintf(err, errlen, "native_listen %s: give host:port", a);
+        return -EINVAL;
+    }
+    memcpy(host, a, (size_t)(c - a));
+    host[c - a] = 0;
+    unsigned long port = 0;
+    if (cfg->native_listen[0]) {
+        char *end = NULL;
+        port = strtoul(c + 1, &end, 10);
+        if (!end || *end || port > 65535) {
+            snprintf(err, errlen, "native_listen %s: give host:port", a);
+            return -EINVAL;
+        }
+    }
+    struct ol_native_server_opts o = {
+        .host = host,
+        .port = (uint16_t)port,
+        .obj = srv->obj,
+        .secret = native_secret,
+        .secret_arg = srv->cfg,
+        .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
+    };
+    int rc = ol_native_server_create(&o, &srv->native);
+    if (rc < 0) {
+        snprintf(err, errlen, "cannot serve the native port on %s:%lu: %s", host, port,
+                 ol_strerror(rc));
+        return rc;
+    }
+    srv->router.ctx.native_port = ol_native_server_port(srv->native);
+    return 0;
+}
+
 int ol_server_run(struct ol_cfg *cfg)
 {
     struct server srv;
@@ -683,6 +737,10 @@ opened:
     }
     srv.router.ctx.obj = srv.obj;
     srv.router.ctx.cfg = cfg;
+    if (start_native(&srv, err, sizeof(err)) < 0) {
+        fprintf(stderr, "openlake: %s\n", err);
+        return 1;
+    }
     srv.router.hooks.metrics = metrics;
     srv.router.hooks.ctx = &srv;
     srv.conn_opts.limits.max_head_bytes = (size_t)cfg->max_header_bytes;
@@ -757,6 +815,8 @@ opened:
         fprintf(stderr,
                 "OpenLake 0.1.0 listening on http://%s (%u threads), data in %s\n", cfg->listen,
                 n, where);
+        if (srv.native)
+            fprintf(stderr, "  native client port (UCX): %u\n", ol_native_server_port(srv.native));
         if (default_user)
             fprintf(stderr, "  default credentials: access key '%s', secret key '%s'\n"
                             "  (configure users with 'user ACCESS SECRET' lines in --config)\n",
@@ -794,6 +854,7 @@ opened:
         if (srv.workers[i].listen_fd >= 0)
             close(srv.workers[i].listen_fd);
     }
+    ol_native_server_destroy(srv.native);
     ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);

@@ -1,0 +1,906 @@
+/* The native port (native/server.h): a queue filled by the net thread, a
+ * pool of workers that run the client ops through the object layer, and
+ * the table of open PUT sessions. */
+#include "native/server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/md5.h"
+#include "native/proto.h"
+#include "net/net.h"
+#include "obj/obj.h"
+#include "s3/meta.h"
+
+enum { MAX_WORKERS = 64, SWEEP_MS = 1000 };
+
+struct session {
+    uint64_t id; /* 0: free slot */
+    uint64_t conn;
+    char access_key[OL_NATIVE_MAX_ACCESS_KEY + 1];
+    struct ol_obj_writer *w;
+    struct ol_md5 md5;
+    uint64_t total, written;
+    uint64_t last_ms;
+    bool busy, dead;
+    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint32_t meta_len;
+};
+
+struct ol_native_server {
+    struct ol_native_server_opts o;
+    struct ol_net *net;
+    pthread_t threads[MAX_WORKERS];
+    unsigned nthreads;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct ol_net_req **ring;
+    unsigned head, count;
+    bool stop;
+
+    /* PUT sessions (their own lock: a worker holds it only to find, mark
+     * and unmark a session, never across the object layer). */
+    pthread_mutex_t smu;
+    struct session *sessions; /* OL_NATIVE_MAX_SESSIONS */
+    uint64_t next_session;
+    uint64_t last_sweep_ms;
+
+    _Atomic uint64_t st[7];
+};
+
+enum { ST_REQ, ST_GET, ST_PUT, ST_GETB, ST_PUTB, ST_ERR, ST_ABORTED };
+
+static void count(struct ol_native_server *s, unsigned i, uint64_t n)
+{
+    atomic_fetch_add_explicit(&s->st[i], n, memory_order_relaxed);
+}
+
+/* ---- the net thread: keys and queueing ---- */
+
+/* The access key at the head of a request's control bytes, copied to ak:
+ * false when there is none. */
+static bool access_key_of(const void *ctl, size_t ctl_len, char ak[OL_NATIVE_MAX_ACCESS_KEY + 1])
+{
+    struct ol_rbuf r = {.p = ctl, .len = ctl_len};
+    size_t n;
+    const char *p = ol_rbuf_str(&r, OL_NATIVE_MAX_ACCESS_KEY, &n);
+    if (r.bad || !p || n == 0 || memchr(p, 0, n))
+        return false;
+    memcpy(ak, p, n);
+    ak[n] = 0;
+    return true;
+}
+
+static bool key_fn(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
+                   uint8_t key[OL_NET_KEY_BYTES])
+{
+    struct ol_native_server *s = arg;
+    if (h->op < OL_COP_HELLO || h->op >= OL_COP_END)
+        return false; /* a drive op, or nothing: no user signs those here */
+    char ak[OL_NATIVE_MAX_ACCESS_KEY + 1], secret[129];
+    if (!access_key_of(ctl, ctl_len, ak) || s->o.secret(s->o.secret_arg, ak, secret) < 0)
+        return false;
+    ol_native_key(ak, secret, key);
+    OPENSSL_cleanse(secret, sizeof(secret));
+    return true;
+}
+
+static void serve(void *ctx, struct ol_net_req *req)
+{
+    struct ol_native_server *s = ctx;
+    pthread_mutex_lock(&s->mu);
+    if (s->stop || s->count == OL_NATIVE_SERVER_QUEUE) {
+        bool stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        ol_net_reply(req, stop ? -ESHUTDOWN : -EAGAIN, NULL, 0, NULL, 0);
+        return;
+    }
+    s->ring[(s->head + s->count++) % OL_NATIVE_SERVER_QUEUE] = req;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A connection is gone: its sessions are aborted by the next sweep. */
+static void gone(void *ctx, uint64_t conn)
+{
+    struct ol_native_server *s = ctx;
+    pthread_mutex_lock(&s->smu);
+    for (unsigned i = 0; i < OL_NATIVE_MAX_SESSIONS; i++)
+        if (s->sessions[i].id && s->sessions[i].conn == conn)
+            s->sessions[i].dead = true;
+    pthread_mutex_unlock(&s->smu);
+}
+
+/* ---- replies ---- */
+
+struct out {
+    uint8_t *ctl;
+    size_t ctl_len;
+    void *data;
+    size_t data_len;
+};
+
+/* Writes the object info of native/proto.h into a fresh ctl buffer. */
+static int put_info(struct out *out, uint64_t size, int64_t mtime_ns, const char *etag,
+                    const char *vid, const uint8_t *meta, size_t meta_len)
+{
+    const uint8_t *ct = NULL;
+    size_t ctl = 0;
+    if (meta && ol_s3_meta_get(meta, meta_len, "content-type", &ct, &ctl) < 0)
+        ct = NULL, ctl = 0;
+    size_t cap = 8 + 8 + 4 + 72 + 4 + OL_STORE_VID_MAX + 4 + ctl;
+    uint8_t *b = malloc(cap);
+    if (!b)
+        return -ENOMEM;
+    struct ol_wbuf w = {.p = b, .cap = cap};
+    char q[72];
+    int qn = snprintf(q, sizeof(q), "\"%s\"", etag);
+    ol_wbuf_u64(&w, size);
+    ol_wbuf_u64(&w, (uint64_t)mtime_ns);
+    ol_wbuf_str(&w, q, (size_t)qn);
+    const char *v = vid && vid[0] ? vid : "null";
+    ol_wbuf_str(&w, v, strlen(v));
+    ol_wbuf_str(&w, ct ? (const char *)ct : "", ctl);
+    if (w.over) {
+        free(b);
+        return -EMSGSIZE;
+    }
+    out->ctl = b;
+    out->ctl_len = w.len;
+    return 0;
+}
+
+/* ---- argument decoding ---- */
+
+/* A string argument copied NUL-terminated into buf (cap bytes): false when
+ * it is missing, too long or holds a NUL. */
+static bool arg_str(struct ol_rbuf *r, char *buf, size_t cap, size_t *len)
+{
+    size_t n;
+    const char *p = ol_rbuf_str(r, cap - 1, &n);
+    if (r->bad || !p || memchr(p, 0, n))
+        return false;
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    if (len)
+        *len = n;
+    return true;
+}
+
+struct names {
+    char bucket[OL_NATIVE_MAX_BUCKET + 2];
+    char key[OL_NATIVE_MAX_KEY + 1];
+    size_t key_len;
+};
+
+static bool arg_names(struct ol_rbuf *r, struct names *n)
+{
+    size_t bl;
+    return arg_str(r, n->bucket, sizeof(n->bucket), &bl) && bl > 0 &&
+           bl <= OL_NATIVE_MAX_BUCKET && arg_str(r, n->key, sizeof(n->key), &n->key_len) &&
+           n->key_len > 0;
+}
+
+/* ---- ops ---- */
+
+static int op_hello(struct ol_native_server *s, struct out *out)
+{
+    char (*peers)[128] = NULL;
+    unsigned np = 0;
+    if (s->o.peers) {
+        peers = calloc(64, sizeof(*peers));
+        if (!peers)
+            return -ENOMEM;
+        np = s->o.peers(s->o.peers_arg, peers, 64);
+    }
+    size_t cap = 4 + 8 + 4 + 4 + (size_t)np * (4 + 128);
+    uint8_t *b = malloc(cap);
+    if (!b) {
+        free(peers);
+        return -ENOMEM;
+    }
+    struct ol_wbuf w = {.p = b, .cap = cap};
+    ol_wbuf_u32(&w, OL_NATIVE_PROTO_VERSION);
+    ol_wbuf_u64(&w, OL_NATIVE_MAX_DATA);
+    ol_wbuf_u32(&w, 1 + np);
+    /* This node: "" (the address the client reached it by). */
+    ol_wbuf_str(&w, "", 0);
+    for (unsigned i = 0; i < np; i++)
+        ol_wbuf_str(&w, peers[i], strnlen(peers[i], sizeof(peers[i])));
+    free(peers);
+    out->ctl = b;
+    out->ctl_len = w.len;
+    return 0;
+}
+
+static int open_reader(struct ol_native_server *s, const struct names *n, const char *vid,
+                       struct ol_obj_reader **rd)
+{
+    if (vid[0])
+        return ol_obj_read_open_v(s->o.obj, n->bucket, n->key, n->key_len, vid, rd);
+    return ol_obj_read_open(s->o.obj, n->bucket, n->key, n->key_len, rd);
+}
+
+/* Copies [off, off+len) of the object into dst. */
+static int read_into(struct ol_obj_reader *rd, uint64_t off, size_t len, uint8_t *dst)
+{
+    size_t got = 0;
+    while (got < len) {
+        const uint8_t *p;
+        ssize_t k = ol_obj_read(rd, off + got, len - got, &p);
+        if (k < 0)
+            return (int)k;
+        if (k == 0)
+            return -EIO; /* the object is shorter than its info said */
+        memcpy(dst + got, p, (size_t)k);
+        got += (size_t)k;
+    }
+    return 0;
+}
+
+static int op_head_get(struct ol_native_server *s, uint8_t op, struct ol_rbuf *r,
+                       struct out *out)
+{
+    struct names n;
+    char vid[OL_NATIVE_MAX_VID + 1], if_match[80] = "";
+    if (!arg_names(r, &n) || !arg_str(r, vid, sizeof(vid), NULL))
+        return -EINVAL;
+    uint64_t off = 0, len = 0;
+    if (op == OL_COP_GET) {
+        off = ol_rbuf_u64(r);
+        len = ol_rbuf_u64(r);
+        if (r->bad)
+            return -EINVAL;
+        /* Optional (grown at the end): the ETag the object must still have. */
+        if (r->len > r->off && !arg_str(r, if_match, sizeof(if_match), NULL))
+            return -EINVAL;
+    }
+    if (strcmp(vid, "null") == 0)
+        vid[0] = 0; /* unversioned: the current object */
+    struct ol_obj_reader *rd;
+    int rc = open_reader(s, &n, vid, &rd);
+    if (rc < 0)
+        return rc;
+    const struct ol_obj_info *info = ol_obj_read_info(rd);
+    char rvid[OL_STORE_VID_MAX] = "";
+    if (vid[0])
+        snprintf(rvid, sizeof(rvid), "%s", vid);
+    else if (ol_obj_read_vid(rd, rvid) < 0)
+        rvid[0] = 0;
+    if (if_match[0]) {
+        char q[72];
+        snprintf(q, sizeof(q), "\"%s\"", info->etag);
+        if (strcmp(q, if_match) != 0 && strcmp(info->etag, if_match) != 0) {
+            rc = -OL_EPRECONDITION;
+            goto out;
+        }
+    }
+    size_t want = 0;
+    if (op == OL_COP_GET) {
+        if (off > info->size || (off == info->size && info->size > 0)) {
+            rc = -ERANGE;
+            goto out;
+        }
+        uint64_t rest = info->size - off;
+        if (len > rest)
+            len = rest;
+        if (len > OL_NATIVE_MAX_DATA)
+            len = OL_NATIVE_MAX_DATA;
+        want = (size_t)len;
+    }
+    rc = put_info(out, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
+    if (rc < 0 || want == 0)
+        goto out;
+    out->data = malloc(want);
+    if (!out->data) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    out->data_len = want;
+    rc = read_into(rd, off, want, out->data);
+    if (rc == 0) {
+        rc = (int)want;
+        count(s, ST_GETB, want);
+    }
+out:
+    ol_obj_read_close(rd);
+    return rc;
+}
+
+static int op_get_batch(struct ol_native_server *s, struct ol_rbuf *r, struct out *out)
+{
+    uint32_t n = ol_rbuf_u32(r);
+    if (r->bad || n == 0 || n > OL_NATIVE_MAX_BATCH)
+        return -EINVAL;
+    size_t cap = (size_t)n * 12;
+    uint8_t *ctl = malloc(cap);
+    /* The data grows as items succeed (bounded by OL_NATIVE_MAX_DATA). */
+    size_t dcap = 1 << 20, dlen = 0;
+    uint8_t *data = malloc(dcap);
+    if (!ctl || !data) {
+        free(ctl);
+        free(data);
+        return -ENOMEM;
+    }
+    struct ol_wbuf w = {.p = ctl, .cap = cap};
+    bool full = false;
+    for (uint32_t i = 0; i < n; i++) {
+        struct names nm;
+        if (!arg_names(r, &nm)) {
+            free(ctl);
+            free(data);
+            return -EINVAL;
+        }
+        uint64_t off = ol_rbuf_u64(r), len = ol_rbuf_u64(r);
+        if (r->bad) {
+            free(ctl);
+            free(data);
+            return -EINVAL;
+        }
+        int st = 0;
+        uint64_t got = 0;
+        struct ol_obj_reader *rd = NULL;
+        if (full)
+            st = -EMSGSIZE;
+        else if ((st = open_reader(s, &nm, "", &rd)) == 0) {
+            const struct ol_obj_info *info = ol_obj_read_info(rd);
+            if (off > info->size || (off == info->size && info->size > 0))
+                st = -ERANGE;
+            else {
+                uint64_t rest = info->size - off;
+                got = len < rest ? len : rest;
+                if (dlen + got > OL_NATIVE_MAX_DATA) {
+                    full = true;
+                    st = -EMSGSIZE;
+                    got = 0;
+                } else {
+                    if (dlen + got > dcap) {
+                        size_t nc = dcap;
+                        while (nc < dlen + got)
+                            nc *= 2;
+                        uint8_t *nd = realloc(data, nc);
+                        if (!nd)
+                            st = -ENOMEM;
+                        else
+                            data = nd, dcap = nc;
+                    }
+                    if (st == 0)
+                        st = read_into(rd, off, (size_t)got, data + dlen);
+                    if (st == 0)
+                        dlen += got;
+                    else
+                        got = 0;
+                }
+            }
+            ol_obj_read_close(rd);
+        }
+        ol_wbuf_u32(&w, (uint32_t)st);
+        ol_wbuf_u64(&w, got);
+    }
+    count(s, ST_GETB, dlen);
+    out->ctl = ctl;
+    out->ctl_len = w.len;
+    out->data = data;
+    out->data_len = dlen;
+    return (int)n;
+}
+
+/* The stored metadata of a native PUT: its content type, as S3 keeps it. */
+static int put_meta(struct ol_rbuf *r, uint8_t *meta, size_t cap, uint32_t *meta_len)
+{
+    char ct[OL_NATIVE_MAX_CTYPE + 1];
+    size_t n;
+    if (!arg_str(r, ct, sizeof(ct), &n) || !ol_s3_header_value_ok(ct, n))
+        return -EINVAL;
+    size_t len = 0;
+    if (n && ol_s3_meta_add(meta, cap, &len, "content-type", ct, n) < 0)
+        return -EINVAL;
+    *meta_len = (uint32_t)len;
+    return 0;
+}
+
+static int commit(struct ol_native_server *s, struct ol_obj_writer *w, struct ol_md5 *md5,
+                  uint64_t size, const uint8_t *meta, uint32_t meta_len, struct out *out)
+{
+    if (s->o.may_ack_write && !s->o.may_ack_write()) {
+        ol_obj_write_abort(w);
+        return -OL_EFENCED;
+    }
+    uint8_t d[16];
+    ol_md5_final(md5, d);
+    struct ol_obj_info info = {
+        .size = size, .mtime_ns = ol_wall_ns(), .meta = meta, .meta_len = meta_len};
+    for (int i = 0; i < 16; i++)
+        snprintf(info.etag + 2 * i, 3, "%02x", d[i]);
+    char vid[OL_STORE_VID_MAX] = "";
+    int rc = ol_obj_write_commit_object_v(w, &info, NULL, vid);
+    if (rc < 0)
+        return rc;
+    return put_info(out, size, info.mtime_ns, info.etag, vid, meta, meta_len);
+}
+
+static int op_put(struct ol_native_server *s, struct ol_net_req *req, struct ol_rbuf *r,
+                  struct out *out)
+{
+    struct names n;
+    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint32_t meta_len;
+    if (!arg_names(r, &n) || put_meta(r, meta, sizeof(meta), &meta_len) < 0)
+        return -EINVAL;
+    int rc = ol_net_req_check(req);
+    if (rc < 0)
+        return rc;
+    uint64_t len = ol_net_req_hdr(req)->data_len;
+    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len};
+    struct ol_obj_writer *w;
+    rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)len, &w);
+    if (rc < 0)
+        return rc;
+    struct ol_md5 md5;
+    ol_md5_init(&md5);
+    const uint8_t *data = ol_net_req_data(req);
+    ol_md5_update(&md5, data, len);
+    if (len && (rc = ol_obj_write(w, data, len)) < 0) {
+        ol_obj_write_abort(w);
+        return rc;
+    }
+    rc = commit(s, w, &md5, len, meta, meta_len, out);
+    if (rc == 0)
+        count(s, ST_PUTB, len);
+    return rc;
+}
+
+/* ---- PUT sessions ---- */
+
+/* Takes session id for this caller (busy until put_session); NULL when
+ * there is no such session of theirs, or it is in use. */
+static struct session *take_session(struct ol_native_server *s, uint64_t id, const char *ak)
+{
+    struct session *found = NULL;
+    pthread_mutex_lock(&s->smu);
+    if (id) {
+        struct session *x = &s->sessions[id % OL_NATIVE_MAX_SESSIONS];
+        if (x->id == id && !x->busy && !x->dead && strcmp(x->access_key, ak) == 0) {
+            x->busy = true;
+            found = x;
+        }
+    }
+    pthread_mutex_unlock(&s->smu);
+    return found;
+}
+
+static void end_session(struct ol_native_server *s, struct session *x, bool abort)
+{
+    if (abort && x->w)
+        ol_obj_write_abort(x->w);
+    pthread_mutex_lock(&s->smu);
+    x->w = NULL;
+    x->id = 0;
+    x->busy = false;
+    x->dead = false;
+    pthread_mutex_unlock(&s->smu);
+}
+
+static void put_session(struct ol_native_server *s, struct session *x)
+{
+    pthread_mutex_lock(&s->smu);
+    x->busy = false;
+    x->last_ms = ol_mono_ms();
+    pthread_mutex_unlock(&s->smu);
+}
+
+static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, const char *ak,
+                        struct ol_rbuf *r, struct out *out)
+{
+    struct names n;
+    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint32_t meta_len;
+    if (!arg_names(r, &n) || put_meta(r, meta, sizeof(meta), &meta_len) < 0)
+        return -EINVAL;
+    uint64_t total = ol_rbuf_u64(r);
+    if (r->bad)
+        return -EINVAL;
+    /* A slot first, so that a full table costs no writer. */
+    struct session *x = NULL;
+    pthread_mutex_lock(&s->smu);
+    for (unsigned i = 0; i < OL_NATIVE_MAX_SESSIONS && !x; i++) {
+        uint64_t id = ++s->next_session;
+        if (id % OL_NATIVE_MAX_SESSIONS == 0)
+            id = ++s->next_session;
+        struct session *c = &s->sessions[id % OL_NATIVE_MAX_SESSIONS];
+        if (c->id == 0) {
+            memset(c, 0, sizeof(*c));
+            c->id = id;
+            c->busy = true;
+            x = c;
+        }
+    }
+    pthread_mutex_unlock(&s->smu);
+    if (!x)
+        return -EAGAIN;
+    snprintf(x->access_key, sizeof(x->access_key), "%s", ak);
+    x->conn = ol_net_req_conn(req);
+    x->total = total;
+    memcpy(x->meta, meta, meta_len);
+    x->meta_len = meta_len;
+    ol_md5_init(&x->md5);
+    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len};
+    int rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)total, &x->w);
+    if (rc < 0) {
+        x->w = NULL;
+        end_session(s, x, false);
+        return rc;
+    }
+    uint8_t *b = malloc(8);
+    if (!b) {
+        end_session(s, x, true);
+        return -ENOMEM;
+    }
+    struct ol_wbuf w = {.p = b, .cap = 8};
+    ol_wbuf_u64(&w, x->id);
+    out->ctl = b;
+    out->ctl_len = w.len;
+    put_session(s, x);
+    return 0;
+}
+
+/* WRITE and COMMIT: the data at its offset, then (COMMIT) the object. */
+static int op_put_more(struct ol_native_server *s, struct ol_net_req *req, uint8_t op,
+                       const char *ak, struct ol_rbuf *r, struct out *out)
+{
+    uint64_t id = ol_rbuf_u64(r);
+    uint64_t off = op == OL_COP_PUT_WRITE ? ol_rbuf_u64(r) : UINT64_MAX;
+    if (r->bad)
+        return -EINVAL;
+    struct session *x = take_session(s, id, ak);
+    if (!x)
+        return -ENOENT;
+    int rc = ol_net_req_check(req);
+    uint64_t len = ol_net_req_hdr(req)->data_len;
+    if (rc == 0 && off != UINT64_MAX && off != x->written)
+        rc = -EIO; /* a lost or repeated message: never taken as data */
+    if (rc == 0 && (len > x->total - x->written))
+        rc = -EIO;
+    if (rc == 0 && op == OL_COP_PUT_COMMIT && x->written + len != x->total)
+        rc = -EIO;
+    if (rc == 0 && len) {
+        const uint8_t *data = ol_net_req_data(req);
+        ol_md5_update(&x->md5, data, len);
+        rc = ol_obj_write(x->w, data, len);
+        if (rc == 0)
+            x->written += len;
+    }
+    if (rc < 0) {
+        end_session(s, x, true);
+        return rc;
+    }
+    count(s, ST_PUTB, len);
+    if (op == OL_COP_PUT_WRITE) {
+        put_session(s, x);
+        return 0;
+    }
+    rc = commit(s, x->w, &x->md5, x->total, x->meta, x->meta_len, out);
+    x->w = NULL; /* consumed by the commit, whatever it answered */
+    end_session(s, x, false);
+    return rc;
+}
+
+static int op_put_abort(struct ol_native_server *s, const char *ak, struct ol_rbuf *r)
+{
+    uint64_t id = ol_rbuf_u64(r);
+    if (r->bad)
+        return -EINVAL;
+    struct session *x = take_session(s, id, ak);
+    if (!x)
+        return -ENOENT;
+    end_session(s, x, true);
+    return 0;
+}
+
+/* Aborts the sessions that are idle or whose connection is gone. */
+static void sweep(struct ol_native_server *s, bool all)
+{
+    uint64_t now = ol_mono_ms();
+    for (unsigned i = 0; i < OL_NATIVE_MAX_SESSIONS; i++) {
+        struct session *x = &s->sessions[i];
+        pthread_mutex_lock(&s->smu);
+        bool drop = x->id && !x->busy &&
+                    (all || x->dead || now - x->last_ms > OL_NATIVE_PUT_IDLE_MS);
+        if (drop)
+            x->busy = true;
+        pthread_mutex_unlock(&s->smu);
+        if (drop) {
+            end_session(s, x, true);
+            count(s, ST_ABORTED, 1);
+        }
+    }
+}
+
+static int op_delete(struct ol_native_server *s, struct ol_rbuf *r)
+{
+    struct names n;
+    if (!arg_names(r, &n))
+        return -EINVAL;
+    if (s->o.may_ack_write && !s->o.may_ack_write())
+        return -OL_EFENCED;
+    int rc = ol_obj_delete(s->o.obj, n.bucket, n.key, n.key_len);
+    return rc == -OL_ENOKEY ? 0 : rc;
+}
+
+static int op_list(struct ol_native_server *s, struct ol_rbuf *r, struct out *out)
+{
+    char bucket[OL_NATIVE_MAX_BUCKET + 2], prefix[OL_NATIVE_MAX_KEY + 1],
+        after[OL_NATIVE_MAX_KEY + 1];
+    size_t bl, pl, al;
+    if (!arg_str(r, bucket, sizeof(bucket), &bl) || bl == 0 || bl > OL_NATIVE_MAX_BUCKET ||
+        !arg_str(r, prefix, sizeof(prefix), &pl) || !arg_str(r, after, sizeof(after), &al))
+        return -EINVAL;
+    uint32_t max = ol_rbuf_u32(r);
+    if (r->bad)
+        return -EINVAL;
+    if (max == 0 || max > OL_NATIVE_MAX_LIST)
+        max = OL_NATIVE_MAX_LIST;
+    /* Start at the later of the prefix and start_after. */
+    const char *from = after;
+    size_t from_len = al;
+    bool inclusive = false;
+    if (pl && (al == 0 || memcmp(prefix, after, pl < al ? pl : al) > 0 ||
+               (memcmp(prefix, after, pl < al ? pl : al) == 0 && pl > al))) {
+        from = prefix;
+        from_len = pl;
+        inclusive = true;
+    }
+    struct ol_obj_iter *it;
+    int rc = ol_obj_iter_open(s->o.obj, bucket, from, from_len, inclusive, &it);
+    if (rc < 0)
+        return rc;
+    size_t cap = 4 + 1 + (size_t)max * (4 + OL_NATIVE_MAX_KEY + 8 + 8 + 4 + 72);
+    uint8_t *b = malloc(cap);
+    if (!b) {
+        ol_obj_iter_close(it);
+        return -ENOMEM;
+    }
+    struct ol_wbuf w = {.p = b, .cap = cap};
+    ol_wbuf_u32(&w, 0); /* the count, set below */
+    uint32_t n = 0;
+    uint8_t truncated = 0;
+    for (;;) {
+        const char *k;
+        size_t kl;
+        struct ol_obj_info info;
+        rc = ol_obj_iter_next(it, &k, &kl, &info);
+        if (rc != 0)
+            break; /* 1: the end; or an error */
+        if (pl && (kl < pl || memcmp(k, prefix, pl) != 0))
+            break; /* past the prefix: keys are in order */
+        if (n == max) {
+            truncated = 1;
+            break;
+        }
+        char q[72];
+        int qn = snprintf(q, sizeof(q), "\"%s\"", info.etag);
+        ol_wbuf_str(&w, k, kl);
+        ol_wbuf_u64(&w, info.size);
+        ol_wbuf_u64(&w, (uint64_t)info.mtime_ns);
+        ol_wbuf_str(&w, q, (size_t)qn);
+        n++;
+    }
+    ol_obj_iter_close(it);
+    if (rc < 0) {
+        free(b);
+        return rc;
+    }
+    if (w.over) {
+        free(b);
+        return rc;
+    }
+    ol_wbuf_u8(&w, truncated);
+    memcpy(b, &(uint32_t){n}, 4); /* little-endian hosts (net/wire.h) */
+    out->ctl = b;
+    out->ctl_len = w.len;
+    return 0;
+}
+
+/* ---- workers ---- */
+
+static void handle(struct ol_native_server *s, struct ol_net_req *req)
+{
+    const struct ol_wire_hdr *h = ol_net_req_hdr(req);
+    struct ol_rbuf r = {.p = ol_net_req_ctl(req), .len = h->ctl_len};
+    char ak[OL_NATIVE_MAX_ACCESS_KEY + 1];
+    struct out out = {0};
+    int rc;
+    count(s, ST_REQ, 1);
+    if (!access_key_of(r.p, r.len, ak)) {
+        rc = -EACCES; /* key_fn let nothing else through */
+    } else {
+        size_t n;
+        ol_rbuf_str(&r, OL_NATIVE_MAX_ACCESS_KEY, &n);
+        switch (h->op) {
+        case OL_COP_HELLO:
+            rc = op_hello(s, &out);
+            break;
+        case OL_COP_HEAD:
+        case OL_COP_GET:
+            count(s, ST_GET, 1);
+            rc = op_head_get(s, h->op, &r, &out);
+            break;
+        case OL_COP_GET_BATCH:
+            count(s, ST_GET, 1);
+            rc = op_get_batch(s, &r, &out);
+            break;
+        case OL_COP_PUT:
+            count(s, ST_PUT, 1);
+            rc = op_put(s, req, &r, &out);
+            break;
+        case OL_COP_PUT_BEGIN:
+            count(s, ST_PUT, 1);
+            rc = op_put_begin(s, req, ak, &r, &out);
+            break;
+        case OL_COP_PUT_WRITE:
+        case OL_COP_PUT_COMMIT:
+            rc = op_put_more(s, req, h->op, ak, &r, &out);
+            break;
+        case OL_COP_PUT_ABORT:
+            rc = op_put_abort(s, ak, &r);
+            break;
+        case OL_COP_DELETE:
+            rc = op_delete(s, &r);
+            break;
+        case OL_COP_LIST:
+            rc = op_list(s, &r, &out);
+            break;
+        default:
+            rc = -ENOTSUP;
+        }
+    }
+    if (rc < 0) {
+        count(s, ST_ERR, 1);
+        /* An error carries no data (a partial read never passes as one). */
+        free(out.data);
+        out.data = NULL;
+        out.data_len = 0;
+    }
+    ol_net_reply(req, rc, out.ctl, out.ctl_len, out.data, out.data_len);
+}
+
+static void *worker_main(void *arg)
+{
+    struct ol_native_server *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && s->count == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+            if (s->count == 0)
+                break;
+        }
+        struct ol_net_req *req = NULL;
+        if (s->count) {
+            req = s->ring[s->head];
+            s->head = (s->head + 1) % OL_NATIVE_SERVER_QUEUE;
+            s->count--;
+        }
+        bool stop = s->stop;
+        uint64_t now = ol_mono_ms();
+        bool sweep_now = now - s->last_sweep_ms >= SWEEP_MS;
+        if (sweep_now)
+            s->last_sweep_ms = now;
+        pthread_mutex_unlock(&s->mu);
+        if (req) {
+            if (stop)
+                ol_net_reply(req, -ESHUTDOWN, NULL, 0, NULL, 0);
+            else
+                handle(s, req);
+            continue;
+        }
+        if (stop)
+            return NULL;
+        if (sweep_now)
+            sweep(s, false);
+    }
+}
+
+int ol_native_server_create(const struct ol_native_server_opts *opts,
+                            struct ol_native_server **out)
+{
+    if (!opts->obj || !opts->secret)
+        return -EINVAL;
+    struct ol_native_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->o = *opts;
+    s->ring = calloc(OL_NATIVE_SERVER_QUEUE, sizeof(*s->ring));
+    s->sessions = calloc(OL_NATIVE_MAX_SESSIONS, sizeof(*s->sessions));
+    if (!s->ring || !s->sessions) {
+        free(s->ring);
+        free(s->sessions);
+        free(s);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->smu, NULL);
+    s->last_sweep_ms = ol_mono_ms();
+    struct ol_net_opts no = {.hlc = opts->hlc, .key_fn = key_fn, .key_arg = s};
+    int rc = ol_net_create(&no, &s->net);
+    if (rc < 0)
+        goto fail;
+    unsigned nw = opts->workers ? opts->workers : OL_NATIVE_SERVER_WORKERS;
+    if (nw > MAX_WORKERS)
+        nw = MAX_WORKERS;
+    for (unsigned i = 0; i < nw; i++) {
+        if ((rc = -pthread_create(&s->threads[i], NULL, worker_main, s)) < 0)
+            break;
+        s->nthreads++;
+    }
+    if (rc == 0)
+        rc = ol_net_listen(s->net, opts->host, opts->port, serve, gone, s);
+    if (rc < 0) {
+        ol_native_server_destroy(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+fail:
+    free(s->ring);
+    free(s->sessions);
+    free(s);
+    return rc;
+}
+
+uint16_t ol_native_server_port(const struct ol_native_server *s)
+{
+    return ol_net_port(s->net);
+}
+
+void ol_native_server_destroy(struct ol_native_server *s)
+{
+    if (!s)
+        return;
+    ol_net_unlisten(s->net);
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    for (unsigned i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    /* What is still queued is answered (dropped: not listening). */
+    while (s->count) {
+        ol_net_reply(s->ring[s->head], -ESHUTDOWN, NULL, 0, NULL, 0);
+        s->head = (s->head + 1) % OL_NATIVE_SERVER_QUEUE;
+        s->count--;
+    }
+    sweep(s, true);
+    ol_net_destroy(s->net);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->smu);
+    free(s->ring);
+    free(s->sessions);
+    free(s);
+}
+
+void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_stats *out)
+{
+    out->requests = atomic_load(&s->st[ST_REQ]);
+    out->gets = atomic_load(&s->st[ST_GET]);
+    out->puts = atomic_load(&s->st[ST_PUT]);
+    out->get_bytes = atomic_load(&s->st[ST_GETB]);
+    out->put_bytes = atomic_load(&s->st[ST_PUTB]);
+    out->errors = atomic_load(&s->st[ST_ERR]);
+    out->sessions_aborted = atomic_load(&s->st[ST_ABORTED]);
+}

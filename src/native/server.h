@@ -1,0 +1,76 @@
+/* The native port: serves the client protocol (native/proto.h) of
+ * libopenlake over UCX, through the one object layer (obj/obj.h), so that
+ * a native GET or PUT sees and makes exactly what the S3 port does (same
+ * objects, ETags, versions, content types).
+ *
+ * The server owns an ol_net (net/net.h) of its own, listening on its own
+ * port, with a per-request key (ol_net_opts.key_fn): the access key that
+ * opens every request's control bytes names the user, whose secret (from
+ * the lookup callback, the S3 users) gives the key the request must be
+ * signed with.  A request that names no known user or fails its MAC never
+ * reaches a handler.
+ *
+ * The net thread only queues requests; a pool of worker threads decodes
+ * them and calls the object layer (which may block on disk or on other
+ * nodes' drives).  At most OL_NATIVE_SERVER_QUEUE requests wait; beyond,
+ * -EAGAIN at once.
+ *
+ * PUT sessions (OL_COP_PUT_BEGIN...) hold an object writer across
+ * requests; a session is the access key's and the connection's that began
+ * it, and is aborted when unused for OL_NATIVE_PUT_IDLE_MS, when its
+ * connection goes away, and when the server is destroyed.
+ *
+ * Threads: create and destroy from one thread; the object layer must
+ * accept calls from plain threads (it does: obj/obj.h).
+ */
+#ifndef OL_NATIVE_SERVER_H
+#define OL_NATIVE_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ol_obj;
+struct ol_hlc;
+struct ol_native_server;
+
+enum {
+    OL_NATIVE_SERVER_WORKERS = 4, /* default */
+    OL_NATIVE_SERVER_QUEUE = 8192,
+};
+
+struct ol_native_server_opts {
+    const char *host; /* listening address */
+    uint16_t port;    /* 0: any free one (ol_native_server_port) */
+    struct ol_obj *obj;
+    /* The secret of an access key: 0 with it in secret (NUL-terminated),
+     * or -ENOENT.  Called on the net thread for every request: must not
+     * block, and sees users added or removed at once. */
+    int (*secret)(void *arg, const char *access_key, char secret[129]);
+    void *secret_arg;
+    /* The native addresses of the other nodes that serve the same objects
+     * ("host:port"), for HELLO's node list: writes up to max of them into
+     * out and returns how many.  NULL: a single node. */
+    unsigned (*peers)(void *arg, char (*out)[128], unsigned max);
+    void *peers_arg;
+    /* Whether a write may be acknowledged now (a cluster node holding its
+     * lease, cluster/member.h); NULL: always. */
+    bool (*may_ack_write)(void);
+    struct ol_hlc *hlc; /* borrowed; NULL: none */
+    unsigned workers;   /* 0: OL_NATIVE_SERVER_WORKERS */
+};
+
+/* Starts listening.  -EADDRINUSE, -EIO (UCX cannot start), -ENOMEM. */
+int ol_native_server_create(const struct ol_native_server_opts *opts,
+                            struct ol_native_server **out);
+uint16_t ol_native_server_port(const struct ol_native_server *s);
+/* Stops listening, answers what is queued with -ESHUTDOWN, aborts the
+ * open PUT sessions and frees the server. */
+void ol_native_server_destroy(struct ol_native_server *s);
+
+struct ol_native_server_stats {
+    uint64_t requests, gets, puts, get_bytes, put_bytes, errors, sessions_aborted;
+};
+void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_stats *out);
+
+#endif
