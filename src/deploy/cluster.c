@@ -52,6 +52,8 @@ struct vpeer {
     char ucx[OL_MAP_MAX_ADDR + 1];
 };
 
+enum { OL_CLUSTER_MAX_UP = 64 };
+
 struct ol_cluster {
     char name[OL_MAP_MAX_NAME + 1], cluster[OL_MAP_MAX_NAME + 1];
     char ucx[OL_MAP_MAX_ADDR + 1];
@@ -87,6 +89,9 @@ struct ol_cluster {
     atomic_bool stop;
     pthread_mutex_t mu; /* guards nodes_json, peers, npeers, nmap */
     char *nodes_json;
+    /* The other nodes that are up: their S3 addresses (ol_cluster_peers_s3). */
+    char up_s3[OL_CLUSTER_MAX_UP][128];
+    unsigned nup;
     /* The map's other nodes and its node count, for the vouch rounds (as
      * the map was last read); vpeers is the vouch thread's own copy. */
     struct vpeer *peers, *vpeers;
@@ -552,6 +557,10 @@ static void publish_nodes(struct ol_cluster *cl, const struct ol_map *map)
         snprintf(p->ucx, sizeof(p->ucx), "%s", map->nodes[i].ucx_addr);
     }
     cl->nmap = map->nnodes;
+    cl->nup = 0;
+    for (unsigned i = 0; i < map->nnodes && cl->nup < OL_CLUSTER_MAX_UP; i++)
+        if (strcmp(map->nodes[i].name, cl->name) != 0 && map->nodes[i].state == OL_NODE_UP)
+            snprintf(cl->up_s3[cl->nup++], sizeof(cl->up_s3[0]), "%s", map->nodes[i].s3_addr);
     pthread_mutex_unlock(&cl->mu);
 }
 
@@ -631,6 +640,19 @@ int ol_cluster_nodes_json(char *buf, size_t cap)
         snprintf(buf, cap, "%s", cl->nodes_json);
     pthread_mutex_unlock(&cl->mu);
     return rc;
+}
+
+unsigned ol_cluster_peers_s3(char (*out)[128], unsigned max)
+{
+    struct ol_cluster *cl = g_cluster;
+    if (!cl)
+        return 0;
+    unsigned n = 0;
+    pthread_mutex_lock(&cl->mu);
+    for (unsigned i = 0; i < cl->nup && n < max; i++)
+        snprintf(out[n++], 128, "%s", cl->up_s3[i]);
+    pthread_mutex_unlock(&cl->mu);
+    return n;
 }
 
 /* One look at the map: pools that joined, node states, free space. */

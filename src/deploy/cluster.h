@@ -71,6 +71,10 @@ void ol_cluster_close(struct ol_cluster *cl);
  * {"name","state","s3"}, into buf (truncated to cap).  Any thread.  0, or
  * -ENOENT when this process is no cluster node. */
 int ol_cluster_nodes_json(char *buf, size_t cap);
+/* The S3 addresses (host:port) of the map's other nodes that are up, as
+ * the map thread last saw them, into out (at most max).  Any thread.
+ * Returns how many (0 when this process is no cluster node). */
+unsigned ol_cluster_peers_s3(char (*out)[128], unsigned max);
 
 /* "h1:p1,http://h2:p2" -> "http://h1:p1,http://h2:p2" (what cluster/etcd.h
  * takes).  0 or -EINVAL (empty, too long for cap). */

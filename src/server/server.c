@@ -36,6 +36,7 @@
 #include "cluster/member.h"
 #include "deploy/cluster.h"
 #include "deploy/deploy.h"
+#include "native/peers.h"
 #include "native/server.h"
 #include "obj/obj.h"
 #include "s3/router.h"
@@ -622,6 +623,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .secret = native_secret,
         .secret_arg = srv->cfg,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
+        .peers = srv->cl ? ol_native_cluster_peers : NULL,
     };
     int rc = ol_native_server_create(&o, &srv->native);
     if (rc < 0) {

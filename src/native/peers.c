@@ -1,0 +1,114 @@
+#include "native/peers.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+
+#include "core/clock.h"
+#include "deploy/cluster.h"
+
+enum { MAX_PEERS = 64 };
+
+struct entry {
+    char s3[128];
+    char native[128]; /* "" when the node did not answer */
+    uint64_t until_ms;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct entry cache[MAX_PEERS];
+
+struct body {
+    char b[512];
+    size_t n;
+};
+
+static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
+{
+    struct body *b = arg;
+    size_t n = sz * nm;
+    if (n > sizeof(b->b) - 1 - b->n)
+        return 0; /* a reply this long is no port: fail the transfer */
+    memcpy(b->b + b->n, p, n);
+    b->n += n;
+    return n;
+}
+
+/* Asks the node at s3 (host:port) for its native port: its native address
+ * in out, or "" when it has none or does not answer. */
+static void ask(const char *s3, char out[128])
+{
+    out[0] = 0;
+    CURL *h = curl_easy_init();
+    if (!h)
+        return;
+    char url[200];
+    snprintf(url, sizeof(url), "http://%s/_openlake/native", s3);
+    struct body b = {.n = 0};
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)OL_NATIVE_PEERS_HTTP_MS);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)OL_NATIVE_PEERS_HTTP_MS);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK &&
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK && code == 200) {
+        b.b[b.n] = 0;
+        cJSON *j = cJSON_Parse(b.b);
+        const cJSON *port = j ? cJSON_GetObjectItemCaseSensitive(j, "port") : NULL;
+        const char *colon = strrchr(s3, ':');
+        if (cJSON_IsNumber(port) && port->valuedouble > 0 && port->valuedouble < 65536 && colon)
+            snprintf(out, 128, "%.*s:%d", (int)(colon - s3), s3, port->valueint);
+        cJSON_Delete(j);
+    }
+    curl_easy_cleanup(h);
+}
+
+unsigned ol_native_cluster_peers(void *arg, char (*out)[128], unsigned max)
+{
+    (void)arg;
+    char s3[MAX_PEERS][128];
+    unsigned n = ol_cluster_peers_s3(s3, MAX_PEERS), got = 0;
+    uint64_t now = ol_mono_ms();
+    for (unsigned i = 0; i < n && got < max; i++) {
+        char native[128] = "";
+        bool known = false;
+        pthread_mutex_lock(&mu);
+        for (unsigned c = 0; c < MAX_PEERS; c++)
+            if (strcmp(cache[c].s3, s3[i]) == 0 && cache[c].until_ms > now) {
+                snprintf(native, sizeof(native), "%s", cache[c].native);
+                known = true;
+                break;
+            }
+        pthread_mutex_unlock(&mu);
+        if (!known) {
+            ask(s3[i], native);
+            pthread_mutex_lock(&mu);
+            /* The slot of this node, else the one that expires first. */
+            unsigned slot = 0;
+            for (unsigned c = 0; c < MAX_PEERS; c++) {
+                if (strcmp(cache[c].s3, s3[i]) == 0) {
+                    slot = c;
+                    break;
+                }
+                if (cache[c].until_ms < cache[slot].until_ms)
+                    slot = c;
+            }
+            snprintf(cache[slot].s3, sizeof(cache[slot].s3), "%s", s3[i]);
+            snprintf(cache[slot].native, sizeof(cache[slot].native), "%s", native);
+            cache[slot].until_ms =
+                now + (native[0] ? OL_NATIVE_PEERS_TTL_MS : OL_NATIVE_PEERS_RETRY_MS);
+            pthread_mutex_unlock(&mu);
+        }
+        if (native[0])
+            snprintf(out[got++], 128, "%s", native);
+    }
+    return got;
+}
