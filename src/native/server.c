@@ -22,7 +22,24 @@
 #include "obj/obj.h"
 #include "s3/meta.h"
 
-enum { MAX_WORKERS = 64, SWEEP_MS = 1000 };
+enum {
+    MAX_WORKERS = 64,
+    SWEEP_MS = 1000,
+    /* Reply buffers from POOL_MIN up come from a pool of power-of-two
+     * classes: below, malloc serves them from its heap (the server sets
+     * M_MMAP_THRESHOLD to 4 MiB); above, a fresh mapping each time costs a
+     * page fault per 4 KiB page on every GET, which on a VM was most of a
+     * 64 MiB GET's time.  At most POOL_BYTES wait in the pool. */
+    POOL_MIN_SHIFT = 22,
+    POOL_MAX_SHIFT = 26, /* OL_NATIVE_MAX_DATA */
+    POOL_CLASSES = POOL_MAX_SHIFT - POOL_MIN_SHIFT + 1,
+    POOL_BYTES = 256 << 20,
+    ZC_MIN = 256 << 10, /* GETs from here up are sent from the page cache */
+};
+
+struct pooled {
+    struct pooled *next;
+};
 
 struct session {
     uint64_t id; /* 0: free slot */
@@ -57,7 +74,111 @@ struct ol_native_server {
     uint64_t last_sweep_ms;
 
     _Atomic uint64_t st[7];
+
+    pthread_mutex_t pmu;
+    struct pooled *pool[POOL_CLASSES];
+    size_t pooled_bytes;
+
+    /* Readers whose mapped bytes a reply sent (zero-copy GETs), to be closed
+     * by a worker (the release runs on the net thread). */
+    struct done_reader *done;
 };
+
+struct done_reader {
+    struct done_reader *next;
+    struct ol_obj_reader *rd;
+    struct ol_native_server *s;
+};
+
+/* ol_net_reply_ex's release for a reply sent from a reader's mapping: the
+ * reader goes to the workers to close (it may free a segment). */
+static void reader_release(void *arg, void *data)
+{
+    struct done_reader *d = arg;
+    (void)data;
+    struct ol_native_server *s = d->s;
+    pthread_mutex_lock(&s->pmu);
+    d->next = s->done;
+    s->done = d;
+    pthread_mutex_unlock(&s->pmu);
+}
+
+static void close_done_readers(struct ol_native_server *s)
+{
+    pthread_mutex_lock(&s->pmu);
+    struct done_reader *d = s->done;
+    s->done = NULL;
+    pthread_mutex_unlock(&s->pmu);
+    while (d) {
+        struct done_reader *n = d->next;
+        ol_obj_read_close(d->rd);
+        free(d);
+        d = n;
+    }
+}
+
+/* ---- reply buffers ---- */
+
+static int pool_class(size_t n)
+{
+    if (n < ((size_t)1 << POOL_MIN_SHIFT) || n > ((size_t)1 << POOL_MAX_SHIFT))
+        return -1;
+    int c = 0;
+    while (((size_t)1 << (POOL_MIN_SHIFT + c)) < n)
+        c++;
+    return c;
+}
+
+/* Every reply buffer starts BUF_HDR bytes into its allocation: the header
+ * says its class (-1: plain malloc), so the release knows where it goes. */
+enum { BUF_HDR = 64 };
+
+/* A buffer of at least n bytes, released with buf_release. */
+static void *buf_get(struct ol_native_server *s, size_t n)
+{
+    int c = pool_class(n);
+    struct pooled *p = NULL;
+    if (c >= 0) {
+        pthread_mutex_lock(&s->pmu);
+        p = s->pool[c];
+        if (p) {
+            s->pool[c] = p->next;
+            s->pooled_bytes -= (size_t)1 << (POOL_MIN_SHIFT + c);
+        }
+        pthread_mutex_unlock(&s->pmu);
+    }
+    uint8_t *b = (uint8_t *)p;
+    if (!b)
+        b = malloc(BUF_HDR + (c < 0 ? n : (size_t)1 << (POOL_MIN_SHIFT + c)));
+    if (!b)
+        return NULL;
+    memcpy(b, &c, sizeof(c));
+    return b + BUF_HDR;
+}
+
+/* ol_net_reply_ex's release: back to the pool, or freed (net thread). */
+static void buf_release(void *arg, void *data)
+{
+    struct ol_native_server *s = arg;
+    if (!data)
+        return;
+    uint8_t *b = (uint8_t *)data - BUF_HDR;
+    int c;
+    memcpy(&c, b, sizeof(c));
+    if (c >= 0) {
+        size_t sz = (size_t)1 << (POOL_MIN_SHIFT + c);
+        pthread_mutex_lock(&s->pmu);
+        if (s->pooled_bytes + sz <= POOL_BYTES) {
+            struct pooled *p = (struct pooled *)b;
+            p->next = s->pool[c];
+            s->pool[c] = p;
+            s->pooled_bytes += sz;
+            b = NULL;
+        }
+        pthread_mutex_unlock(&s->pmu);
+    }
+    free(b);
+}
 
 enum { ST_REQ, ST_GET, ST_PUT, ST_GETB, ST_PUTB, ST_ERR, ST_ABORTED };
 
@@ -129,6 +250,9 @@ struct out {
     size_t ctl_len;
     void *data;
     size_t data_len;
+    /* Set when data points into this reader's mapping (a zero-copy GET):
+     * the reply releases it instead of the buffer. */
+    struct done_reader *mapped;
 };
 
 /* Writes the object info of native/proto.h into a fresh ctl buffer. */
@@ -302,7 +426,22 @@ static int op_head_get(struct ol_native_server *s, uint8_t op, struct ol_rbuf *r
     rc = put_info(out, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
     if (rc < 0 || want == 0)
         goto out;
-    out->data = malloc(want);
+    /* Large reads straight from the page cache when the whole range is
+     * there and checks good (one drive); else a copy. */
+    const uint8_t *mp;
+    if (want >= ZC_MIN && ol_obj_read_map(rd, off, want, &mp) == (ssize_t)want) {
+        struct done_reader *d = malloc(sizeof(*d));
+        if (d) {
+            d->rd = rd;
+            d->s = s;
+            out->mapped = d;
+            out->data = (void *)mp;
+            out->data_len = want;
+            count(s, ST_GETB, want);
+            return (int)want; /* the reader stays open until the reply is sent */
+        }
+    }
+    out->data = buf_get(s, want);
     if (!out->data) {
         rc = -ENOMEM;
         goto out;
@@ -326,26 +465,26 @@ static int op_get_batch(struct ol_native_server *s, struct ol_rbuf *r, struct ou
     size_t cap = (size_t)n * 12;
     uint8_t *ctl = malloc(cap);
     /* The data grows as items succeed (bounded by OL_NATIVE_MAX_DATA). */
-    size_t dcap = 1 << 20, dlen = 0;
-    uint8_t *data = malloc(dcap);
+    size_t dcap = OL_NATIVE_MAX_DATA, dlen = 0;
+    uint8_t *data = buf_get(s, dcap);
     if (!ctl || !data) {
         free(ctl);
-        free(data);
+        buf_release(s, data);
         return -ENOMEM;
     }
     struct ol_wbuf w = {.p = ctl, .cap = cap};
     bool full = false;
     for (uint32_t i = 0; i < n; i++) {
         struct names nm;
-        if (!arg_names(r, &nm)) {
-            free(ctl);
-            free(data);
-            return -EINVAL;
+        uint64_t off = 0, len = 0;
+        bool named = arg_names(r, &nm);
+        if (named) {
+            off = ol_rbuf_u64(r);
+            len = ol_rbuf_u64(r);
         }
-        uint64_t off = ol_rbuf_u64(r), len = ol_rbuf_u64(r);
-        if (r->bad) {
+        if (r->bad || !named) {
             free(ctl);
-            free(data);
+            buf_release(s, data);
             return -EINVAL;
         }
         int st = 0;
@@ -365,18 +504,7 @@ static int op_get_batch(struct ol_native_server *s, struct ol_rbuf *r, struct ou
                     st = -EMSGSIZE;
                     got = 0;
                 } else {
-                    if (dlen + got > dcap) {
-                        size_t nc = dcap;
-                        while (nc < dlen + got)
-                            nc *= 2;
-                        uint8_t *nd = realloc(data, nc);
-                        if (!nd)
-                            st = -ENOMEM;
-                        else
-                            data = nd, dcap = nc;
-                    }
-                    if (st == 0)
-                        st = read_into(rd, off, (size_t)got, data + dlen);
+                    st = read_into(rd, off, (size_t)got, data + dlen);
                     if (st == 0)
                         dlen += got;
                     else
@@ -768,11 +896,15 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
     if (rc < 0) {
         count(s, ST_ERR, 1);
         /* An error carries no data (a partial read never passes as one). */
-        free(out.data);
+        buf_release(s, out.data);
         out.data = NULL;
         out.data_len = 0;
     }
-    ol_net_reply(req, rc, out.ctl, out.ctl_len, out.data, out.data_len);
+    if (out.mapped)
+        ol_net_reply_ex(req, rc, out.ctl, out.ctl_len, out.data, out.data_len, reader_release,
+                        out.mapped);
+    else
+        ol_net_reply_ex(req, rc, out.ctl, out.ctl_len, out.data, out.data_len, buf_release, s);
 }
 
 static void *worker_main(void *arg)
@@ -800,6 +932,7 @@ static void *worker_main(void *arg)
         if (sweep_now)
             s->last_sweep_ms = now;
         pthread_mutex_unlock(&s->mu);
+        close_done_readers(s);
         if (req) {
             if (stop)
                 ol_net_reply(req, -ESHUTDOWN, NULL, 0, NULL, 0);
@@ -834,6 +967,7 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->smu, NULL);
+    pthread_mutex_init(&s->pmu, NULL);
     s->last_sweep_ms = ol_mono_ms();
     struct ol_net_opts no = {.hlc = opts->hlc, .key_fn = key_fn, .key_arg = s};
     int rc = ol_net_create(&no, &s->net);
@@ -886,9 +1020,17 @@ void ol_native_server_destroy(struct ol_native_server *s)
     }
     sweep(s, true);
     ol_net_destroy(s->net);
+    close_done_readers(s); /* every reply is released by now */
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->smu);
+    for (int c = 0; c < POOL_CLASSES; c++)
+        while (s->pool[c]) {
+            struct pooled *p = s->pool[c];
+            s->pool[c] = p->next;
+            free(p);
+        }
+    pthread_mutex_destroy(&s->pmu);
     free(s->ring);
     free(s->sessions);
     free(s);

@@ -97,6 +97,9 @@ struct ol_net_req {
     struct ol_wire_hdr rhdr;
     void *rctl, *rdata;
     size_t rctl_len, rdata_len;
+    /* Who lets go of rdata (ol_net_reply_ex); NULL: free(). */
+    void (*release)(void *arg, void *data);
+    void *release_arg;
     ucp_dt_iov_t iov[2];
     /* The key the request was checked with and its reply is signed with
      * (opts.key, or key_fn's). */
@@ -700,7 +703,10 @@ static void req_free(struct ol_net *net, struct ol_net_req *req)
         conn_unref(net, req->conn);
     free(req->buf);
     free(req->rctl);
-    free(req->rdata);
+    if (req->release)
+        req->release(req->release_arg, req->rdata);
+    else
+        free(req->rdata);
     free(req);
 }
 
@@ -900,6 +906,14 @@ int ol_net_req_check(const struct ol_net_req *req)
 void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
                   size_t data_len)
 {
+    ol_net_reply_ex(req, status, ctl, ctl_len, data, data_len, NULL, NULL);
+}
+
+void ol_net_reply_ex(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
+                     size_t data_len, void (*release)(void *arg, void *data), void *arg)
+{
+    req->release = data ? release : NULL;
+    req->release_arg = arg;
     OL_ASSERT(ctl_len <= OL_WIRE_MAX_CTL && data_len <= OL_WIRE_MAX_DATA);
     req->rctl = ctl;
     req->rctl_len = ctl ? ctl_len : 0;

@@ -178,6 +178,13 @@ int ol_net_req_check(const struct ol_net_req *req);
  * Any thread. */
 void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
                   size_t data_len);
+/* ol_net_reply, but data is the caller's: release(arg, data) is called
+ * instead of free() once UCX is done with it (on the net thread, or on this
+ * thread when the reply cannot be sent; it must not block), so that a
+ * server can reuse large buffers (a fresh mapping costs a page fault per
+ * page on every use) or send from memory it does not own. */
+void ol_net_reply_ex(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
+                     size_t data_len, void (*release)(void *arg, void *data), void *arg);
 
 /* ---- tests ---- */
 

@@ -270,6 +270,11 @@ ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int 
                  : ol_ec_read_file(r->ec, off, max, fd, foff);
 }
 
+ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data)
+{
+    return r->sd ? ol_store_read_map(r->sd, off, max, data) : -EAGAIN;
+}
+
 void ol_obj_read_close(struct ol_obj_reader *r)
 {
     if (!r)

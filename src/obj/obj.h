@@ -106,6 +106,9 @@ ssize_t ol_obj_read(struct ol_obj_reader *r, uint64_t off, size_t max, const uin
 /* -EAGAIN where the backend has no file to send from (read with ol_obj_read). */
 ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int *fd,
                          uint64_t *foff);
+/* -EAGAIN where the backend cannot point at verified bytes in place
+ * (ol_store_read_map; erasure sets always: read with ol_obj_read). */
+ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_obj_read_close(struct ol_obj_reader *r);
 
 /* ---- deleting ---- */

@@ -670,8 +670,8 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
  * ol_store_read, which waits for the device through the ring (filling the
  * page cache for the next window) and tells a stale cached page from real
  * corruption. */
-ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, int *fd,
-                           uint64_t *foff)
+static ssize_t read_mapped(struct ol_store_reader *r, uint64_t off, size_t max, size_t window,
+                           int *fd, uint64_t *foff, const uint8_t **ptr)
 {
     uint64_t size = r->info.size;
     if (off >= size || max == 0)
@@ -680,8 +680,8 @@ ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, 
         return -EAGAIN;
     if (max > (size_t)(size - off))
         max = (size_t)(size - off);
-    if (max > OL_ZC_WINDOW_BYTES)
-        max = OL_ZC_WINDOW_BYTES;
+    if (max > window)
+        max = window;
     uint64_t rel;
     uint32_t xi = reader_extent(r, off, &rel);
     const struct ol_extent *x = &r->ext[xi];
@@ -721,9 +721,25 @@ ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, 
         if (end > b0 + good)
             end = b0 + good;
     }
-    *fd = rfd;
-    *foff = x->off + rel;
+    if (fd) {
+        *fd = rfd;
+        *foff = x->off + rel;
+    }
+    if (ptr)
+        *ptr = map + x->off + rel;
     return (ssize_t)(end - rel);
+}
+
+ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, int *fd,
+                           uint64_t *foff)
+{
+    return read_mapped(r, off, max, OL_ZC_WINDOW_BYTES, fd, foff, NULL);
+}
+
+ssize_t ol_store_read_map(struct ol_store_reader *r, uint64_t off, size_t max,
+                          const uint8_t **data)
+{
+    return read_mapped(r, off, max, SIZE_MAX, NULL, NULL, data);
 }
 
 void ol_store_read_close(struct ol_store_reader *r)

@@ -195,6 +195,17 @@ ssize_t ol_store_read(struct ol_store_reader *r, uint64_t off, size_t max, const
  * and reports corruption). */
 ssize_t ol_store_read_file(struct ol_store_reader *r, uint64_t off, size_t max, int *fd,
                            uint64_t *foff);
+/* The checks of ol_store_read_file, but the answer is a pointer: *data
+ * points at up to max verified bytes at off in the segment's read-only
+ * mapping (segmap.c), not limited to a window, valid while the reader
+ * lives (it holds the segment).  The bytes are the page cache's: a page
+ * the kernel evicts is read again from the device when touched (an I/O
+ * error then raises SIGBUS in whoever touches it), so a caller that sends
+ * from here keeps a checksum of what it sends (the native port's replies
+ * carry their CRC32C).  -EAGAIN as ol_store_read_file (inline, not cached,
+ * a bad block: read with ol_store_read). */
+ssize_t ol_store_read_map(struct ol_store_reader *r, uint64_t off, size_t max,
+                          const uint8_t **data);
 void ol_store_read_close(struct ol_store_reader *r);
 
 /* ---- deleting ---- */
