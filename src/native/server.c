@@ -16,7 +16,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "core/md5.h"
+#include "native/etag.h"
 #include "native/proto.h"
 #include "net/net.h"
 #include "obj/obj.h"
@@ -41,16 +41,20 @@ struct pooled {
     struct pooled *next;
 };
 
+/* The stored metadata of a native PUT: its content type and, for a large
+ * one, its part sizes (native/etag.h). */
+enum { OL_NATIVE_META_CAP = OL_NATIVE_MAX_CTYPE + 128 };
+
 struct session {
     uint64_t id; /* 0: free slot */
     uint64_t conn;
     char access_key[OL_NATIVE_MAX_ACCESS_KEY + 1];
     struct ol_obj_writer *w;
-    struct ol_md5 md5;
+    struct ol_etag etag;
     uint64_t total, written;
     uint64_t last_ms;
     bool busy, dead;
-    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint8_t meta[OL_NATIVE_META_CAP];
     uint32_t meta_len;
 };
 
@@ -538,19 +542,28 @@ static int put_meta(struct ol_rbuf *r, uint8_t *meta, size_t cap, uint32_t *meta
     return 0;
 }
 
-static int commit(struct ol_native_server *s, struct ol_obj_writer *w, struct ol_md5 *md5,
-                  uint64_t size, const uint8_t *meta, uint32_t meta_len, struct out *out)
+/* Commits writer w (consumed) with the ETag of e (freed). */
+static int commit(struct ol_native_server *s, struct ol_obj_writer *w, struct ol_etag *e,
+                  uint64_t size, const uint8_t *meta0, uint32_t meta_len0, struct out *out)
 {
     if (s->o.may_ack_write && !s->o.may_ack_write()) {
+        ol_etag_free(e);
         ol_obj_write_abort(w);
         return -OL_EFENCED;
     }
-    uint8_t d[16];
-    ol_md5_final(md5, d);
-    struct ol_obj_info info = {
-        .size = size, .mtime_ns = ol_wall_ns(), .meta = meta, .meta_len = meta_len};
-    for (int i = 0; i < 16; i++)
-        snprintf(info.etag + 2 * i, 3, "%02x", d[i]);
+    uint8_t meta[OL_NATIVE_META_CAP];
+    size_t meta_len = meta_len0;
+    memcpy(meta, meta0, meta_len0);
+    struct ol_obj_info info = {.size = size, .mtime_ns = ol_wall_ns()};
+    char parts[96];
+    ol_etag_final(e, info.etag, &info.nparts, parts, sizeof(parts));
+    if (info.nparts &&
+        ol_s3_meta_add(meta, sizeof(meta), &meta_len, OL_S3_META_PARTS, parts, strlen(parts)) < 0) {
+        ol_obj_write_abort(w);
+        return -EINVAL;
+    }
+    info.meta = meta;
+    info.meta_len = (uint32_t)meta_len;
     char vid[OL_STORE_VID_MAX] = "";
     int rc = ol_obj_write_commit_object_v(w, &info, NULL, vid);
     if (rc < 0)
@@ -562,7 +575,7 @@ static int op_put(struct ol_native_server *s, struct ol_net_req *req, struct ol_
                   struct out *out)
 {
     struct names n;
-    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint8_t meta[OL_NATIVE_META_CAP];
     uint32_t meta_len;
     if (!arg_names(r, &n) || put_meta(r, meta, sizeof(meta), &meta_len) < 0)
         return -EINVAL;
@@ -575,15 +588,19 @@ static int op_put(struct ol_native_server *s, struct ol_net_req *req, struct ol_
     rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)len, &w);
     if (rc < 0)
         return rc;
-    struct ol_md5 md5;
-    ol_md5_init(&md5);
-    const uint8_t *data = ol_net_req_data(req);
-    ol_md5_update(&md5, data, len);
-    if (len && (rc = ol_obj_write(w, data, len)) < 0) {
+    struct ol_etag et;
+    if ((rc = ol_etag_init(&et, len)) < 0) {
         ol_obj_write_abort(w);
         return rc;
     }
-    rc = commit(s, w, &md5, len, meta, meta_len, out);
+    const uint8_t *data = ol_net_req_data(req);
+    ol_etag_update(&et, 0, data, len);
+    if (len && (rc = ol_obj_write(w, data, len)) < 0) {
+        ol_etag_free(&et);
+        ol_obj_write_abort(w);
+        return rc;
+    }
+    rc = commit(s, w, &et, len, meta, meta_len, out);
     if (rc == 0)
         count(s, ST_PUTB, len);
     return rc;
@@ -612,6 +629,7 @@ static void end_session(struct ol_native_server *s, struct session *x, bool abor
 {
     if (abort && x->w)
         ol_obj_write_abort(x->w);
+    ol_etag_free(&x->etag);
     pthread_mutex_lock(&s->smu);
     x->w = NULL;
     x->id = 0;
@@ -632,7 +650,7 @@ static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, cons
                         struct ol_rbuf *r, struct out *out)
 {
     struct names n;
-    uint8_t meta[OL_NATIVE_MAX_CTYPE + 32];
+    uint8_t meta[OL_NATIVE_META_CAP];
     uint32_t meta_len;
     if (!arg_names(r, &n) || put_meta(r, meta, sizeof(meta), &meta_len) < 0)
         return -EINVAL;
@@ -662,9 +680,11 @@ static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, cons
     x->total = total;
     memcpy(x->meta, meta, meta_len);
     x->meta_len = meta_len;
-    ol_md5_init(&x->md5);
     struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len};
-    int rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)total, &x->w);
+    x->etag.md5 = NULL;
+    int rc = ol_etag_init(&x->etag, total);
+    if (rc == 0)
+        rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)total, &x->w);
     if (rc < 0) {
         x->w = NULL;
         end_session(s, x, false);
@@ -704,7 +724,7 @@ static int op_put_more(struct ol_native_server *s, struct ol_net_req *req, uint8
         rc = -EIO;
     if (rc == 0 && len) {
         const uint8_t *data = ol_net_req_data(req);
-        ol_md5_update(&x->md5, data, len);
+        ol_etag_update(&x->etag, x->written, data, len);
         rc = ol_obj_write(x->w, data, len);
         if (rc == 0)
             x->written += len;
@@ -718,7 +738,7 @@ static int op_put_more(struct ol_native_server *s, struct ol_net_req *req, uint8
         put_session(s, x);
         return 0;
     }
-    rc = commit(s, x->w, &x->md5, x->total, x->meta, x->meta_len, out);
+    rc = commit(s, x->w, &x->etag, x->total, x->meta, x->meta_len, out);
     x->w = NULL; /* consumed by the commit, whatever it answered */
     end_session(s, x, false);
     return rc;

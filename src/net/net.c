@@ -118,10 +118,23 @@ struct exec {
     unsigned ms;
 };
 
+/* Large request buffers are kept for reuse (net thread only: it allocates
+ * them when a request arrives and frees them with the request): a fresh
+ * mapping for each 64 MiB message costs a page fault per 4 KiB page, which
+ * on a VM was most of a large message's time.  Power-of-two classes from
+ * 4 MiB (malloc's heap serves smaller ones) to OL_WIRE_MAX_DATA's size, at
+ * most RBUF_KEEP of each. */
+enum { RBUF_MIN_SHIFT = 22, RBUF_CLASSES = 6, RBUF_KEEP = 2, RBUF_HDR = 64 };
+struct rbuf_free {
+    struct rbuf_free *next;
+};
+
 struct ol_net {
     unsigned timeout_ms;
     struct ol_hlc *hlc;            /* opts.hlc: any thread reads it, it has its own atomics */
     uint8_t key[OL_NET_KEY_BYTES]; /* opts.key (net/auth.h); read-only */
+    struct rbuf_free *rbuf[RBUF_CLASSES]; /* net thread only */
+    unsigned nrbuf[RBUF_CLASSES];
     bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
@@ -697,11 +710,56 @@ static void conn_cb(ucp_conn_request_h creq, void *arg)
     net->nconns++;
 }
 
+/* The class of n bytes (n >= 4 MiB), or -1 past the largest. */
+static int rbuf_class(size_t n)
+{
+    for (int c = 0; c < RBUF_CLASSES; c++)
+        if (n <= (size_t)1 << (RBUF_MIN_SHIFT + c))
+            return c;
+    return -1;
+}
+
+/* A request buffer of n bytes (net thread); the class sits in the word
+ * before it. */
+static uint8_t *rbuf_get(struct ol_net *net, size_t n)
+{
+    int c = n >= ((size_t)1 << RBUF_MIN_SHIFT) ? rbuf_class(n) : -1;
+    uint8_t *b = NULL;
+    if (c >= 0 && net->rbuf[c]) {
+        b = (uint8_t *)net->rbuf[c];
+        net->rbuf[c] = net->rbuf[c]->next;
+        net->nrbuf[c]--;
+    } else {
+        b = malloc(RBUF_HDR + (c >= 0 ? (size_t)1 << (RBUF_MIN_SHIFT + c) : (n ? n : 1)));
+    }
+    if (!b)
+        return NULL;
+    memcpy(b, &c, sizeof(c));
+    return b + RBUF_HDR;
+}
+
+static void rbuf_put(struct ol_net *net, uint8_t *p)
+{
+    if (!p)
+        return;
+    uint8_t *b = p - RBUF_HDR;
+    int c;
+    memcpy(&c, b, sizeof(c));
+    if (c >= 0 && net->nrbuf[c] < RBUF_KEEP && !net->stop) {
+        struct rbuf_free *f = (struct rbuf_free *)b;
+        f->next = net->rbuf[c];
+        net->rbuf[c] = f;
+        net->nrbuf[c]++;
+        return;
+    }
+    free(b);
+}
+
 static void req_free(struct ol_net *net, struct ol_net_req *req)
 {
     if (req->conn)
         conn_unref(net, req->conn);
-    free(req->buf);
+    rbuf_put(net, req->buf);
     free(req->rctl);
     if (req->release)
         req->release(req->release_arg, req->rdata);
@@ -780,7 +838,7 @@ static ucs_status_t on_request(void *arg, const void *header, size_t header_leng
         reply_now(net, req, bad);
         return UCS_OK;
     }
-    req->buf = malloc(length ? length : 1);
+    req->buf = rbuf_get(net, length);
     if (!req->buf) {
         reply_now(net, req, -ENOMEM);
         return UCS_OK;
@@ -1346,5 +1404,11 @@ void ol_net_destroy(struct ol_net *net)
     ucp_cleanup(net->ctx);
     close(net->evfd);
     pthread_mutex_destroy(&net->mu);
+    for (int c = 0; c < RBUF_CLASSES; c++)
+        while (net->rbuf[c]) {
+            struct rbuf_free *f = net->rbuf[c];
+            net->rbuf[c] = f->next;
+            free(f);
+        }
     free(net);
 }
