@@ -521,6 +521,16 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("openlake_connections_ip_limited_total %" PRIu64 "\n", ipl);
     EMIT("# TYPE openlake_connections_open gauge\n");
     EMIT("openlake_connections_open %" PRIu64 "\n", open);
+    if (srv->native) {
+        struct ol_native_server_stats ns;
+        ol_native_server_stats(srv->native, &ns);
+        EMIT("# TYPE openlake_native_requests_total counter\n");
+        EMIT("openlake_native_requests_total %" PRIu64 "\n", ns.requests);
+        EMIT("openlake_native_errors_total %" PRIu64 "\n", ns.errors);
+        EMIT("openlake_native_get_bytes_total %" PRIu64 "\n", ns.get_bytes);
+        EMIT("openlake_native_put_bytes_total %" PRIu64 "\n", ns.put_bytes);
+        EMIT("openlake_native_put_sessions_aborted_total %" PRIu64 "\n", ns.sessions_aborted);
+    }
     /* The body memory budget (core/buf.h): how full it is, and how many
      * requests it turned away with 503 SlowDown. */
     EMIT("# TYPE openlake_body_memory_bytes gauge\n");
