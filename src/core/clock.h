@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 uint64_t ol_mono_ms(void);
+uint64_t ol_mono_ns(void);
 int64_t ol_wall_ns(void);
 
 #endif

@@ -989,7 +989,8 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     pthread_mutex_init(&s->smu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
     s->last_sweep_ms = ol_mono_ms();
-    struct ol_net_opts no = {.hlc = opts->hlc, .key_fn = key_fn, .key_arg = s};
+    struct ol_net_opts no = {
+        .hlc = opts->hlc, .key_fn = key_fn, .key_arg = s, .spin_us = OL_NATIVE_SERVER_SPIN_US};
     int rc = ol_net_create(&no, &s->net);
     if (rc < 0)
         goto fail;

@@ -37,6 +37,9 @@ struct ol_native_server;
 enum {
     OL_NATIVE_SERVER_WORKERS = 4, /* default */
     OL_NATIVE_SERVER_QUEUE = 8192,
+    /* The net thread's and the workers' polling before they sleep
+     * (net/net.h, spin_us): a small GET's round trip is mostly wakeups. */
+    OL_NATIVE_SERVER_SPIN_US = 50,
 };
 
 struct ol_native_server_opts {

@@ -138,6 +138,7 @@ struct ol_net {
     bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
+    unsigned spin_us; /* opts.spin_us */
     pthread_t thread;
     int evfd, wfd;
     ucp_context_h ctx;
@@ -1100,12 +1101,20 @@ static unsigned drain(struct ol_net *net)
 static void *net_main(void *arg)
 {
     struct ol_net *net = arg;
-    uint64_t last_check = 0;
+    uint64_t last_check = 0, last_busy_ns = 0;
     while (!net->stop) {
         unsigned busy = 0;
         for (unsigned i = 0; i < PROGRESS_BATCH && ucp_worker_progress(net->worker); i++)
             busy++;
         busy += drain(net);
+        if (net->spin_us) {
+            /* Keep polling for spin_us after the last work (net.h). */
+            uint64_t ns = (uint64_t)ol_mono_ns();
+            if (busy)
+                last_busy_ns = ns;
+            else if (ns - last_busy_ns < (uint64_t)net->spin_us * 1000u)
+                busy = 1;
+        }
         uint64_t now = ol_now_ms();
         if (now - last_check >= TICK_MS) {
             check_timeouts(net, now);
@@ -1278,6 +1287,7 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     if (opts) {
         net->key_fn = opts->key_fn;
         net->key_arg = opts->key_arg;
+        net->spin_us = opts->spin_us;
     }
     net->evfd = -1;
     pthread_mutex_init(&net->mu, NULL);

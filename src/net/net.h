@@ -99,6 +99,12 @@ struct ol_net_opts {
      * the request's header and control bytes (unauthenticated yet: key_fn
      * only picks the key, e.g. by an access key in ctl); it must not
      * block.  The client ops of the native port use it (native/proto.h). */
+    /* After each burst of work the net thread keeps polling this long
+     * before it sleeps (0: sleeps at once).  A wakeup through the kernel
+     * costs tens of microseconds on a VM, on each side of a round trip; a
+     * latency-bound user (the native client, the native port) trades this
+     * much CPU per quiet moment for it.  The drive protocol sleeps at once. */
+    unsigned spin_us;
     bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
