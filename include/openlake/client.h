@@ -128,6 +128,20 @@ int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, 
 /* Writes len bytes from buf as the object's new content (any size). */
 int ol_client_put(struct ol_client *c, const char *bucket, const char *key, const void *buf,
                   uint64_t len, struct ol_client_info *info);
+/* A PUT whose bytes come in pieces (a file read as it goes, tensors
+ * copied off a GPU one after another): begin with the total size, write
+ * the bytes in order in pieces of any size, commit.  Nothing is visible
+ * under the key before the commit returns; abort (or close without
+ * commit) leaves nothing.  One thread at a time per stream.  write: -EIO
+ * once a piece failed (the stream is then only good for abort); commit:
+ * -EIO unless exactly total bytes were written. */
+struct ol_client_put_stream;
+int ol_client_put_begin(struct ol_client *c, const char *bucket, const char *key, uint64_t total,
+                        struct ol_client_put_stream **out);
+int ol_client_put_write(struct ol_client_put_stream *s, const void *buf, uint64_t len);
+int ol_client_put_commit(struct ol_client_put_stream *s, struct ol_client_info *info);
+void ol_client_put_abort(struct ol_client_put_stream *s);
+
 int ol_client_head(struct ol_client *c, const char *bucket, const char *key,
                    struct ol_client_info *info);
 /* Deletes the object (0 also when it did not exist, as S3). */

@@ -116,6 +116,9 @@ struct exec {
     const char *host;
     uint16_t port;
     unsigned ms;
+    void *addr;
+    size_t len;
+    void *memh;
 };
 
 /* Large request buffers are kept for reuse (net thread only: it allocates
@@ -1239,6 +1242,58 @@ void ol_net_unlisten(struct ol_net *net)
     ol_completion_init(&e.done);
     if (enqueue(net, &e.it, false) == 0)
         ol_completion_wait(&e.done);
+}
+
+static void exec_mem_map(struct ol_net *net, struct exec *e)
+{
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = e->addr,
+        .length = e->len,
+    };
+    ucp_mem_h mh = NULL;
+    ucs_status_t st = ucp_mem_map(net->ctx, &mp, &mh);
+    e->memh = mh;
+    e->rc = st == UCS_OK ? 0 : -EINVAL;
+}
+
+static void exec_mem_unmap(struct ol_net *net, struct exec *e)
+{
+    e->rc = ucp_mem_unmap(net->ctx, e->memh) == UCS_OK ? 0 : -EINVAL;
+}
+
+static int run_exec(struct ol_net *net, struct exec *e)
+{
+    ol_completion_init(&e->done);
+    int rc = enqueue(net, &e->it, false);
+    if (rc < 0)
+        return rc;
+    ol_completion_wait(&e->done);
+    return e->rc;
+}
+
+int ol_net_mem_map(struct ol_net *net, void *addr, size_t len, void **memh)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_mem_map, .addr = addr, .len = len};
+    int rc = run_exec(net, &e);
+    *memh = rc == 0 ? e.memh : NULL;
+    return rc;
+}
+
+void ol_net_mem_unmap(struct ol_net *net, void *memh)
+{
+    if (!memh)
+        return;
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_mem_unmap, .memh = memh};
+    (void)run_exec(net, &e);
+}
+
+bool ol_net_cuda_memory(struct ol_net *net)
+{
+    ucp_context_attr_t a = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    if (ucp_context_query(net->ctx, &a) != UCS_OK)
+        return false;
+    return (a.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
 }
 
 uint16_t ol_net_port(struct ol_net *net)

@@ -66,6 +66,7 @@
 #ifndef OL_NET_NET_H
 #define OL_NET_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -191,6 +192,18 @@ void ol_net_reply(struct ol_net_req *req, int status, void *ctl, size_t ctl_len,
  * page on every use) or send from memory it does not own. */
 void ol_net_reply_ex(struct ol_net_req *req, int status, void *ctl, size_t ctl_len, void *data,
                      size_t data_len, void (*release)(void *arg, void *data), void *arg);
+
+/* ---- memory ---- */
+
+/* Registers [addr, addr+len) with the ol_net's UCX context (ucp_mem_map),
+ * so transfers into or out of it skip registration; *memh is for
+ * ol_net_mem_unmap.  Runs on the net thread; any other thread may call.
+ * -EINVAL when UCX refuses the memory. */
+int ol_net_mem_map(struct ol_net *net, void *addr, size_t len, void **memh);
+void ol_net_mem_unmap(struct ol_net *net, void *memh);
+/* Whether the UCX found at run time moves CUDA device memory itself (it
+ * was built with CUDA support and found a GPU). */
+bool ol_net_cuda_memory(struct ol_net *net);
 
 /* ---- tests ---- */
 

@@ -6,6 +6,7 @@
 
 #include "cli/admin.h"
 #include "cli/bench.h"
+#include "cli/native.h"
 #include "core/cfg.h"
 #include "server/server.h"
 
@@ -47,6 +48,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: openlake server [DIR...] [--config FILE] [--SETTING VALUE ...]\n"
             "       openlake bench [--endpoint URL] [--op get|put|...] [options] (--help)\n"
+            "       openlake get [-q] ENDPOINT BUCKET KEY FILE|-   (native port, UCX)\n"
+            "       openlake put [-q] ENDPOINT FILE|- BUCKET KEY\n"
             "       openlake admin heal|info --endpoint URL [--bucket B [--key K]]\n"
             "       openlake admin cluster pool|show --cluster ENDPOINTS [--cluster_name C] ...\n"
             "       openlake version\n"
@@ -149,6 +152,8 @@ int main(int argc, char **argv)
         return server_main(argc - 2, argv + 2);
     if (argc >= 2 && strcmp(argv[1], "admin") == 0)
         return ol_admin_main(argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "get") == 0 || strcmp(argv[1], "put") == 0))
+        return ol_native_cli_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "bench") == 0)
         return ol_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0)) {

@@ -1,0 +1,281 @@
+/* libopenlake: opening a client (the native port, found from the S3 URL),
+ * the node list, the call path with fail-over, errors. */
+#include "client/internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <openssl/crypto.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+_Static_assert((int)OL_CLIENT_ENOBUCKET == (int)OL_ENOBUCKET && (int)OL_CLIENT_ENOKEY == (int)OL_ENOKEY &&
+                   (int)OL_CLIENT_ENOVERSION == (int)OL_ENOVERSION && (int)OL_CLIENT_EFENCED == (int)OL_EFENCED &&
+                   (int)OL_CLIENT_EQUORUM == (int)OL_EQUORUM && (int)OL_CLIENT_ETOOLARGE == (int)OL_ETOOLARGE &&
+                   (int)OL_CLIENT_EPRECONDITION == (int)OL_EPRECONDITION && (int)OL_CLIENT_ECORRUPT == (int)OL_ECORRUPT,
+               "the public error numbers are the server's");
+
+bool olc_name_ok(const char *s, size_t max)
+{
+    return s && s[0] && strnlen(s, max + 1) <= max;
+}
+
+struct body {
+    char b[512];
+    size_t n;
+};
+
+static size_t on_body(char *p, size_t sz, size_t nm, void *arg)
+{
+    struct body *b = arg;
+    size_t n = sz * nm;
+    if (n > sizeof(b->b) - 1 - b->n)
+        return 0;
+    memcpy(b->b + b->n, p, n);
+    b->n += n;
+    return n;
+}
+
+/* "http://host:port[/]" -> the native address "host:NATIVE", asked of the
+ * node (GET /_openlake/native). */
+static int discover(const char *url, unsigned timeout_ms, char out[128])
+{
+    const char *h = url + (strncmp(url, "https://", 8) == 0 ? 8 : 7);
+    size_t hl = strcspn(h, "/");
+    if (hl == 0 || hl >= 100)
+        return -EINVAL;
+    char hostport[128];
+    memcpy(hostport, h, hl);
+    hostport[hl] = 0;
+    char *colon = strrchr(hostport, ':');
+    if (!colon || strchr(hostport, ']') > colon)
+        return -EINVAL;
+    CURL *cu = curl_easy_init();
+    if (!cu)
+        return -ENOMEM;
+    char u[300];
+    snprintf(u, sizeof(u), "%.*s/_openlake/native", (int)((h - url) + hl), url);
+    struct body b = {.n = 0};
+    curl_easy_setopt(cu, CURLOPT_URL, u);
+    curl_easy_setopt(cu, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(cu, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(cu, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(cu, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(cu, CURLOPT_PROTOCOLS_STR, "http,https");
+    long code = 0;
+    CURLcode cr = curl_easy_perform(cu);
+    int rc = -ECONNREFUSED;
+    if (cr == CURLE_OK && curl_easy_getinfo(cu, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK) {
+        rc = code == 200 ? -EPROTO : code == 501 ? -ENOTSUP : -EPROTO;
+        if (code == 200) {
+            b.b[b.n] = 0;
+            cJSON *j = cJSON_Parse(b.b);
+            const cJSON *port = j ? cJSON_GetObjectItemCaseSensitive(j, "port") : NULL;
+            if (cJSON_IsNumber(port) && port->valueint > 0 && port->valueint < 65536) {
+                *colon = 0;
+                snprintf(out, 128, "%.100s:%d", hostport, port->valueint);
+                rc = 0;
+            }
+            cJSON_Delete(j);
+        }
+    } else if (cr == CURLE_OPERATION_TIMEDOUT) {
+        rc = -ETIMEDOUT;
+    }
+    curl_easy_cleanup(cu);
+    return rc;
+}
+
+static bool transport_error(int rc)
+{
+    return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT ||
+           rc == -EHOSTUNREACH || rc == -ENOTCONN || rc == -ESHUTDOWN || rc == -OL_EFENCED;
+}
+
+int olc_call(struct ol_client *c, struct olc_call *k)
+{
+    size_t akl = strlen(c->access_key), cap = 4 + akl + k->args_len;
+    uint8_t stackbuf[2048], *ctl = cap <= sizeof(stackbuf) ? stackbuf : malloc(cap);
+    if (!ctl)
+        return -ENOMEM;
+    struct ol_wbuf w = {.p = ctl, .cap = cap};
+    ol_wbuf_str(&w, c->access_key, akl);
+    ol_wbuf_bytes(&w, k->args, k->args_len);
+    pthread_mutex_lock(&c->mu);
+    unsigned n = c->nnodes;
+    char nodes[OLC_MAX_NODES][128];
+    memcpy(nodes, c->nodes, sizeof(nodes[0]) * n);
+    pthread_mutex_unlock(&c->mu);
+    unsigned start = k->node >= 0 ? (unsigned)k->node % n : atomic_fetch_add(&c->next, 1) % n;
+    int rc = -EHOSTUNREACH;
+    for (unsigned t = 0; t < (k->node >= 0 ? 1u : n); t++) {
+        unsigned i = (start + t) % n;
+        struct ol_net_call nc = {.addr = nodes[i],
+                                 .op = k->op,
+                                 .timeout_ms = c->timeout_ms,
+                                 .ctl = ctl,
+                                 .ctl_len = w.len,
+                                 .data = k->data,
+                                 .data_len = k->data_len,
+                                 .rep_ctl = k->rctl,
+                                 .rep_ctl_cap = k->rctl_cap,
+                                 .rep_data = k->rdata,
+                                 .rep_data_cap = k->rdata_cap};
+        rc = ol_net_call(c->net, &nc);
+        k->rctl_len = nc.rep_ctl_len;
+        k->rdata_len = nc.rep_data_len;
+        k->used_node = (int)i;
+        if (!transport_error(rc))
+            break;
+    }
+    if (ctl != stackbuf)
+        free(ctl);
+    return rc;
+}
+
+static int hello(struct ol_client *c)
+{
+    uint8_t r[OLC_MAX_NODES * 136 + 64];
+    struct olc_call k = {.op = OL_COP_HELLO, .rctl = r, .rctl_cap = sizeof(r), .node = 0};
+    int rc = olc_call(c, &k);
+    if (rc < 0)
+        return rc;
+    struct ol_rbuf rb = {.p = r, .len = k.rctl_len};
+    uint32_t ver = ol_rbuf_u32(&rb);
+    (void)ol_rbuf_u64(&rb);
+    uint32_t n = ol_rbuf_u32(&rb);
+    if (rb.bad || ver != OL_NATIVE_PROTO_VERSION)
+        return -EPROTO;
+    /* Entry 0 is the node itself ("": the address we reached it by). */
+    pthread_mutex_lock(&c->mu);
+    for (uint32_t i = 0; i < n && c->nnodes < OLC_MAX_NODES; i++) {
+        size_t l;
+        const char *a = ol_rbuf_str(&rb, 127, &l);
+        if (rb.bad)
+            break;
+        if (l == 0)
+            continue;
+        bool dup = false;
+        for (unsigned j = 0; j < c->nnodes; j++)
+            dup |= strlen(c->nodes[j]) == l && memcmp(c->nodes[j], a, l) == 0;
+        if (!dup) {
+            memcpy(c->nodes[c->nnodes], a, l);
+            c->nodes[c->nnodes++][l] = 0;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **out)
+{
+    *out = NULL;
+    if (!o || !o->endpoint || !olc_name_ok(o->access_key, OL_NATIVE_MAX_ACCESS_KEY) ||
+        !o->secret_key || strlen(o->secret_key) > 128)
+        return -EINVAL;
+    /* A library keeps quiet: errors reach the caller as codes.  The
+     * transport's own warnings come back with OPENLAKE_CLIENT_LOG=warn. */
+    const char *lv = getenv("OPENLAKE_CLIENT_LOG");
+    int lvl = lv ? ol_log_parse_level(lv) : -1;
+    ol_log_level = lvl >= 0 ? lvl : OL_LOG_ERROR;
+    struct ol_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->batch_mu, NULL);
+    snprintf(c->access_key, sizeof(c->access_key), "%s", o->access_key);
+    c->timeout_ms = o->timeout_ms ? o->timeout_ms : OLC_TIMEOUT_MS;
+    int rc = 0;
+    if (strncmp(o->endpoint, "http://", 7) == 0 || strncmp(o->endpoint, "https://", 8) == 0)
+        rc = discover(o->endpoint, c->timeout_ms, c->nodes[0]);
+    else if (strlen(o->endpoint) < sizeof(c->nodes[0]) && strchr(o->endpoint, ':'))
+        snprintf(c->nodes[0], sizeof(c->nodes[0]), "%s", o->endpoint);
+    else
+        rc = -EINVAL;
+    c->nnodes = 1;
+    uint8_t key[OL_NET_KEY_BYTES];
+    ol_native_key(o->access_key, o->secret_key, key);
+    struct ol_net_opts no = {.timeout_ms = c->timeout_ms, .key = key};
+    if (rc == 0)
+        rc = ol_net_create(&no, &c->net);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc == 0)
+        rc = hello(c);
+    if (rc < 0) {
+        ol_client_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+OLC_API void ol_client_close(struct ol_client *c)
+{
+    if (!c)
+        return;
+    olc_batch_stop(c);
+    if (c->net)
+        ol_net_destroy(c->net);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->batch_mu);
+    free(c);
+}
+
+OLC_API const char *ol_client_strerror(int err)
+{
+    return ol_strerror(err);
+}
+
+OLC_API int ol_client_cuda_direct(struct ol_client *c)
+{
+    return ol_net_cuda_memory(c->net) ? 1 : 0;
+}
+
+struct ol_client_mem {
+    void *memh;
+    void *addr;
+    size_t len;
+};
+
+OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
+                              enum ol_client_mem_kind kind, struct ol_client_mem **out)
+{
+    *out = NULL;
+    if (!addr || !len)
+        return -EINVAL;
+    if (kind == OL_CLIENT_MEM_CUDA && !ol_client_cuda_direct(c))
+        return -ENOTSUP;
+    if (kind != OL_CLIENT_MEM_HOST && kind != OL_CLIENT_MEM_CUDA)
+        return -EINVAL;
+    struct ol_client_mem *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    int rc = ol_net_mem_map(c->net, addr, len, &m->memh);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    m->addr = addr;
+    m->len = len;
+    *out = m;
+    return 0;
+}
+
+OLC_API void ol_client_mem_dereg(struct ol_client *c, struct ol_client_mem *m)
+{
+    if (!m)
+        return;
+    ol_net_mem_unmap(c->net, m->memh);
+    free(m);
+}
+
+OLC_API int ol_client_rdma_token(struct ol_client *c, struct ol_client_mem *m, void *addr,
+                                 uint64_t len, char *out, size_t cap)
+{
+    (void)c, (void)m, (void)addr, (void)len, (void)out, (void)cap;
+    return -ENOTSUP;
+}

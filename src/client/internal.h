@@ -1,0 +1,65 @@
+/* libopenlake's insides (include/openlake/client.h is the contract): the
+ * client, its node list and the one call path every op takes. */
+#ifndef OL_CLIENT_INTERNAL_H
+#define OL_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "native/proto.h"
+#include "net/net.h"
+#include "openlake/client.h"
+
+#define OLC_API __attribute__((visibility("default")))
+
+enum {
+    OLC_MAX_NODES = 64,
+    OLC_TIMEOUT_MS = 30000,
+    OLC_POOL_THREADS = 8,   /* batch workers */
+    OLC_SMALL_GET = 1 << 20, /* batch GETs up to this go in GET_BATCH messages */
+};
+
+struct olc_batch; /* batch.c */
+
+struct ol_client {
+    struct ol_net *net;
+    char access_key[OL_NATIVE_MAX_ACCESS_KEY + 1];
+    pthread_mutex_t mu; /* nodes */
+    char nodes[OLC_MAX_NODES][128];
+    unsigned nnodes;
+    atomic_uint next; /* round robin */
+    unsigned timeout_ms;
+    struct olc_batch *batch; /* started on first submit */
+    pthread_mutex_t batch_mu;
+};
+
+/* One request: args (after the access key, which call() puts first), data
+ * out, reply ctl and data in.  Tries the nodes in turn from a round-robin
+ * start while the transport fails (a node down); node >= 0 pins one node.
+ * Returns the reply's status or the last transport error. */
+struct olc_call {
+    uint8_t op;
+    const void *args;
+    size_t args_len;
+    const void *data;
+    size_t data_len;
+    void *rctl;
+    size_t rctl_cap, rctl_len;
+    void *rdata;
+    size_t rdata_cap, rdata_len;
+    int node; /* -1: any */
+    int used_node; /* out */
+};
+int olc_call(struct ol_client *c, struct olc_call *k);
+
+/* Decodes the object info of a reply (native/proto.h). */
+int olc_info(const void *ctl, size_t len, struct ol_client_info *info);
+
+bool olc_name_ok(const char *s, size_t max);
+
+void olc_batch_stop(struct ol_client *c);
+
+#endif
