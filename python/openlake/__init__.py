@@ -123,6 +123,7 @@ class Client:
     def __init__(self, endpoint="http://127.0.0.1:9000", access_key="openlake",
                  secret_key="openlake-secret", timeout_ms=0):
         self._c = None
+        self._endpoint = endpoint
         o = _lib.Opts(_b(endpoint), _b(access_key), _b(secret_key), timeout_ms)
         h = ctypes.c_void_p()
         rc = _L.ol_client_open(ctypes.byref(o), ctypes.byref(h))
