@@ -281,6 +281,11 @@ int ol_access_check(struct ol_obj *o, const struct ol_cfg *cfg, const struct ol_
         .secure_transport = q->secure_transport,
         .prefix = q->prefix,
     };
+    if (q->any_key) {
+        bool acl = s->b.ownership != OL_OWNERSHIP_ENFORCED &&
+                   ol_acl_allows(s->b.acl, false, q->user != NULL, q->action);
+        return owner || acl || ol_policy_may_allow(s->policy, &pq) ? 0 : -EACCES;
+    }
     enum ol_policy_effect e = ol_policy_eval(s->policy, &pq);
     if (e == OL_POLICY_DENY)
         return -EACCES;

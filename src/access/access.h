@@ -108,6 +108,11 @@ struct ol_access_req {
     const char *source_ip; /* the client's address as text; NULL or "": unknown */
     bool secure_transport; /* TLS */
     const char *prefix;    /* a listing's prefix (s3:prefix); NULL: none */
+    /* The request names its keys later (DeleteObjects): allowed when the
+     * action could be allowed on some key (owner, an Allow statement for
+     * this principal and action whatever its resource, the bucket's ACL);
+     * the front end then checks each key on its own. */
+    bool any_key;
 };
 
 /* 0 when q may proceed, -EACCES when not, or an error (see above). */

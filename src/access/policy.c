@@ -178,18 +178,21 @@ static bool cond_holds(const struct cond *c, const struct ol_policy_req *q)
     return negated ? !any : any;
 }
 
-static bool stmt_applies(const struct stmt *s, const struct ol_policy_req *q, const char *arn,
-                         size_t arn_len)
+static bool who_what(const struct stmt *s, const struct ol_policy_req *q)
 {
     bool who = s->any_principal;
     for (size_t i = 0; !who && q->user && i < s->nprincipals; i++)
         who = strcmp(s->principals[i], q->user) == 0;
-    if (!who)
-        return false;
     bool what = false;
-    for (size_t i = 0; !what && i < s->nactions; i++)
+    for (size_t i = 0; who && !what && i < s->nactions; i++)
         what = ol_policy_glob(s->actions[i], q->action, strlen(q->action), true);
-    if (!what)
+    return who && what;
+}
+
+static bool stmt_applies(const struct stmt *s, const struct ol_policy_req *q, const char *arn,
+                         size_t arn_len)
+{
+    if (!who_what(s, q))
         return false;
     bool where = false;
     for (size_t i = 0; !where && i < s->nresources; i++)
@@ -200,6 +203,14 @@ static bool stmt_applies(const struct stmt *s, const struct ol_policy_req *q, co
         if (!cond_holds(&s->conds[i], q))
             return false;
     return true;
+}
+
+bool ol_policy_may_allow(const struct ol_policy *p, const struct ol_policy_req *q)
+{
+    for (size_t i = 0; p && i < p->n; i++)
+        if (!p->st[i].deny && who_what(&p->st[i], q))
+            return true;
+    return false;
 }
 
 enum ol_policy_effect ol_policy_eval(const struct ol_policy *p, const struct ol_policy_req *q)

@@ -72,6 +72,10 @@ struct ol_policy;
 int ol_policy_parse(const char *doc, size_t len, const char *bucket, struct ol_policy **out,
                     char *err, size_t errlen);
 enum ol_policy_effect ol_policy_eval(const struct ol_policy *p, const struct ol_policy_req *q);
+/* Whether some Allow statement names q's principal and action, whatever
+ * its resources and conditions: a request that names its keys later
+ * (DeleteObjects) could be allowed for one of them. */
+bool ol_policy_may_allow(const struct ol_policy *p, const struct ol_policy_req *q);
 /* Bytes the parsed policy holds (cache accounting). */
 size_t ol_policy_bytes(const struct ol_policy *p);
 void ol_policy_free(struct ol_policy *p);

@@ -191,16 +191,10 @@ int ol_s3_authorize(struct ol_s3_req *r, bool *refused)
                            "shared by all users of the system. Please select a different name "
                            "and try again.");
     }
-    if (special == 'D' && !r->key) {
-        /* DeleteObjects: each key is checked by the handler; here only the
-         * bucket's existence and anonymous callers without any grant. */
-        action = NULL;
-    }
-    struct ol_access_req aq = access_req(r, action ? action : "s3:DeleteObject", r->bucket,
-                                         r->key, r->key_len);
+    struct ol_access_req aq = access_req(r, action, r->bucket, r->key, r->key_len);
+    /* DeleteObjects: the handler checks each key; here whether any could go. */
+    aq.any_key = special == 'D';
     int rc = ol_access_check(r->ctx->obj, cfg, &aq);
-    if (!action && rc == -EACCES)
-        rc = 0;
     if (rc == -EACCES)
         return denied(r, refused);
     if (rc == -OL_ENOBUCKET) {

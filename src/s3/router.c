@@ -362,7 +362,9 @@ static int dispatch(struct ol_s3_req *r)
     if (refused)
         return rc;
     if (!r->bucket[0]) {
-        if (get || head)
+        /* The bucket sub-resources name no operation on the service. */
+        if ((get || head) && !ol_s3_has_param(r, "acl") && !ol_s3_has_param(r, "policy") &&
+            !ol_s3_has_param(r, "ownershipControls"))
             return ol_s3_list_buckets(r);
         return not_allowed(r);
     }
