@@ -79,7 +79,8 @@ struct ol_access_bucket {
 /* Whether user (NUL-terminated access key; NULL: anonymous) has the admin
  * role (cfg->admin_users, a comma-separated list). */
 bool ol_access_is_admin(const struct ol_cfg *cfg, const char *user);
-/* The owner of buckets without a record ("" when no user is configured). */
+/* The owner of buckets without a record ("" when no user is configured).
+ * The string is cfg's or this thread's: valid until the thread's next call. */
 const char *ol_access_default_owner(const struct ol_cfg *cfg);
 
 /* The bucket's record (cached, see above).  0, -OL_ENOBUCKET, -EIO... */

@@ -218,8 +218,9 @@ int ol_s3_delete_bucket(struct ol_s3_req *r)
     int ret = ol_obj_bucket_delete(r->ctx->obj, r->bucket);
     if (ret < 0)
         return ol_s3_error_from(r, ret);
-    /* Its settings go with it: caches (cors.c) drop their copies. */
+    /* Its settings go with it: caches (cors.c, access/) drop their copies. */
     ol_s3_settings_changed();
+    ol_access_changed();
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 
