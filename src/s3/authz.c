@@ -19,7 +19,9 @@
 
 /* ---- the action of a request ---- */
 
-/* The IAM action of r, mirroring the router's dispatch (router.c); NULL
+/* The IAM action of r, mirroring the router's dispatch (router.c) test for
+ * test and in the same order (a request with two sub-resources must be
+ * named by the one the router serves); NULL
  * where the router answers an error itself (no handler runs).  *special:
  * 'C' CreateBucket, 'L' ListBuckets, 'D' DeleteObjects (checked per key). */
 static const char *action_of(const struct ol_s3_req *r, char *special)
@@ -44,8 +46,6 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
         if (HAS("lifecycle"))
             return get ? "s3:GetLifecycleConfiguration"
                        : put || del ? "s3:PutLifecycleConfiguration" : NULL;
-        if (HAS("tagging"))
-            return get ? "s3:GetBucketTagging" : put || del ? "s3:PutBucketTagging" : NULL;
         if (HAS("policy"))
             return get ? "s3:GetBucketPolicy"
                        : put ? "s3:PutBucketPolicy" : del ? "s3:DeleteBucketPolicy" : NULL;
@@ -54,6 +54,8 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
         if (HAS("ownershipControls"))
             return get ? "s3:GetBucketOwnershipControls"
                        : put || del ? "s3:PutBucketOwnershipControls" : NULL;
+        if (HAS("tagging"))
+            return get ? "s3:GetBucketTagging" : put || del ? "s3:PutBucketTagging" : NULL;
         if (HAS("attributes"))
             return NULL;
         if (post && HAS("delete")) {

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "s3/auth.h"
+#include "access/access.h"
 #include "s3/authz.h"
 #include "obj/obj.h"
 #include "s3/s3.h"
@@ -266,6 +267,8 @@ static int not_allowed(struct ol_s3_req *r)
                        "The specified method is not allowed against this resource.");
 }
 
+/* The sub-resources are tested in an order that s3/authz.c's action_of
+ * repeats: change both together. */
 static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, bool del,
                            bool post)
 {
@@ -400,8 +403,13 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
         struct ol_http_hdr h[] = {{"Content-Type", "application/json"}};
         return ol_http_respond(r->conn, 200, h, 1, body, (size_t)n);
     }
+    /* The drive administration API is the admins' where admin_users names
+     * any (access/access.h), else every configured user's. */
     if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
-        return authed ? ol_s3_admin(r) : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
+        return authed && (!r->ctx->cfg->admin_users[0] ||
+                          ol_access_is_admin(r->ctx->cfg, r->access_key))
+                   ? ol_s3_admin(r)
+                   : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)
         return ol_s3_error(r, OL_S3_InvalidRequest, "Unknown administrative path.");
     bool pub = health ? r->ctx->cfg->health_public : r->ctx->cfg->metrics_public;

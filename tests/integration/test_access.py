@@ -177,6 +177,32 @@ def test_foreign_bucket_refused_until_policy_grants(clients):
     assert bucket not in {x["Name"] for x in bob.list_buckets()["Buckets"]}
 
 
+def test_admin_api_is_the_admins(mode_server):
+    if mode_server.mode != "ec":
+        pytest.skip("the drive admin API exists with erasure-coded drives")
+    r = h.signed_request(mode_server, "GET", "/_openlake/admin/info", access=ALICE[0],
+                         secret=ALICE[1])
+    assert r.status == 403, r
+    r = h.signed_request(mode_server, "GET", "/_openlake/admin/info", access=ADMIN[0],
+                         secret=ADMIN[1])
+    assert r.status == 200, r
+
+
+def test_two_subresources_are_named_as_served(mode_server, clients):
+    """A grant of one sub-resource's action does not open another named in
+    the same request (the check names the operation the router serves)."""
+    bucket = new_bucket(clients)
+    clients["alice"].put_bucket_policy(Bucket=bucket, Policy=policy(bucket, stmt(
+        "Allow", {"AWS": "bob"}, ["s3:PutBucketTagging", "s3:GetBucketTagging"],
+        f"arn:aws:s3:::{bucket}")))
+    r = h.signed_request(mode_server, "PUT", f"/{bucket}?acl&tagging",
+                         headers={"x-amz-acl": "public-read"}, access=BOB[0], secret=BOB[1])
+    assert r.status == 403, r
+    assert clients["alice"].get_bucket_acl(Bucket=bucket)["Grants"] == [
+        {"Grantee": {"ID": "alice", "DisplayName": "alice", "Type": "CanonicalUser"},
+         "Permission": "FULL_CONTROL"}]
+
+
 def test_deny_beats_allow(clients):
     alice, bob = clients["alice"], clients["bob"]
     bucket = new_bucket(clients)
