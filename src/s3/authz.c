@@ -231,6 +231,16 @@ bool ol_s3_lists_bucket(struct ol_s3_req *r, const char *bucket)
     return strcmp(b.owner, r->access_key) == 0;
 }
 
+const char *ol_s3_bucket_owner(const struct ol_s3_req *r, char out[129])
+{
+    struct ol_access_bucket b;
+    if (r->bucket[0] && ol_access_bucket_get(r->ctx->obj, r->ctx->cfg, r->bucket, &b) == 0)
+        snprintf(out, 129, "%s", b.owner);
+    else
+        snprintf(out, 129, "%s", r->access_key ? r->access_key : "anonymous");
+    return out;
+}
+
 /* ---- canned ACL headers ---- */
 
 static bool has_grant_headers(struct ol_s3_req *r)

@@ -25,6 +25,11 @@ int ol_s3_authorize_key(struct ol_s3_req *r, const char *action, const char *key
 /* Whether r's user sees bucket in ListBuckets (its owner, or an admin). */
 bool ol_s3_lists_bucket(struct ol_s3_req *r, const char *bucket);
 
+/* The owner of r's bucket (every object's owner, in listings), copied into
+ * out; the caller's own key (or "anonymous") when the bucket's record cannot
+ * be read.  Returns out.  May yield (a cache miss reads the store). */
+const char *ol_s3_bucket_owner(const struct ol_s3_req *r, char out[129]);
+
 /* The canned ACL of a write (x-amz-acl of PutObject, CopyObject,
  * CreateMultipartUpload).  Returns 0 and *acl (private when absent), or
  * the error was sent (*refused): an unknown name (InvalidArgument),

@@ -171,6 +171,10 @@ def test_foreign_bucket_refused_until_policy_grants(clients):
         except ClientError as e:
             # Allowed through: what is left is the operation's own answer.
             assert h.http_status(e) != 403, (name, e.response)
+    # Every object belongs to the bucket's owner, whoever wrote it.
+    listed = bob.list_objects_v2(Bucket=bucket, FetchOwner=True)["Contents"]
+    assert {o["Key"] for o in listed} >= {"doc.txt", "bob.txt"}
+    assert {o["Owner"]["ID"] for o in listed} == {"alice"}
     ops["DeleteObject"]()
     bob.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "bob.txt"}]})
     # Bob never sees it in ListBuckets: it is not his.
