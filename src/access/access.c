@@ -225,8 +225,7 @@ static int load(struct ol_obj *o, const struct ol_cfg *cfg, const char *bucket,
 }
 
 /* The cached slot of bucket, loaded when missing or stale. */
-static int lookup(struct ol_obj *o, const struct ol_cfg *cfg, const char *bucket,
-                  struct slot **out)
+static int lookup(struct ol_obj *o, const struct ol_cfg *cfg, const char *bucket, struct slot **out)
 {
     uint64_t gen = __atomic_load_n(&access_gen, __ATOMIC_ACQUIRE);
     uint64_t now = ol_mono_ms();
@@ -300,8 +299,8 @@ int ol_access_check(struct ol_obj *o, const struct ol_cfg *cfg, const struct ol_
     if (!q->key || !ol_acl_allows(OL_ACL_PUBLIC_READ, true, true, q->action))
         return -EACCES;
     char v[32];
-    ssize_t n = ol_obj_attr_get(o, q->bucket, q->key, q->key_len, OL_ACCESS_OBJECT_ACL_ATTR, v,
-                                sizeof(v));
+    ssize_t n =
+        ol_obj_attr_get(o, q->bucket, q->key, q->key_len, OL_ACCESS_OBJECT_ACL_ATTR, v, sizeof(v));
     enum ol_acl acl;
     if (n < 0 || ol_acl_parse(v, (size_t)n, &acl) != 0)
         return -EACCES;

@@ -101,10 +101,10 @@ void ol_access_changed(void);
 /* One request, as every front end describes it.  Borrowed, NUL-terminated
  * strings. */
 struct ol_access_req {
-    const char *user;      /* authenticated access key; NULL: anonymous */
-    const char *action;    /* IAM action name: "s3:GetObject", "s3:ListBucket"... */
+    const char *user;   /* authenticated access key; NULL: anonymous */
+    const char *action; /* IAM action name: "s3:GetObject", "s3:ListBucket"... */
     const char *bucket;
-    const char *key;       /* NULL: the request is on the bucket */
+    const char *key; /* NULL: the request is on the bucket */
     size_t key_len;
     const char *source_ip; /* the client's address as text; NULL or "": unknown */
     bool secure_transport; /* TLS */

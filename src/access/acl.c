@@ -44,9 +44,12 @@ bool ol_acl_allows(enum ol_acl a, bool on_object, bool authenticated, const char
 {
     static const char *const bucket_read[] = {"s3:ListBucket", "s3:ListBucketVersions",
                                               "s3:ListBucketMultipartUploads", NULL};
-    static const char *const bucket_write[] = {"s3:PutObject", "s3:DeleteObject",
-                                               "s3:DeleteObjectVersion", "s3:AbortMultipartUpload",
-                                               "s3:ListMultipartUploadParts", NULL};
+    static const char *const bucket_write[] = {"s3:PutObject",
+                                               "s3:DeleteObject",
+                                               "s3:DeleteObjectVersion",
+                                               "s3:AbortMultipartUpload",
+                                               "s3:ListMultipartUploadParts",
+                                               NULL};
     static const char *const object_read[] = {"s3:GetObject", "s3:GetObjectVersion", NULL};
     bool reads = a == OL_ACL_PUBLIC_READ || a == OL_ACL_PUBLIC_READ_WRITE ||
                  (a == OL_ACL_AUTHENTICATED_READ && authenticated);

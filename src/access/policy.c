@@ -37,7 +37,7 @@ struct cidr {
 struct cond {
     enum cond_op op;
     enum cond_key key;
-    char **vals; /* string and Bool operators */
+    char **vals;        /* string and Bool operators */
     struct cidr *cidrs; /* Ip operators */
     size_t n;
 };
@@ -307,8 +307,8 @@ static int str_list(struct parser *ps, const cJSON *j, const char *what, char **
 
 static bool key_char_ok(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
 }
 
 static int parse_principal(struct parser *ps, const cJSON *j, struct stmt *s)

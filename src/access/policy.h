@@ -53,14 +53,14 @@ enum ol_policy_effect {
 
 /* What a request is, for evaluation.  Borrowed strings, NUL-terminated. */
 struct ol_policy_req {
-    const char *user;      /* the authenticated access key; NULL: anonymous */
-    const char *action;    /* "s3:GetObject" */
+    const char *user;   /* the authenticated access key; NULL: anonymous */
+    const char *action; /* "s3:GetObject" */
     const char *bucket;
-    const char *key;       /* NULL: the request is on the bucket itself */
+    const char *key; /* NULL: the request is on the bucket itself */
     size_t key_len;
     const char *source_ip; /* "192.0.2.7" or "2001:db8::1"; NULL or "": unknown */
     bool secure_transport;
-    const char *prefix;    /* s3:prefix of a listing; NULL when the request has none */
+    const char *prefix; /* s3:prefix of a listing; NULL when the request has none */
 };
 
 struct ol_policy;

@@ -44,16 +44,20 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
         if (HAS("cors"))
             return get ? "s3:GetBucketCORS" : put || del ? "s3:PutBucketCORS" : NULL;
         if (HAS("lifecycle"))
-            return get ? "s3:GetLifecycleConfiguration"
-                       : put || del ? "s3:PutLifecycleConfiguration" : NULL;
+            return get          ? "s3:GetLifecycleConfiguration"
+                   : put || del ? "s3:PutLifecycleConfiguration"
+                                : NULL;
         if (HAS("policy"))
-            return get ? "s3:GetBucketPolicy"
-                       : put ? "s3:PutBucketPolicy" : del ? "s3:DeleteBucketPolicy" : NULL;
+            return get   ? "s3:GetBucketPolicy"
+                   : put ? "s3:PutBucketPolicy"
+                   : del ? "s3:DeleteBucketPolicy"
+                         : NULL;
         if (HAS("acl"))
             return get ? "s3:GetBucketAcl" : put ? "s3:PutBucketAcl" : NULL;
         if (HAS("ownershipControls"))
-            return get ? "s3:GetBucketOwnershipControls"
-                       : put || del ? "s3:PutBucketOwnershipControls" : NULL;
+            return get          ? "s3:GetBucketOwnershipControls"
+                   : put || del ? "s3:PutBucketOwnershipControls"
+                                : NULL;
         if (HAS("tagging"))
             return get ? "s3:GetBucketTagging" : put || del ? "s3:PutBucketTagging" : NULL;
         if (HAS("attributes"))
@@ -78,8 +82,10 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
     }
     bool ver = HAS("versionId");
     if (HAS("tagging"))
-        return get ? "s3:GetObjectTagging"
-                   : put ? "s3:PutObjectTagging" : del ? "s3:DeleteObjectTagging" : NULL;
+        return get   ? "s3:GetObjectTagging"
+               : put ? "s3:PutObjectTagging"
+               : del ? "s3:DeleteObjectTagging"
+                     : NULL;
     if (HAS("attributes"))
         return get ? "s3:GetObjectAttributes" : NULL;
     if (HAS("acl"))
@@ -92,7 +98,9 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
     if (get || head)
         return ver ? "s3:GetObjectVersion" : "s3:GetObject";
     if (del)
-        return upload ? "s3:AbortMultipartUpload" : ver ? "s3:DeleteObjectVersion" : "s3:DeleteObject";
+        return upload ? "s3:AbortMultipartUpload"
+               : ver  ? "s3:DeleteObjectVersion"
+                      : "s3:DeleteObject";
     if (post && (HAS("uploads") || upload))
         return "s3:PutObject";
     return NULL;
@@ -279,8 +287,7 @@ static int header_acl(struct ol_s3_req *r, enum ol_acl *acl, bool *present, bool
 static int acl_not_supported(struct ol_s3_req *r, bool *refused)
 {
     *refused = true;
-    return ol_s3_error(r, OL_S3_AccessControlListNotSupported,
-                       "The bucket does not allow ACLs");
+    return ol_s3_error(r, OL_S3_AccessControlListNotSupported, "The bucket does not allow ACLs");
 }
 
 int ol_s3_write_acl(struct ol_s3_req *r, enum ol_acl *acl, bool *refused)
@@ -402,10 +409,10 @@ int ol_s3_delete_bucket_policy(struct ol_s3_req *r)
 /* ---- ?acl ---- */
 
 #define GRANTEE_USER                                                                               \
-    "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                           \
+    "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                            \
     "xsi:type=\"CanonicalUser\"><ID>%s</ID><DisplayName>%s</DisplayName></Grantee>"
 #define GRANTEE_GROUP                                                                              \
-    "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                           \
+    "<Grantee xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "                            \
     "xsi:type=\"Group\"><URI>http://acs.amazonaws.com/groups/global/%s</URI></Grantee>"
 
 /* The AccessControlPolicy document of a canned ACL.  Access keys are
@@ -540,8 +547,8 @@ static int requested_acl(struct ol_s3_req *r, const char *owner, enum ol_acl *ac
                          "are implemented by OpenLake.");
         goto out;
     }
-    *acl = d.all_write ? OL_ACL_PUBLIC_READ_WRITE
-           : d.all_read ? OL_ACL_PUBLIC_READ
+    *acl = d.all_write   ? OL_ACL_PUBLIC_READ_WRITE
+           : d.all_read  ? OL_ACL_PUBLIC_READ
            : d.auth_read ? OL_ACL_AUTHENTICATED_READ
                          : OL_ACL_PRIVATE;
     *refused = false;
@@ -586,8 +593,8 @@ int ol_s3_get_object_acl(struct ol_s3_req *r)
     if (rc < 0)
         return ol_s3_error_from(r, rc);
     struct ol_obj_reader *rd;
-    rc = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, ol_s3_version_param(r),
-                            &rd);
+    rc =
+        ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, ol_s3_version_param(r), &rd);
     if (rc < 0)
         return ol_s3_version_open_error(r, rc, ol_s3_version_param(r));
     const uint8_t *v = NULL;

@@ -9,8 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "s3/s3.h"
 #include "access/access.h"
+#include "s3/s3.h"
 #include "store/store.h"
 
 /* Checks r (bucket, key, method, sub-resource, copy source) against the

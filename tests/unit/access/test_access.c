@@ -146,8 +146,7 @@ static void test_eval(void)
     CHECK(eval(p, NULL, "s3:GetObject", "secret/x", NULL, false, NULL) == OL_POLICY_DENY);
     /* Anonymous: only "*" statements, under their conditions. */
     CHECK(eval(p, NULL, "s3:GetObject", "pub/a", "10.1.2.3", false, NULL) == OL_POLICY_ALLOW);
-    CHECK(eval(p, NULL, "s3:GetObject", "pub/a", "2001:db8:1::5", false, NULL) ==
-          OL_POLICY_ALLOW);
+    CHECK(eval(p, NULL, "s3:GetObject", "pub/a", "2001:db8:1::5", false, NULL) == OL_POLICY_ALLOW);
     CHECK(eval(p, NULL, "s3:GetObject", "pub/a", "11.1.2.3", false, NULL) == OL_POLICY_NONE);
     CHECK(eval(p, NULL, "s3:GetObject", "pub/a", "10.1.2.3", true, NULL) == OL_POLICY_NONE);
     CHECK(eval(p, NULL, "s3:GetObject", "pub/a", NULL, false, NULL) == OL_POLICY_NONE);
@@ -220,8 +219,8 @@ static int put_object(struct ol_obj *o, const char *bucket, const char *key, con
     return ol_obj_write_commit_object_v(w, &info, NULL, vid);
 }
 
-static int check(struct ol_obj *o, const struct ol_cfg *cfg, const char *user,
-                 const char *action, const char *bucket, const char *key)
+static int check(struct ol_obj *o, const struct ol_cfg *cfg, const char *user, const char *action,
+                 const char *bucket, const char *key)
 {
     struct ol_access_req q = {.user = user,
                               .action = action,
