@@ -247,6 +247,13 @@ def test_canned_acls_and_anonymous(mode_server, clients):
     assert anon_get(mode_server, f"/{bucket}")[0] == 403
     assert anon_get(mode_server, "/")[0] == 403
     assert bob.get_object(Bucket=bucket, Key="public.txt")["Body"].read() == b"hello world"
+    if os.path.exists("/usr/bin/curl"):
+        for key, want in (("public.txt", b"hello world200"), ("private.txt", b"403")):
+            p = subprocess.run(["/usr/bin/curl", "-s", "-w", "%{http_code}", "-o",
+                                "/dev/null" if want == b"403" else "-",
+                                f"{mode_server.endpoint}/{bucket}/{key}"],
+                               capture_output=True, timeout=20)
+            assert p.stdout == want, p
 
     acl = alice.get_object_acl(Bucket=bucket, Key="public.txt")
     assert acl["Owner"]["ID"] == "alice" and acl["Owner"]["DisplayName"] == "alice"
@@ -467,3 +474,38 @@ def test_new_boto3(mode_server, clients, tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip() == "new sdk"
+
+
+def test_s3cmd_acl_and_policy(mode_server, clients, tmp_path):
+    s3cmd = "/usr/bin/s3cmd"
+    if not os.path.exists(s3cmd) or mode_server.mode != "sd":
+        pytest.skip("s3cmd once, on one drive")
+    bucket = new_bucket(clients)
+    clients["alice"].put_object(Bucket=bucket, Key="o", Body=b"s3cmd")
+    hostport = f"127.0.0.1:{mode_server.port}"
+    cfg = tmp_path / "s3cfg"
+    cfg.write_text("\n".join([
+        "[default]", f"access_key = {ALICE[0]}", f"secret_key = {ALICE[1]}",
+        f"host_base = {hostport}", f"host_bucket = {hostport}", "use_https = False",
+        "signature_v2 = False", "bucket_location = us-east-1", "progress_meter = False", ""]))
+    env = _aws_env(tmp_path, ("none", "none"))
+    env["HOME"] = str(tmp_path)
+    run = lambda *a: subprocess.run([s3cmd, "-c", str(cfg), *a], env=env, capture_output=True,
+                                    text=True, timeout=60)
+    assert anon_get(mode_server, f"/{bucket}/o")[0] == 403
+    p = run("setacl", "--acl-public", f"s3://{bucket}/o")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert anon_get(mode_server, f"/{bucket}/o") == (200, b"s3cmd")
+    p = run("setacl", "--acl-private", f"s3://{bucket}/o")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert anon_get(mode_server, f"/{bucket}/o")[0] == 403
+    doc = tmp_path / "policy.json"
+    doc.write_text(policy(bucket, stmt("Allow", "*", "s3:GetObject", f"arn:aws:s3:::{bucket}/*")))
+    p = run("setpolicy", str(doc), f"s3://{bucket}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert anon_get(mode_server, f"/{bucket}/o") == (200, b"s3cmd")
+    p = run("info", f"s3://{bucket}")
+    assert p.returncode == 0 and "s3:GetObject" in p.stdout, p.stdout + p.stderr
+    p = run("delpolicy", f"s3://{bucket}")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert anon_get(mode_server, f"/{bucket}/o")[0] == 403
