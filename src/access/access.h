@@ -37,7 +37,10 @@
  *
  * Threads: any loop fiber or plain thread; the calls that read the store
  * may yield the fiber (as the object layer does).  The cache is per
- * thread and never touched across a yield.
+ * thread and never touched across a yield.  Entries are keyed by the
+ * object layer's address: a process that closes one and opens another
+ * (tests) calls ol_access_changed() in between.  A thread's entries live
+ * as long as the thread.
  *
  * Errors: 0 or negative: -EACCES (denied), -OL_ENOBUCKET, -EIO (a stored
  * record or policy that no longer parses: fail closed), -ENOMEM, and the
