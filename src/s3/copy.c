@@ -211,9 +211,6 @@ int ol_s3_copy_object(struct ol_s3_req *r)
                            "This copy request is illegal because it is trying to copy an object "
                            "to itself without changing the object's metadata, storage class, "
                            "website redirect location or encryption attributes.");
-    /* With REPLACE, the request's tags (none: the copy is untagged) are
-     * written into the copy's entry by the copy itself; with COPY the entry
-     * keeps the source's. */
     /* The copy's canned ACL is the request's (private when absent), never
      * the source's, as in S3. */
     enum ol_acl acl;
@@ -221,6 +218,9 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     int rc = ol_s3_write_acl(r, &acl, &acl_refused);
     if (acl_refused)
         return rc;
+    /* With REPLACE, the request's tags (none: the copy is untagged) are
+     * written into the copy's entry by the copy itself; with COPY the entry
+     * keeps the source's. */
     struct ol_s3_tag_attr tags = {0};
     if (tags_replace) {
         const char *tag_msg;
