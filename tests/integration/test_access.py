@@ -509,3 +509,35 @@ def test_s3cmd_acl_and_policy(mode_server, clients, tmp_path):
     p = run("delpolicy", f"s3://{bucket}")
     assert p.returncode == 0, p.stdout + p.stderr
     assert anon_get(mode_server, f"/{bucket}/o")[0] == 403
+
+
+def test_native_port_keeps_the_same_rules(mode_server, clients):
+    """The native port (libopenlake) is held to the same owners and
+    policies as the S3 port: bob can neither read, write, list nor delete in
+    alice's bucket until her policy lets him read."""
+    import os
+    import sys
+    sys.path.insert(0, str(h.REPO_ROOT / "python"))
+    lib = h.openlake_binary().parent / "libopenlake.so"
+    if lib.exists():
+        os.environ.setdefault("OPENLAKE_LIB", str(lib))
+    openlake = pytest.importorskip("openlake")
+    bucket = new_bucket(clients)
+    clients["alice"].put_object(Bucket=bucket, Key="doc", Body=b"alice's")
+    with openlake.Client(mode_server.endpoint, *ALICE) as alice, \
+            openlake.Client(mode_server.endpoint, *BOB) as bob:
+        assert alice.get(bucket, "doc") == b"alice's"
+        for fn in (lambda: bob.get(bucket, "doc"), lambda: bob.head(bucket, "doc"),
+                   lambda: bob.put(bucket, "x", b"bob"), lambda: bob.list(bucket),
+                   lambda: bob.delete(bucket, "doc"),
+                   lambda: bob.open_put(bucket, "big", 1 << 20)):
+            with pytest.raises(openlake.AccessDenied):
+                fn()
+        res = bob.get_many([(bucket, "doc", bytearray(4), 0)])
+        assert isinstance(res[0], openlake.AccessDenied)
+        clients["alice"].put_bucket_policy(Bucket=bucket, Policy=policy(bucket, stmt(
+            "Allow", {"AWS": ["bob"]}, "s3:GetObject", f"arn:aws:s3:::{bucket}/*")))
+        assert bob.get(bucket, "doc") == b"alice's"
+        with pytest.raises(openlake.AccessDenied):
+            bob.put(bucket, "doc", b"overwrite")
+        assert alice.get(bucket, "doc") == b"alice's"
