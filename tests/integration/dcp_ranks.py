@@ -1,9 +1,10 @@
 """Two ranks save a checkpoint with torch.distributed.checkpoint into
 OpenLake (openlake.dcp), then two ranks load it and compare.  Run by
 tests/integration/test_torch_ckpt.py (gloo, CPU) and on the GPU machine
-(nccl with `--nccl`).
+(`--cuda`: the tensors on the GPU; NCCL where there is a GPU per rank,
+else gloo, since NCCL refuses two ranks on one GPU).
 
-    python3 dcp_ranks.py ENDPOINT BUCKET WORKDIR [--nccl]
+    python3 dcp_ranks.py ENDPOINT BUCKET WORKDIR [--cuda]
 """
 import os
 import sys
@@ -26,11 +27,13 @@ def state(rank, device, fill=None):
     return {k: v.to(device) for k, v in sd.items()}
 
 
-def run(rank, world, endpoint, bucket, workdir, nccl):
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+def run(rank, world, endpoint, bucket, workdir, cuda):
+    nccl = cuda and torch.cuda.device_count() >= world
     dist.init_process_group("nccl" if nccl else "gloo", rank=rank, world_size=world,
                             init_method=f"file://{workdir}/pg")
-    device = f"cuda:{rank % max(1, torch.cuda.device_count())}" if nccl else "cpu"
+    device = f"cuda:{rank % torch.cuda.device_count()}" if cuda else "cpu"
+    if rank == 0:
+        print(f"backend {'nccl' if nccl else 'gloo'}, tensors on {device}", flush=True)
     from openlake import Client
     from openlake.dcp import OpenLakeReader, OpenLakeWriter
     c = Client(endpoint)
@@ -56,5 +59,5 @@ def run(rank, world, endpoint, bucket, workdir, nccl):
 
 if __name__ == "__main__":
     endpoint, bucket, workdir = sys.argv[1:4]
-    nccl = "--nccl" in sys.argv
-    mp.spawn(run, args=(2, endpoint, bucket, workdir, nccl), nprocs=2, join=True)
+    cuda = "--cuda" in sys.argv
+    mp.spawn(run, args=(2, endpoint, bucket, workdir, cuda), nprocs=2, join=True)
