@@ -18,10 +18,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, safetensors; print('torch', torch.__version__, 'safetensors', safetensors.__version__, 'cuda', torch.version.cuda)"
 df -h "$W" | tail -1
 PORT=19500
-$R/.gpu/bin/openlake server --listen 127.0.0.1:$PORT --threads 8 "$W/data" 2>"$W/server.log" &
+$R/.gpu/bin/openlake server --listen 127.0.0.1:$PORT --threads 8 "$W/data" >/dev/null 2>"$W/server.log" &
 SRV=$!
 trap 'kill $SRV 2>/dev/null; wait $SRV 2>/dev/null || true' EXIT
-for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/_openlake/native" && break; sleep 0.1; done
+for _ in $(seq 100); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null "http://127.0.0.1:$PORT/_openlake/native" && break; sleep 0.1; done
 python3 - <<PY
 import boto3
 s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:$PORT", aws_access_key_id="openlake",
