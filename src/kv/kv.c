@@ -880,6 +880,7 @@ static void clear_dir(int dirfd)
         close(fd);
         return;
     }
+    rewinddir(d); /* the dup shares the offset a previous scan left at the end */
     for (unsigned i = 0; i < SCAN_MAX; i++) {
         struct dirent *de = readdir(d);
         if (!de)
