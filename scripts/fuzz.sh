@@ -81,6 +81,12 @@ wire)
     srcs="src/net/drive_req.c src/ec/remotedrive.c src/core/loop.c src/core/msg.c src/core/clock.c"
     libs="-luring -lpthread"""
     ;;
+kv)
+    # The native port's KV ops: the decoder and the batch on a memory-only
+    # store (kv/serve.h, kv/kv.h, kv/hash.h for the header's key size).
+    srcs="src/kv/serve.c src/kv/kv.c src/core/crc.c src/core/clock.c"
+    libs="-lisal -lpthread"
+    ;;
 *)
     echo "$0: unknown target '$target' (add it to the table in this script)" >&2
     exit 2

@@ -85,6 +85,11 @@ static const struct cfg_row rows[] = {
     I(drive_timeout_ms, 100, 600000, "5000", "cluster: a call to another node's drive gives up after this"),
     S(cluster_key_file, "", "cluster: a file holding the secret the nodes authenticate each other with (the same on every node); empty = a random key kept in etcd"),
     I(cluster_wait_ms, 0, 86400000, "600000", "cluster: how long a start waits for a pool that holds its drives (openlake admin cluster pool)"),
+    Z(kv_memory_bytes, 0, 16 * TiB, "1073741824", "KV cache: memory tier of this node (blocks plus 256 bytes each); 0 = no KV store (the native KV ops answer ENOTSUP)"),
+    Z(kv_disk_bytes, 0, 1024 * TiB, "0", "KV cache: disk tier, where memory spills evicted blocks; 0 = none (evicted blocks are gone)"),
+    S(kv_dir, "", "KV cache: directory of the disk tier's spill files (emptied at start); empty = DATA_DIR/kv-cache"),
+    I(kv_high_watermark_pct, 1, 100, "95", "KV cache: a tier starts evicting (LRU) when a put would pass this share of it"),
+    I(kv_low_watermark_pct, 1, 100, "85", "KV cache: ... and evicts down to this share (at most the high watermark)"),
     S(admin_users, "", "access keys with the admin role, comma-separated: they see and may do everything; the first one owns buckets created before ownership was recorded (else the first configured user does)"),
 };
 

@@ -78,6 +78,12 @@ struct ol_cfg {
     int64_t cluster_wait_ms;     /* how long a start waits for a pool with its drives */
     const char *const *drive_dirs; /* the data directories when more than one (main.c) */
     unsigned ndrive_dirs;
+    /* KV-cache store (kv/kv.h, docs/KV.md) */
+    int64_t kv_memory_bytes;   /* memory tier; 0 = no KV store */
+    int64_t kv_disk_bytes;     /* disk tier; 0 = none */
+    char kv_dir[1024];         /* the disk tier's directory; "" = DATA_DIR/kv-cache */
+    int64_t kv_high_watermark_pct;
+    int64_t kv_low_watermark_pct;
     /* users */
     char admin_users[1024]; /* admin access keys, comma-separated (access/access.h) */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];

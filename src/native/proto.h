@@ -116,7 +116,58 @@ enum ol_native_op {
      * answers -EMSGSIZE, and so do the items after it). */
     OL_COP_GET_BATCH = 74,
     OL_COP_END,
+
+    /* The KV-cache namespace (docs/KV.md, kv/kv.h): immutable blocks under
+     * opaque keys of 1..OL_KV_MAX_KEY (128) bytes, apart from the buckets.
+     * Each op carries a whole batch of n keys (1..OL_NATIVE_KV_MAX_BATCH)
+     * in one round trip.  A malformed request fails whole, before anything
+     * is done: -EINVAL (truncated arguments, n = 0, a key of 0 or more than
+     * 128 bytes, data on an op that takes none), -E2BIG (n past the batch
+     * limit, a block past OL_KV_MAX_VALUE), -EMSGSIZE (PUT sizes that do not
+     * add up to the data).  A node without a KV store answers -ENOTSUP.
+     *
+     * PUT.  Request: u32 n, n times {str key, u64 size}, data = the n blocks
+     * back to back in that order.  Reply: status = n, ctl = n times i32: 0
+     * stored, 1 already present (not written again: a dedup), or the key's
+     * own error (-ENOSPC: no room that could be freed; -E2BIG: larger than
+     * the node's memory tier; -ENOMEM). */
+    OL_COP_KV_PUT = 80,
+    /* GET.  Request: u32 n, n times str key.  Reply: status = n, ctl = n
+     * times {i32 status, u64 size}, data = the blocks found, back to back in
+     * request order.  Status 0: a hit (size bytes in the data); -ENOENT: a
+     * miss (absent, evicted, or failed its checksum); -EMSGSIZE: the block
+     * (size bytes) would take the reply past OL_NATIVE_MAX_DATA, and so do
+     * the keys after it (size 0 when not looked at): ask again for them. */
+    OL_COP_KV_GET = 81,
+    /* MATCH_PREFIX.  Request: u32 n, u32 flags (OL_NATIVE_KV_PIN), u32
+     * lease_ms (0: OL_KV_DEFAULT_LEASE_MS; at most OL_KV_MAX_LEASE_MS),
+     * n times str key.  Reply: status = the number of leading keys present
+     * in either tier (0..n; it stops at the first absent key); with
+     * OL_NATIVE_KV_PIN those keys are pinned for lease_ms (each needs one
+     * RELEASE, or its lease runs out).  Present means indexed: a get may
+     * still miss a block that fails its checksum. */
+    OL_COP_KV_MATCH_PREFIX = 82,
+    /* RELEASE.  Request: u32 n, n times str key.  Reply: status = the number
+     * of pins dropped (a key that is absent or not pinned counts 0). */
+    OL_COP_KV_RELEASE = 83,
+    /* STATS.  Request: (nothing).  Reply: ctl = u32 count, then count times
+     * u64, in the order of struct ol_kv_stats (kv/kv.h); fields only ever
+     * grow at the end. */
+    OL_COP_KV_STATS = 84,
+    OL_COP_KV_END,
 };
+
+enum {
+    OL_NATIVE_KV_MAX_BATCH = 4096, /* keys per KV op */
+    OL_NATIVE_KV_PIN = 1u << 0,    /* MATCH_PREFIX flags */
+};
+
+/* Whether op is a client op (the server's key function signs nothing
+ * else). */
+static inline int ol_native_is_client_op(unsigned op)
+{
+    return (op >= OL_COP_HELLO && op < OL_COP_END) || (op >= OL_COP_KV_PUT && op < OL_COP_KV_END);
+}
 
 /* The object info of HEAD, GET, PUT and COMMIT replies, in this order:
  *   u64 size, i64 mtime_ns (as u64), str etag (quoted, as S3 sends it),

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "kv/serve.h"
 #include "native/etag.h"
 #include "native/proto.h"
 #include "net/net.h"
@@ -212,7 +213,7 @@ static bool key_fn(void *arg, const struct ol_wire_hdr *h, const void *ctl, size
                    uint8_t key[OL_NET_KEY_BYTES])
 {
     struct ol_native_server *s = arg;
-    if (h->op < OL_COP_HELLO || h->op >= OL_COP_END)
+    if (!ol_native_is_client_op(h->op))
         return false; /* a drive op, or nothing: no user signs those here */
     char ak[OL_NATIVE_MAX_ACCESS_KEY + 1], secret[129];
     if (!access_key_of(ctl, ctl_len, ak) || s->o.secret(s->o.secret_arg, ak, secret) < 0)
@@ -896,6 +897,35 @@ static int op_list(struct ol_native_server *s, const char *ak, struct ol_rbuf *r
     return 0;
 }
 
+/* The KV-cache ops (kv/serve.h): the batch runs there; here only the
+ * request's data check and the reply buffer. */
+static int op_kv(struct ol_native_server *s, struct ol_net_req *req, uint8_t op,
+                 struct ol_rbuf *r, struct out *out)
+{
+    if (!s->o.kv)
+        return -ENOTSUP;
+    uint64_t in_len = ol_net_req_hdr(req)->data_len;
+    int rc = in_len ? ol_net_req_check(req) : 0;
+    if (rc < 0)
+        return rc;
+    void *data = NULL;
+    if (op == OL_COP_KV_GET && !(data = buf_get(s, OL_NATIVE_MAX_DATA)))
+        return -ENOMEM;
+    struct ol_kv_out ko;
+    rc = ol_kv_serve(s->o.kv, op, r->p + r->off, r->len - r->off,
+                     in_len ? ol_net_req_data(req) : NULL, in_len, data,
+                     data ? OL_NATIVE_MAX_DATA : 0, &ko);
+    out->ctl = ko.ctl;
+    out->ctl_len = ko.ctl_len;
+    out->data = data;
+    out->data_len = ko.data_len;
+    if (op == OL_COP_KV_GET)
+        count(s, ST_GETB, ko.data_len);
+    else if (op == OL_COP_KV_PUT && rc >= 0)
+        count(s, ST_PUTB, in_len);
+    return rc;
+}
+
 /* ---- workers ---- */
 
 static void handle(struct ol_native_server *s, struct ol_net_req *req)
@@ -944,6 +974,13 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
             break;
         case OL_COP_LIST:
             rc = op_list(s, ak, &r, &out);
+            break;
+        case OL_COP_KV_PUT:
+        case OL_COP_KV_GET:
+        case OL_COP_KV_MATCH_PREFIX:
+        case OL_COP_KV_RELEASE:
+        case OL_COP_KV_STATS:
+            rc = op_kv(s, req, h->op, &r, &out);
             break;
         default:
             rc = -ENOTSUP;

@@ -39,6 +39,7 @@
 
 struct ol_obj;
 struct ol_hlc;
+struct ol_kv;
 struct ol_native_server;
 
 enum {
@@ -71,6 +72,9 @@ struct ol_native_server_opts {
      * lease, cluster/member.h); NULL: always. */
     bool (*may_ack_write)(void);
     struct ol_hlc *hlc; /* borrowed; NULL: none */
+    /* The node's KV-cache store for the OL_COP_KV_* ops (kv/kv.h); borrowed,
+     * outlives the server; NULL: those ops answer -ENOTSUP. */
+    struct ol_kv *kv;
     unsigned workers;   /* 0: OL_NATIVE_SERVER_WORKERS */
 };
 

@@ -22,6 +22,7 @@
 #include "ec/storedrive.h"
 #include "obj/obj.h"
 #include "s3/s3.h"
+#include "kv/kv.h"
 
 static int send_json(struct ol_s3_req *r, int status, const char *body, size_t len)
 {
@@ -215,6 +216,22 @@ static int admin_info(struct ol_s3_req *r)
             }
         }
         free(nodes);
+    }
+    if (r->ctx->kv) {
+        struct ol_kv_stats k;
+        ol_kv_stats(r->ctx->kv, &k);
+        JS(",\"kv\":{\"memory\":{\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64
+           ",\"capacity\":%" PRIu64 ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 "}",
+           k.mem_entries, k.mem_bytes, k.mem_capacity, k.mem_hits, k.mem_misses);
+        JS(",\"disk\":{\"entries\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"capacity\":%" PRIu64
+           ",\"hits\":%" PRIu64 ",\"misses\":%" PRIu64 "}",
+           k.disk_entries, k.disk_bytes, k.disk_capacity, k.disk_hits, k.disk_misses);
+        JS(",\"puts\":%" PRIu64 ",\"stored\":%" PRIu64 ",\"dedup\":%" PRIu64
+           ",\"evictions\":%" PRIu64 ",\"spills\":%" PRIu64 ",\"disk_drops\":%" PRIu64
+           ",\"promotions\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"put_bytes\":%" PRIu64
+           ",\"get_bytes\":%" PRIu64 "}",
+           k.puts, k.stored, k.dedup, k.evictions, k.spills, k.disk_drops, k.promotions,
+           k.corrupt, k.put_bytes, k.get_bytes);
     }
     JS("}\n");
     int rc = send_json(r, 200, b, n);

@@ -49,11 +49,13 @@ struct ol_s3_param {
 #define OL_S3_MAX_PARAMS 32
 
 struct ol_obj;
+struct ol_kv;
 
 struct ol_s3_ctx {
     struct ol_obj *obj; /* the object layer (obj/obj.h): every mode, one path */
     const struct ol_cfg *cfg;
     uint16_t native_port; /* the native client port (native/server.h); 0: none */
+    struct ol_kv *kv;     /* the KV-cache store (kv/kv.h), for admin info; NULL: none */
 };
 
 struct ol_s3_req {

@@ -38,6 +38,7 @@
 #include "deploy/deploy.h"
 #include "native/peers.h"
 #include "native/server.h"
+#include "kv/kv.h"
 #include "obj/obj.h"
 #include "s3/router.h"
 #include "store/store.h"
@@ -98,6 +99,7 @@ struct server {
     struct ol_cluster *cl;  /* a cluster node (deploy/cluster.h): ec is its deployment */
     struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
     struct ol_native_server *native; /* the native client port, or NULL */
+    struct ol_kv *kv;                /* the KV-cache store, or NULL */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
@@ -484,10 +486,59 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The KV-cache store's counters and gauges (kv/kv.h). */
+static void kv_metrics(struct ol_kv *kv, char *b, size_t cap, size_t *np)
+{
+    size_t n = *np;
+#define EMIT(...)                                                                                  \
+    do {                                                                                           \
+        int w_ = snprintf(b + n, cap - n, __VA_ARGS__);                                            \
+        if (w_ > 0 && (size_t)w_ < cap - n)                                                        \
+            n += (size_t)w_;                                                                       \
+    } while (0)
+    struct ol_kv_stats k;
+    ol_kv_stats(kv, &k);
+    EMIT("# TYPE openlake_kv_hits_total counter\n");
+    EMIT("openlake_kv_hits_total{tier=\"memory\"} %" PRIu64 "\n", k.mem_hits);
+    EMIT("openlake_kv_hits_total{tier=\"disk\"} %" PRIu64 "\n", k.disk_hits);
+    EMIT("# TYPE openlake_kv_misses_total counter\n");
+    EMIT("openlake_kv_misses_total{tier=\"memory\"} %" PRIu64 "\n", k.mem_misses);
+    EMIT("openlake_kv_misses_total{tier=\"disk\"} %" PRIu64 "\n", k.disk_misses);
+    EMIT("# TYPE openlake_kv_puts_total counter\n");
+    EMIT("openlake_kv_puts_total %" PRIu64 "\n", k.puts);
+    EMIT("openlake_kv_stored_total %" PRIu64 "\n", k.stored);
+    EMIT("openlake_kv_dedup_total %" PRIu64 "\n", k.dedup);
+    EMIT("openlake_kv_put_refused_total %" PRIu64 "\n", k.put_refused);
+    EMIT("openlake_kv_put_bytes_total %" PRIu64 "\n", k.put_bytes);
+    EMIT("openlake_kv_get_bytes_total %" PRIu64 "\n", k.get_bytes);
+    EMIT("openlake_kv_lookups_total %" PRIu64 "\n", k.lookups);
+    EMIT("openlake_kv_lookup_hits_total %" PRIu64 "\n", k.lookup_hits);
+    EMIT("openlake_kv_evictions_total %" PRIu64 "\n", k.evictions);
+    EMIT("openlake_kv_spills_total %" PRIu64 "\n", k.spills);
+    EMIT("openlake_kv_spill_bytes_total %" PRIu64 "\n", k.spill_bytes);
+    EMIT("openlake_kv_spill_errors_total %" PRIu64 "\n", k.spill_errors);
+    EMIT("openlake_kv_disk_drops_total %" PRIu64 "\n", k.disk_drops);
+    EMIT("openlake_kv_promotions_total %" PRIu64 "\n", k.promotions);
+    EMIT("openlake_kv_corrupt_total %" PRIu64 "\n", k.corrupt);
+    EMIT("openlake_kv_pins_total %" PRIu64 "\n", k.pins);
+    EMIT("openlake_kv_releases_total %" PRIu64 "\n", k.releases);
+    EMIT("# TYPE openlake_kv_entries gauge\n");
+    EMIT("openlake_kv_entries{tier=\"memory\"} %" PRIu64 "\n", k.mem_entries);
+    EMIT("openlake_kv_entries{tier=\"disk\"} %" PRIu64 "\n", k.disk_entries);
+    EMIT("# TYPE openlake_kv_bytes gauge\n");
+    EMIT("openlake_kv_bytes{tier=\"memory\"} %" PRIu64 "\n", k.mem_bytes);
+    EMIT("openlake_kv_bytes{tier=\"disk\"} %" PRIu64 "\n", k.disk_bytes);
+    EMIT("# TYPE openlake_kv_capacity_bytes gauge\n");
+    EMIT("openlake_kv_capacity_bytes{tier=\"memory\"} %" PRIu64 "\n", k.mem_capacity);
+    EMIT("openlake_kv_capacity_bytes{tier=\"disk\"} %" PRIu64 "\n", k.disk_capacity);
+#undef EMIT
+    *np = n;
+}
+
 static void metrics(void *ctx, char **text, size_t *len)
 {
     struct server *srv = ctx;
-    size_t cap = 8192;
+    size_t cap = 8192 + (srv->kv ? 4096 : 0);
     char *b = malloc(cap);
     if (!b)
         return;
@@ -531,6 +582,8 @@ static void metrics(void *ctx, char **text, size_t *len)
         EMIT("openlake_native_put_bytes_total %" PRIu64 "\n", ns.put_bytes);
         EMIT("openlake_native_put_sessions_aborted_total %" PRIu64 "\n", ns.sessions_aborted);
     }
+    if (srv->kv)
+        kv_metrics(srv->kv, b, cap, &n);
     /* The body memory budget (core/buf.h): how full it is, and how many
      * requests it turned away with 503 SlowDown. */
     EMIT("# TYPE openlake_body_memory_bytes gauge\n");
@@ -602,6 +655,33 @@ static int native_secret(void *arg, const char *access_key, char secret[129])
     return 0;
 }
 
+/* Creates the KV-cache store (cfg kv_*), which the native port serves. */
+static int start_kv(struct server *srv, char *err, size_t errlen)
+{
+    const struct ol_cfg *cfg = srv->cfg;
+    if (cfg->kv_memory_bytes == 0)
+        return 0;
+    char dir[1100];
+    const char *base = cfg->ndrive_dirs ? cfg->drive_dirs[0] : cfg->data_dir;
+    if (cfg->kv_dir[0])
+        snprintf(dir, sizeof(dir), "%s", cfg->kv_dir);
+    else
+        snprintf(dir, sizeof(dir), "%s/kv-cache", base);
+    struct ol_kv_opts ko = {
+        .memory_bytes = (uint64_t)cfg->kv_memory_bytes,
+        .disk_bytes = (uint64_t)cfg->kv_disk_bytes,
+        .dir = dir,
+        .high_pct = (unsigned)cfg->kv_high_watermark_pct,
+        .low_pct = (unsigned)cfg->kv_low_watermark_pct,
+    };
+    int rc = ol_kv_create(&ko, &srv->kv);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot start the KV cache (kv_memory_bytes, kv_disk_bytes, kv_dir %.300s, "
+                 "watermarks: low at most high): %s", dir, ol_strerror(rc));
+    srv->router.ctx.kv = srv->kv;
+    return rc;
+}
+
 /* Starts the native client port (cfg native_listen). */
 static int start_native(struct server *srv, char *err, size_t errlen)
 {
@@ -635,6 +715,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .secret_arg = srv->cfg,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
         .peers = srv->cl ? ol_native_cluster_peers : NULL,
+        .kv = srv->kv,
     };
     int rc = ol_native_server_create(&o, &srv->native);
     if (rc < 0) {
@@ -750,7 +831,7 @@ opened:
     }
     srv.router.ctx.obj = srv.obj;
     srv.router.ctx.cfg = cfg;
-    if (start_native(&srv, err, sizeof(err)) < 0) {
+    if (start_kv(&srv, err, sizeof(err)) < 0 || start_native(&srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "openlake: %s\n", err);
         return 1;
     }
@@ -868,6 +949,7 @@ opened:
             close(srv.workers[i].listen_fd);
     }
     ol_native_server_destroy(srv.native);
+    ol_kv_destroy(srv.kv);
     ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);
