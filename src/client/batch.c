@@ -15,11 +15,19 @@
 
 #include "core/err.h"
 
+/* The ops of one ol_client_run: counted down as their jobs complete, and
+ * never put on the reap list (run returns only once no worker will touch
+ * them again). */
+struct run_group {
+    unsigned pending;
+};
+
 struct job {
     struct job *next;
     struct ol_client_op **ops;
     unsigned n;
-    bool grouped; /* a GET_BATCH of n small GETs */
+    bool grouped;            /* a GET_BATCH of n small GETs */
+    struct run_group *group; /* NULL: submitted, reaped with ol_client_reap */
 };
 
 struct olc_batch {
@@ -35,9 +43,17 @@ struct olc_batch {
     size_t ndone, done_cap;
 };
 
-static void complete(struct olc_batch *b, struct ol_client_op **ops, unsigned n)
+/* The job's last touch of its ops (the worker frees the job after). */
+static void complete(struct olc_batch *b, struct run_group *g, struct ol_client_op **ops,
+                     unsigned n)
 {
     pthread_mutex_lock(&b->mu);
+    if (g) {
+        g->pending -= n;
+        pthread_cond_broadcast(&b->done_cv);
+        pthread_mutex_unlock(&b->mu);
+        return;
+    }
     if (b->ndone + n > b->done_cap) {
         size_t nc = b->done_cap ? b->done_cap : 1024;
         while (nc < b->ndone + n)
@@ -152,7 +168,7 @@ static void *worker(void *arg)
             run_grouped(b->c, j->ops, j->n);
         else
             run_one(b->c, j->ops[0]);
-        complete(b, j->ops, j->n);
+        complete(b, j->group, j->ops, j->n);
         free(j);
     }
 }
@@ -208,7 +224,8 @@ static bool small_get(const struct ol_client_op *op)
            olc_name_ok(op->bucket, OL_NATIVE_MAX_BUCKET) && olc_name_ok(op->key, OL_NATIVE_MAX_KEY);
 }
 
-OLC_API int ol_client_submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n)
+static int submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n,
+                  struct run_group *group)
 {
     if (!c || (!ops && n))
         return -EINVAL;
@@ -248,7 +265,8 @@ OLC_API int ol_client_submit(struct ol_client *c, struct ol_client_op *const *op
             }
             return -ENOMEM;
         }
-        *j = (struct job){.ops = (struct ol_client_op **)&ops[i], .n = cnt, .grouped = grouped};
+        *j = (struct job){
+            .ops = (struct ol_client_op **)&ops[i], .n = cnt, .grouped = grouped, .group = group};
         if (last)
             last->next = j;
         else
@@ -266,6 +284,11 @@ OLC_API int ol_client_submit(struct ol_client *c, struct ol_client_op *const *op
     pthread_cond_broadcast(&b->work);
     pthread_mutex_unlock(&b->mu);
     return (int)n;
+}
+
+OLC_API int ol_client_submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n)
+{
+    return submit(c, ops, n, NULL);
 }
 
 OLC_API int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsigned min,
@@ -301,35 +324,16 @@ OLC_API int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsi
 
 OLC_API int ol_client_run(struct ol_client *c, struct ol_client_op *const *ops, unsigned n)
 {
-    /* Its own pool pass: submit, then wait for exactly these ops (other
-     * threads' batches stay theirs: run does not reap them). */
     if (!c || (!ops && n))
         return -EINVAL;
-    for (unsigned i = 0; i < n; i++)
-        ops[i]->result = INT64_MIN;
-    int rc = ol_client_submit(c, ops, n);
-    if (rc < 0)
-        return rc;
+    struct run_group g = {.pending = n};
+    int rc = submit(c, ops, n, &g);
+    if (rc < 0 || n == 0)
+        return rc < 0 ? rc : 0;
     struct olc_batch *b = c->batch;
     pthread_mutex_lock(&b->mu);
-    for (;;) {
-        unsigned left = 0;
-        for (unsigned i = 0; i < n; i++)
-            left += ops[i]->result == INT64_MIN;
-        if (!left)
-            break;
+    while (g.pending)
         pthread_cond_wait(&b->done_cv, &b->mu);
-    }
-    /* Take these ops out of the completion list: they are not to be reaped. */
-    size_t k = 0;
-    for (size_t i = 0; i < b->ndone; i++) {
-        bool mine = false;
-        for (unsigned j = 0; j < n && !mine; j++)
-            mine = b->done[i] == ops[j];
-        if (!mine)
-            b->done[k++] = b->done[i];
-    }
-    b->ndone = k;
     pthread_mutex_unlock(&b->mu);
     int first = 0;
     for (unsigned i = 0; i < n && !first; i++)
