@@ -724,13 +724,16 @@ int ol_kv_get(struct ol_kv *kv, const void *key, size_t key_len, void *dst, size
     }
     struct blob *b = e->blob;
     uint64_t seq = e->seq;
+    OL_ASSERT(b || seq); /* an indexed block is in a tier */
     if (b)
         blob_ref(b);
     touch(kv, s, e);
     pthread_mutex_unlock(&s->mu);
 
     if (b) {
-        memcpy(dst, b->data, len);
+        OL_ASSERT(b->len == len);
+        if (len)
+            memcpy(dst, b->data, len);
         /* Checked on the bytes handed out, not on the buffer. */
         bool good = ol_crc32c(dst, len) == crc;
         if (!good)
