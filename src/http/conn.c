@@ -350,44 +350,41 @@ int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len)
 }
 
 /* The file path on a TLS connection: the bytes must pass through OpenSSL,
- * so they are read (from the page cache, where the caller found them) and
- * encrypted, a piece at a time; the pieces of one call leave gathered
- * (ol_tls_sendv's more).  Returns the count sent, as sendfile does. */
-#define TLS_FILE_PIECE_BYTES (16u * 1024u)
+ * so they are read (from the page cache, where the caller found them: one
+ * ring read of up to 256 KiB a call) and encrypted (records gathered into
+ * 64 KiB sends, tls.h).  Returns the count sent, as sendfile does. */
 #define TLS_FILE_CALL_BYTES (256u * 1024u)
 static ssize_t tls_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len)
 {
-    char piece[TLS_FILE_PIECE_BYTES];
-    size_t want = len < TLS_FILE_CALL_BYTES ? len : TLS_FILE_CALL_BYTES, done = 0;
-    /* Each round sends at least a byte or ends the call. */
-    while (done < want) {
-        size_t n = want - done < sizeof(piece) ? want - done : sizeof(piece);
-        ssize_t got = ol_io_pread(fd, piece, n, off + done);
-        if (got <= 0) {
-            if (done)
-                break; /* what was sent counts; the caller asks again */
-            c->send_error = true;
-            return got < 0 ? got : -EIO;
-        }
-        /* The response head, if still pending, goes first (send_all). */
-        struct iovec all[2];
-        int k = 0;
-        if (c->head_len) {
-            all[k++] = (struct iovec){.iov_base = c->head, .iov_len = c->head_len};
-            c->head_len = 0;
-        }
-        all[k++] = (struct iovec){.iov_base = piece, .iov_len = (size_t)got};
-        bool more = done + (size_t)got < want;
-        ssize_t rc = ol_tls_sendv(c->tls, all, k, more, (unsigned)c->opts->io_timeout_ms,
-                                  send_pace(c));
-        if (rc < 0) {
-            send_failed(c, rc);
-            return rc;
-        }
-        done += (size_t)got;
+    size_t want = len < TLS_FILE_CALL_BYTES ? len : TLS_FILE_CALL_BYTES;
+    char *piece = malloc(want);
+    if (!piece) {
+        c->send_error = true;
+        return -ENOMEM;
     }
-    c->resp_left -= done;
-    return (ssize_t)done;
+    ssize_t got = ol_io_pread(fd, piece, want, off);
+    if (got <= 0) {
+        free(piece);
+        c->send_error = true;
+        return got < 0 ? got : -EIO;
+    }
+    /* The response head, if still pending, goes first (send_all). */
+    struct iovec all[2];
+    int k = 0;
+    if (c->head_len) {
+        all[k++] = (struct iovec){.iov_base = c->head, .iov_len = c->head_len};
+        c->head_len = 0;
+    }
+    all[k++] = (struct iovec){.iov_base = piece, .iov_len = (size_t)got};
+    ssize_t rc = ol_tls_sendv(c->tls, all, k, false, (unsigned)c->opts->io_timeout_ms,
+                              send_pace(c));
+    free(piece);
+    if (rc < 0) {
+        send_failed(c, rc);
+        return rc;
+    }
+    c->resp_left -= (uint64_t)got;
+    return got;
 }
 
 ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len)

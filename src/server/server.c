@@ -707,6 +707,13 @@ int ol_server_run(struct ol_cfg *cfg)
         fprintf(stderr, "openlake: listen off needs tls_listen (no listener otherwise)\n");
         return 2;
     }
+    if (!http_on && cfg->cluster[0]) {
+        /* The nodes publish their listen address in the cluster map and ask
+         * each other's native port over it in plain HTTP (native/peers.c). */
+        fprintf(stderr, "openlake: a cluster node keeps its plain listener (put listen on a "
+                        "private address); listen off is for a single node\n");
+        return 2;
+    }
     if (cfg->tls_listen[0]) {
         /* Before the drives open: a missing or broken certificate is a
          * configuration error, reported at once. */
