@@ -362,7 +362,13 @@ int ol_tls_handshake(struct ol_tls *t, unsigned timeout_ms)
     ERR_clear_error();
     if (rc == 0 && r != 1)
         rc = -ECONNRESET; /* closed mid-handshake */
-    return rc == -EAGAIN ? -ETIMEDOUT : rc;
+    if (rc == -EAGAIN)
+        rc = -ETIMEDOUT;
+    /* A refused handshake may leave its alert gathered: it goes out (best
+     * effort), so the client learns why. */
+    if (rc < 0 && rc != -ETIMEDOUT && !t->err)
+        (void)flush(t);
+    return rc;
 }
 
 const char *ol_tls_version(const struct ol_tls *t)

@@ -252,6 +252,11 @@ def test_tls_versions(srv, certs):
                 while chunk := t.recv(65536):
                     resp += chunk
                 assert resp.startswith(b"HTTP/1.1 200"), resp[:100]
+    # TLS 1.1 is refused with a protocol_version alert (70).
+    p = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{srv.tls_port}",
+                        "-tls1_1"], input="", capture_output=True, text=True, timeout=20)
+    assert p.returncode != 0
+    assert "alert protocol version" in p.stdout + p.stderr, p.stdout + p.stderr
 
 
 def test_plain_http_on_tls_port(srv, s3s):
