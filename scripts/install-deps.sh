@@ -11,6 +11,8 @@ PKGS=(
   # tests and tools (ucx-utils: ucx_info, to see the transports UCX finds)
   ucx-utils python3 python3-pytest python3-pytest-xdist python3-boto3 awscli lmdb-utils
   nginx-light curl
+  # the openssl CLI: tests/integration/test_tls.py makes its test certificates with it
+  openssl
   # the cluster tests start a real etcd (src/cluster/ talks to it)
   etcd-server etcd-client
   # libfaketime (LD_PRELOAD) sets one cluster node's clock ahead in

@@ -33,7 +33,10 @@ struct cfg_row {
 /* Every setting and limit of the server: one row each. */
 static const struct cfg_row rows[] = {
     S(data_dir, "./openlake-data", "directory of the drive (format file, index, segments)"),
-    S(listen, "127.0.0.1:9000", "address:port of the S3 HTTP listener"),
+    S(listen, "127.0.0.1:9000", "address:port of the S3 HTTP listener; off = none (HTTPS only, with tls_listen)"),
+    S(tls_listen, "", "address:port of the S3 HTTPS listener (beside listen, or instead of it with listen off); empty = none"),
+    S(tls_cert, "", "HTTPS: PEM file of the server certificate (then any intermediates); re-read on SIGHUP"),
+    S(tls_key, "", "HTTPS: PEM file of the certificate's private key; re-read on SIGHUP"),
     I(threads, 0, 256, "0", "loop threads, one per core; 0 = all online cores"),
     S(log_level, "info", "error | warn | info | debug"),
     S(region, "us-east-1", "the region this server reports and accepts in signatures"),

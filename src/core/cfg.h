@@ -18,7 +18,12 @@ struct ol_cfg_user {
 
 struct ol_cfg {
     char data_dir[1024];
-    char listen[256];         /* host:port */
+    char listen[256];         /* host:port; "off" = no plain HTTP listener */
+    /* HTTPS (http/tls.h): a listener beside or instead of listen; the
+     * certificate chain and key are PEM files, read again on SIGHUP. */
+    char tls_listen[256];     /* host:port; "" = none */
+    char tls_cert[1024];
+    char tls_key[1024];
     int64_t threads;          /* 0: one per online core */
     char log_level[16];
     char region[64];

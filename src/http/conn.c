@@ -27,6 +27,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "http/tls.h"
 
 /* Idle waits are cut into slices so a connection notices shutdown quickly. */
 #define IDLE_SLICE_MS 250u
@@ -48,6 +49,10 @@
 
 struct ol_http_conn {
     int fd;
+    /* The TLS session (opts->tls), or NULL: plain HTTP.  Every socket read
+     * and write below goes through conn_recv / the send paths, which test
+     * this once. */
+    struct ol_tls *tls;
     const struct ol_http_conn_opts *opts;
     char *buf;
     size_t cap;
@@ -175,8 +180,10 @@ static ssize_t send_all(struct ol_http_conn *c, struct iovec *iov, int n)
     }
     for (int i = 0; i < n; i++)
         all[k++] = iov[i];
-    ssize_t rc = ol_io_sendmsg_paced(c->fd, all, k, 0, (unsigned)c->opts->io_timeout_ms,
-                                     send_pace(c));
+    ssize_t rc = c->tls ? ol_tls_sendv(c->tls, all, k, false, (unsigned)c->opts->io_timeout_ms,
+                                       send_pace(c))
+                        : ol_io_sendmsg_paced(c->fd, all, k, 0, (unsigned)c->opts->io_timeout_ms,
+                                              send_pace(c));
     if (rc < 0) {
         send_failed(c, rc);
         return rc;
@@ -344,6 +351,44 @@ int ol_http_resp_write(struct ol_http_conn *c, const void *buf, size_t len)
     return 0;
 }
 
+/* The file path on a TLS connection: the bytes must pass through OpenSSL,
+ * so they are read (from the page cache, where the caller found them: one
+ * ring read of up to 256 KiB a call) and encrypted (records gathered into
+ * 64 KiB sends, tls.h).  Returns the count sent, as sendfile does. */
+#define TLS_FILE_CALL_BYTES (256u * 1024u)
+static ssize_t tls_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len)
+{
+    size_t want = len < TLS_FILE_CALL_BYTES ? len : TLS_FILE_CALL_BYTES;
+    char *piece = malloc(want);
+    if (!piece) {
+        c->send_error = true;
+        return -ENOMEM;
+    }
+    ssize_t got = ol_io_pread(fd, piece, want, off);
+    if (got <= 0) {
+        free(piece);
+        c->send_error = true;
+        return got < 0 ? got : -EIO;
+    }
+    /* The response head, if still pending, goes first (send_all). */
+    struct iovec all[2];
+    int k = 0;
+    if (c->head_len) {
+        all[k++] = (struct iovec){.iov_base = c->head, .iov_len = c->head_len};
+        c->head_len = 0;
+    }
+    all[k++] = (struct iovec){.iov_base = piece, .iov_len = (size_t)got};
+    ssize_t rc = ol_tls_sendv(c->tls, all, k, false, (unsigned)c->opts->io_timeout_ms,
+                              send_pace(c));
+    free(piece);
+    if (rc < 0) {
+        send_failed(c, rc);
+        return rc;
+    }
+    c->resp_left -= (uint64_t)got;
+    return got;
+}
+
 ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size_t len)
 {
     OL_ASSERT(c->resp_started);
@@ -353,6 +398,8 @@ ssize_t ol_http_resp_sendfile(struct ol_http_conn *c, int fd, uint64_t off, size
         return -EOVERFLOW;
     if (c->send_error)
         return -EPIPE;
+    if (c->tls)
+        return tls_sendfile(c, fd, off, len);
     /* sendfile(2) has no MSG_DONTWAIT: the socket itself must not block.
      * Every other operation on it goes through the ring or passes
      * MSG_DONTWAIT, so the flag changes nothing for them. */
@@ -449,12 +496,21 @@ static void compact(struct ol_http_conn *c)
     c->rend = c->pin + n;
 }
 
+/* The one socket read of the connection: through TLS when it has it. */
+static inline ssize_t conn_recv(struct ol_http_conn *c, void *buf, size_t len,
+                                unsigned timeout_ms)
+{
+    if (c->tls)
+        return ol_tls_recv(c->tls, buf, len, timeout_ms);
+    return ol_io_recv(c->fd, buf, len, timeout_ms);
+}
+
 static ssize_t fill(struct ol_http_conn *c, unsigned timeout_ms)
 {
     compact(c);
     if (c->rend == c->cap)
         return -ENOBUFS;
-    ssize_t n = ol_io_recv(c->fd, c->buf + c->rend, c->cap - c->rend, timeout_ms);
+    ssize_t n = conn_recv(c, c->buf + c->rend, c->cap - c->rend, timeout_ms);
     if (n > 0)
         c->rend += (size_t)n;
     return n;
@@ -492,7 +548,7 @@ static ssize_t body_recv(struct ol_http_conn *c, void *out, size_t len)
                 capped = true;
             }
         }
-        ssize_t n = out ? ol_io_recv(c->fd, out, len, (unsigned)tmo) : fill(c, (unsigned)tmo);
+        ssize_t n = out ? conn_recv(c, out, len, (unsigned)tmo) : fill(c, (unsigned)tmo);
         if (!o->min_body_rate_bytes_per_sec)
             return n;
         c->rate_wait_ms += ol_now_ms() - now;
@@ -641,6 +697,9 @@ static bool drain_body(struct ol_http_conn *c)
  * limits; the loop's stop ends it too. */
 static void linger_close(struct ol_http_conn *c, struct ol_loop *loop)
 {
+    /* TLS: close_notify first; what still comes is discarded undecrypted. */
+    if (c->tls)
+        ol_tls_close_notify(c->tls, LINGER_WAIT_MS);
     if (shutdown(c->fd, SHUT_WR) != 0)
         return;
     char sink[16384];
@@ -804,10 +863,17 @@ static int read_head(struct ol_http_conn *c, struct ol_loop *loop)
             ol_fiber_trim_stack();
         }
         if (!c->buf) {
-            int p = ol_io_poll_in(c->fd, slice);
-            if (p == -ETIMEDOUT)
-                continue;
-            if (p < 0 || c->idle.cut)
+            /* TLS may hold a whole request already read from the socket
+             * (read ahead with the one before): then it is read, not
+             * waited for. */
+            if (!c->tls || !ol_tls_pending(c->tls)) {
+                int p = ol_io_poll_in(c->fd, slice);
+                if (p == -ETIMEDOUT)
+                    continue;
+                if (p < 0)
+                    break;
+            }
+            if (c->idle.cut)
                 break;
             if (rbuf_take(c) < 0) {
                 rc = -503;
@@ -914,6 +980,61 @@ static void peer_address(int fd, char *out, size_t cap)
     }
 }
 
+/* What a plain HTTP request to the TLS port gets: it cannot be told in
+ * TLS, and a bare close would leave the client guessing. */
+static void send_plain_refusal(struct ol_http_conn *c)
+{
+    static const char msg[] = "HTTP/1.1 400 Bad Request\r\n"
+                              "Content-Type: text/plain\r\n"
+                              "Content-Length: 39\r\n"
+                              "Connection: close\r\n\r\n"
+                              "This port speaks HTTPS: use https://.\r\n";
+    (void)ol_io_send(c->fd, msg, sizeof(msg) - 1, (unsigned)c->opts->io_timeout_ms);
+}
+
+/* The TLS handshake, bounded like a first request head: it must end
+ * header_timeout_ms after accept, and a client that connects and stalls
+ * is cut then (or sooner, from the idle list, when slots run short, or at
+ * shutdown).  True when the connection may go on to its requests; false
+ * when it must close.  *linger: a plain HTTP request was refused and its
+ * unread bytes should be drained before the close. */
+static bool tls_start(struct ol_http_conn *c, struct ol_loop *loop, bool *linger)
+{
+    int rc = ol_tls_new(&c->tls, c->opts->tls, c->fd);
+    if (rc < 0)
+        return false;
+    uint64_t tmo = c->opts->header_timeout_ms ? c->opts->header_timeout_ms : UINT32_MAX;
+    uint64_t deadline = c->accepted_ms + tmo;
+    ol_idle_add(&c->idle, c->fd);
+    /* Each round is a slice of the handshake; the deadline ends them. */
+    for (unsigned rounds = 0; rounds < 1u << 20; rounds++) {
+        uint64_t now = ol_now_ms();
+        if (now >= deadline || ol_loop_stopping(loop) || c->idle.cut) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        uint64_t left = deadline - now;
+        rc = ol_tls_handshake(c->tls, left < IDLE_SLICE_MS ? (unsigned)left : IDLE_SLICE_MS);
+        if (rc != -ETIMEDOUT)
+            break;
+    }
+    ol_idle_del(&c->idle);
+    if (rc == 0) {
+        c->req.secure = true;
+        return true;
+    }
+    if (rc == OL_TLS_ENOT_TLS) {
+        ol_log_limited(OL_LOG_INFO, "plain HTTP on the TLS port: refused with 400");
+        ol_tls_free(c->tls);
+        c->tls = NULL;
+        send_plain_refusal(c);
+        *linger = true;
+    } else {
+        ol_log_limited(OL_LOG_DEBUG, "TLS handshake failed: %s", ol_strerror(rc));
+    }
+    return false;
+}
+
 void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_handler handler,
                         void *ctx)
 {
@@ -931,6 +1052,8 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
     c->headers = NULL;
     c->accepted_ms = ol_now_ms();
     peer_address(fd, c->req.remote, sizeof(c->req.remote));
+    if (opts->tls && !tls_start(c, loop, &linger))
+        goto out;
 
     /* Bounded by the connection's own life: each round serves one request or
      * ends the connection. */
@@ -983,6 +1106,13 @@ out:
     if (c) {
         free(c->head);
         rbuf_give_back(c);
+        if (c->tls) {
+            /* close_notify, unless the peer is gone or stalled (then it
+             * could only wait). */
+            if (!c->send_error && !linger)
+                ol_tls_close_notify(c->tls, IDLE_SLICE_MS);
+            ol_tls_free(c->tls);
+        }
         if (c->send_stalled) {
             struct linger lg = {.l_onoff = 1, .l_linger = 0};
             (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));

@@ -33,6 +33,7 @@
 #include "http/response.h"
 
 struct ol_http_conn;
+struct ol_tls_conf;
 
 struct ol_http_conn_opts {
     struct ol_http_limits limits;
@@ -58,6 +59,14 @@ struct ol_http_conn_opts {
      * a streamed answer).  NULL: no fence.  Called on the loop thread; must
      * be cheap and never block. */
     bool (*may_ack_write)(void);
+    /* HTTPS (http/tls.h): when set, every connection served with these
+     * options starts with a TLS handshake (with conf's certificate at that
+     * moment), which must end header_timeout_ms after accept like a first
+     * request head; then requests, bodies and responses go through TLS, and
+     * ol_http_resp_sendfile reads and encrypts instead of sendfile(2).  A
+     * client whose first bytes are not TLS (plain HTTP) gets a plain 400 and
+     * the connection closes.  NULL: plain HTTP.  Not owned. */
+    struct ol_tls_conf *tls;
 };
 
 /* The request as the handler sees it. */
@@ -72,6 +81,9 @@ struct ol_http_req {
     bool expect_continue;
     bool keep_alive;              /* after this request */
     bool is_head;                 /* HEAD: responses carry no body */
+    /* The request came over TLS (opts.tls): what aws:SecureTransport means
+     * to a bucket policy.  Set for every request of the connection. */
+    bool secure;
     char remote[64];              /* peer address, for logs */
 };
 

@@ -19,7 +19,8 @@
  * replayed write or delete of the same version changes nothing that a
  * caller relies on, but the protocol is not a defence against an on-path
  * attacker, who can also read the data: it keeps off anyone who can reach
- * the port without the key.  Encryption waits for TLS (issue 16).
+ * the port without the key.  No encryption: the UCX ports belong on a private
+ * network (docs/ARCHITECTURE.md, "Security on the wire").
  *
  * Threads: pure functions of their arguments (SHA-256 on the calling
  * thread's context, core/sha256.h).

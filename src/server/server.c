@@ -33,6 +33,7 @@
 #include "core/loop.h"
 #include "ec/placement.h"
 #include "http/conn.h"
+#include "http/tls.h"
 #include "cluster/member.h"
 #include "deploy/cluster.h"
 #include "deploy/deploy.h"
@@ -77,11 +78,19 @@ struct ip_table {
     unsigned limit; /* 0: no limit (the table is not used) */
 };
 
+/* One listening socket of a loop and the accept fiber on it: plain HTTP
+ * (listen) or HTTPS (tls_listen); fd -1 when that listener is off. */
+struct listener {
+    struct worker *w;
+    int fd;
+    bool tls;
+};
+
 struct worker {
     struct server *srv;
     struct ol_loop *loop;
     pthread_t thread;
-    int listen_fd;
+    struct listener lis[2]; /* [0] HTTP, [1] HTTPS */
     int rc;
     uint64_t accepted;  /* written by this worker only */
     uint64_t rejected;
@@ -102,6 +111,8 @@ struct server {
     struct ol_kv *kv;                /* the KV-cache store, or NULL */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
+    struct ol_http_conn_opts tls_conn_opts; /* conn_opts with .tls set */
+    struct ol_tls_conf *tls;                /* NULL: no HTTPS listener */
     struct worker *workers;
     unsigned nworkers;
     unsigned max_conns;  /* per loop */
@@ -315,6 +326,7 @@ out:
 struct conn_arg {
     struct worker *w; /* the loop that serves the connection */
     int fd;
+    bool tls;         /* accepted on the HTTPS listener */
     bool counted;     /* key counted in srv->ips */
     struct ip_key key;
 };
@@ -323,7 +335,9 @@ static void conn_fiber(void *arg)
 {
     struct conn_arg a = *(struct conn_arg *)arg;
     free(arg);
-    ol_http_conn_serve(a.fd, &a.w->srv->conn_opts, ol_s3_handle, &a.w->srv->router);
+    struct server *srv = a.w->srv;
+    ol_http_conn_serve(a.fd, a.tls ? &srv->tls_conn_opts : &srv->conn_opts, ol_s3_handle,
+                       &srv->router);
     if (a.counted)
         ip_release(&a.w->srv->ips, &a.key);
     __atomic_fetch_sub(&a.w->open, 1, __ATOMIC_RELAXED);
@@ -394,14 +408,15 @@ static struct worker *pick_worker(struct worker *self)
 
 static void accept_fiber(void *arg)
 {
-    struct worker *w = arg;
+    struct listener *l = arg;
+    struct worker *w = l->w;
     struct ol_loop *loop = w->loop;
     /* Ends when the loop stops; each round accepts one connection or times
      * out after a short slice to look at the stop flag. */
     while (!ol_loop_stopping(loop)) {
         struct sockaddr_storage peer;
         socklen_t peer_len = sizeof(peer);
-        int fd = ol_io_accept_addr(w->listen_fd, (struct sockaddr *)&peer, &peer_len,
+        int fd = ol_io_accept_addr(l->fd, (struct sockaddr *)&peer, &peer_len,
                                    ACCEPT_SLICE_MS);
         if (fd == -ETIMEDOUT || fd == -EINTR || fd == -ECONNABORTED)
             continue;
@@ -425,6 +440,7 @@ static void accept_fiber(void *arg)
             continue;
         }
         ca->fd = fd;
+        ca->tls = l->tls;
         /* One address may hold max_conns_per_ip connections: past that,
          * the new one is closed at once (its own idle ones are not cut for
          * it, or a client could churn through them).  A proxy in front
@@ -455,8 +471,13 @@ static void accept_fiber(void *arg)
 static void start_accepting(void *arg)
 {
     struct worker *w = arg;
-    int rc = ol_fiber_spawn(w->loop, accept_fiber, w);
-    OL_ASSERT(rc == 0);
+    int rc;
+    for (int i = 0; i < 2; i++) {
+        if (w->lis[i].fd < 0)
+            continue;
+        rc = ol_fiber_spawn(w->loop, accept_fiber, &w->lis[i]);
+        OL_ASSERT(rc == 0);
+    }
     __atomic_store_n(&w->accepting, 1, __ATOMIC_RELEASE);
     /* Loop 0 runs the erasure-coded deployment's scrubber. */
     if (ol_loop_id(w->loop) == 0 && w->srv->ec) {
@@ -645,6 +666,23 @@ static void raise_fd_limit(size_t want)
                 (unsigned long long)rl.rlim_cur, want);
 }
 
+/* SIGHUP: the certificate and key files are read again into a new TLS
+ * context for the connections that start from now on; a file that cannot
+ * be used keeps the old context (and the error is logged). */
+static void reload_tls(struct server *srv)
+{
+    if (!srv->tls) {
+        ol_info("SIGHUP: no HTTPS listener, nothing to reload");
+        return;
+    }
+    char err[512];
+    if (ol_tls_conf_reload(srv->tls, err, sizeof(err)) < 0)
+        ol_error("SIGHUP: TLS certificate not reloaded, the previous one stays: %s", err);
+    else
+        ol_info("SIGHUP: TLS certificate reloaded from %s (generation %" PRIu64 ")",
+                srv->cfg->tls_cert, ol_tls_conf_generation(srv->tls));
+}
+
 /* The native port's users: the S3 users (native/server.h). */
 static int native_secret(void *arg, const char *access_key, char secret[129])
 {
@@ -688,7 +726,8 @@ static int start_native(struct server *srv, char *err, size_t errlen)
     const struct ol_cfg *cfg = srv->cfg;
     if (strcmp(cfg->native_listen, "off") == 0)
         return 0;
-    const char *a = cfg->native_listen[0] ? cfg->native_listen : cfg->listen;
+    const char *s3_listen = strcmp(cfg->listen, "off") != 0 ? cfg->listen : cfg->tls_listen;
+    const char *a = cfg->native_listen[0] ? cfg->native_listen : s3_listen;
     const char *c = strrchr(a, ':');
     char host[256];
     if (!c || c == a || (size_t)(c - a) >= sizeof(host)) {
@@ -745,6 +784,27 @@ int ol_server_run(struct ol_cfg *cfg)
         fprintf(stderr, "openlake: block_bytes must be a multiple of 4096\n");
         return 2;
     }
+    bool http_on = strcmp(cfg->listen, "off") != 0;
+    if (!http_on && !cfg->tls_listen[0]) {
+        fprintf(stderr, "openlake: listen off needs tls_listen (no listener otherwise)\n");
+        return 2;
+    }
+    if (!http_on && cfg->cluster[0]) {
+        /* The nodes publish their listen address in the cluster map and ask
+         * each other's native port over it in plain HTTP (native/peers.c). */
+        fprintf(stderr, "openlake: a cluster node keeps its plain listener (put listen on a "
+                        "private address); listen off is for a single node\n");
+        return 2;
+    }
+    if (cfg->tls_listen[0]) {
+        /* Before the drives open: a missing or broken certificate is a
+         * configuration error, reported at once. */
+        char terr[512];
+        if (ol_tls_conf_open(&srv.tls, cfg->tls_cert, cfg->tls_key, terr, sizeof(terr)) < 0) {
+            fprintf(stderr, "openlake: %s\n", terr);
+            return 2;
+        }
+    }
 
     unsigned n = (unsigned)cfg->threads;
     if (n == 0) {
@@ -760,6 +820,7 @@ int ol_server_run(struct ol_cfg *cfg)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGHUP); /* reload the TLS certificate */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* Every buffer of a request body in flight comes out of one budget
@@ -850,6 +911,8 @@ opened:
     /* A cluster node acknowledges writes only while it holds its lease. */
     if (srv.cl)
         srv.conn_opts.may_ack_write = ol_member_may_ack_writes;
+    srv.tls_conn_opts = srv.conn_opts;
+    srv.tls_conn_opts.tls = srv.tls;
 
     srv.max_conns = (unsigned)cfg->max_conns_per_thread;
     raise_fd_limit((size_t)n * srv.max_conns);
@@ -871,8 +934,11 @@ opened:
     for (unsigned i = 0; i < n; i++) {
         struct worker *w = &srv.workers[i];
         w->srv = &srv;
-        w->listen_fd = -1;
-        rc = listen_socket(cfg->listen, i == 0, &w->listen_fd, err, sizeof(err));
+        for (int j = 0; j < 2; j++)
+            w->lis[j] = (struct listener){.w = w, .fd = -1, .tls = j == 1};
+        rc = http_on ? listen_socket(cfg->listen, i == 0, &w->lis[0].fd, err, sizeof(err)) : 0;
+        if (rc == 0 && srv.tls)
+            rc = listen_socket(cfg->tls_listen, i == 0, &w->lis[1].fd, err, sizeof(err));
         if (rc < 0) {
             fprintf(stderr, "openlake: %s\n", err[0] ? err : strerror(-rc));
             exit_code = 1;
@@ -906,9 +972,12 @@ opened:
             ol_deploy_describe(srv.ec, where, sizeof(where));
         else
             snprintf(where, sizeof(where), "%s", cfg->data_dir);
-        fprintf(stderr,
-                "OpenLake 0.1.0 listening on http://%s (%u threads), data in %s\n", cfg->listen,
-                n, where);
+        if (http_on)
+            fprintf(stderr, "OpenLake 0.1.0 listening on http://%s (%u threads), data in %s\n",
+                    cfg->listen, n, where);
+        if (srv.tls)
+            fprintf(stderr, "OpenLake 0.1.0 listening on https://%s (%u threads), data in %s\n",
+                    cfg->tls_listen, n, where);
         if (srv.native)
             fprintf(stderr, "  native client port (UCX): %u\n", ol_native_server_port(srv.native));
         if (default_user)
@@ -918,7 +987,13 @@ opened:
         else
             fprintf(stderr, "  %zu user(s) configured\n", cfg->nusers);
         int sig = 0;
-        sigwait(&sigs, &sig);
+        /* SIGHUP reloads and waits on; SIGINT or SIGTERM end the wait. */
+        for (;;) {
+            sigwait(&sigs, &sig);
+            if (sig != SIGHUP)
+                break;
+            reload_tls(&srv);
+        }
         ol_info("%s: shutting down (grace %" PRId64 " ms)", sig == SIGINT ? "SIGINT" : "SIGTERM",
                 cfg->shutdown_grace_ms);
     }
@@ -945,8 +1020,9 @@ opened:
     for (unsigned i = 0; i < n; i++) {
         if (srv.workers[i].loop)
             ol_loop_destroy(srv.workers[i].loop);
-        if (srv.workers[i].listen_fd >= 0)
-            close(srv.workers[i].listen_fd);
+        for (int j = 0; j < 2; j++)
+            if (srv.workers[i].lis[j].fd >= 0)
+                close(srv.workers[i].lis[j].fd);
     }
     ol_native_server_destroy(srv.native);
     ol_kv_destroy(srv.kv);
@@ -959,6 +1035,7 @@ opened:
         ol_deploy_close(srv.ec);
     free(srv.workers);
     ip_table_free(&srv.ips);
+    ol_tls_conf_close(srv.tls);
     ol_info("stopped");
     return exit_code;
 }
