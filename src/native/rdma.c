@@ -2,18 +2,27 @@
 #include "native/rdma.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <ucp/api/ucp.h>
 
 #include "core/log.h"
 #include "core/loop.h"
+#include "core/sha256.h"
+
+extern char **environ;
 
 enum { TICK_MS = 10, IDLE_POLL_MS = 1000, STOP_WAIT_MS = 2000 };
 
@@ -60,6 +69,8 @@ struct ol_rdma {
     uint64_t tick;
     uint8_t *rkey_scratch; /* OL_RDMA_SCRATCH bytes */
     struct ol_rdma_stats st; /* under mu */
+    uint8_t vetted[OL_RDMA_MAX_VETTED][16]; /* under mu: SHA-256 prefixes of passed pairs */
+    unsigned nvetted;                       /* under mu: slots filled, then the next to replace */
 };
 
 static void job_finish(struct ol_rdma *rd, struct job *j)
@@ -447,6 +458,110 @@ void ol_rdma_destroy(struct ol_rdma *rd)
     free(rd);
 }
 
+/* ---- vetting (native/rdma_check.c) ---- */
+
+static void pair_hash(const struct ol_rdma_token *t, uint8_t out[16])
+{
+    uint8_t sizes[4] = {(uint8_t)t->worker_len, (uint8_t)(t->worker_len >> 8),
+                        (uint8_t)t->rkey_len, (uint8_t)(t->rkey_len >> 8)};
+    struct ol_bytes parts[3] = {{sizes, 4}, {t->worker, t->worker_len}, {t->rkey, t->rkey_len}};
+    uint8_t md[32];
+    ol_hmac_sha256("openlake-rdma-vet", 17, parts, 3, md);
+    memcpy(out, md, 16);
+}
+
+static bool vetted_has(struct ol_rdma *rd, const uint8_t h[16])
+{
+    bool found = false;
+    pthread_mutex_lock(&rd->mu);
+    unsigned n = rd->nvetted < OL_RDMA_MAX_VETTED ? rd->nvetted : OL_RDMA_MAX_VETTED;
+    for (unsigned i = 0; i < n && !found; i++)
+        found = memcmp(rd->vetted[i], h, 16) == 0;
+    pthread_mutex_unlock(&rd->mu);
+    return found;
+}
+
+static char checker_path[PATH_MAX];
+static pthread_once_t checker_once = PTHREAD_ONCE_INIT;
+
+/* openlake-rdma-check next to this executable (OPENLAKE_RDMA_CHECK
+ * overrides). */
+static void checker_find(void)
+{
+    const char *env = getenv("OPENLAKE_RDMA_CHECK");
+    if (env) {
+        snprintf(checker_path, sizeof(checker_path), "%s", env);
+        return;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = 0;
+    if (strlen(exe) + sizeof("/openlake-rdma-check") <= sizeof(checker_path))
+        snprintf(checker_path, sizeof(checker_path), "%.*s/openlake-rdma-check",
+                 (int)(sizeof(checker_path) - sizeof("/openlake-rdma-check")), exe);
+}
+
+int ol_rdma_vet(struct ol_rdma *rd, const struct ol_rdma_token *t)
+{
+    uint8_t h[16];
+    pair_hash(t, h);
+    if (vetted_has(rd, h))
+        return 0;
+    pthread_once(&checker_once, checker_find);
+    if (!checker_path[0] || access(checker_path, X_OK) != 0) {
+        ol_log_limited(OL_LOG_ERROR, "rdma: no checker at '%s'", checker_path);
+        return -EIO;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -EIO;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+    char *argv[] = {checker_path, NULL};
+    pid_t pid;
+    int src = posix_spawn(&pid, checker_path, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(sv[1]);
+    if (src != 0) {
+        close(sv[0]);
+        return -EIO;
+    }
+    uint8_t hdr[4] = {(uint8_t)t->worker_len, (uint8_t)(t->worker_len >> 8),
+                      (uint8_t)t->rkey_len, (uint8_t)(t->rkey_len >> 8)};
+    char answer = 0;
+    int rc = -EINVAL;
+    if (ol_io_send(sv[0], hdr, 4, OL_RDMA_VET_TIMEOUT_MS) == 4 &&
+        ol_io_send(sv[0], t->worker, t->worker_len, OL_RDMA_VET_TIMEOUT_MS) ==
+            (ssize_t)t->worker_len &&
+        ol_io_send(sv[0], t->rkey, t->rkey_len, OL_RDMA_VET_TIMEOUT_MS) == (ssize_t)t->rkey_len &&
+        ol_io_recv(sv[0], &answer, 1, OL_RDMA_VET_TIMEOUT_MS) == 1 && answer == 'Y')
+        rc = 0;
+    close(sv[0]);
+    /* It has answered (and exits) or is refused: no waiting on a hung one. */
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    pthread_mutex_lock(&rd->mu);
+    if (rc == 0) {
+        memcpy(rd->vetted[rd->nvetted % OL_RDMA_MAX_VETTED], h, 16);
+        rd->nvetted = rd->nvetted + 1 < 2 * OL_RDMA_MAX_VETTED
+                          ? rd->nvetted + 1
+                          : OL_RDMA_MAX_VETTED + (rd->nvetted + 1) % OL_RDMA_MAX_VETTED;
+        rd->st.vetted++;
+    } else {
+        rd->st.vet_refused++;
+    }
+    pthread_mutex_unlock(&rd->mu);
+    return rc;
+}
+
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
 static struct ol_rdma *global_rd;
 
@@ -466,6 +581,10 @@ int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma
                  uint64_t off, void *buf, size_t len, unsigned timeout_ms)
 {
     if (off > t->len || len > t->len - off)
+        return -EINVAL;
+    uint8_t h[16];
+    pair_hash(t, h);
+    if (!vetted_has(rd, h))
         return -EINVAL;
     struct job j = {
         .t = t,

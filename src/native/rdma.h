@@ -15,9 +15,14 @@
  * Rkeys are unpacked per call and destroyed after it.
  *
  * Hostile input.  UCX parses worker addresses and packed rkeys without
- * being told their length; both are copied into zero-filled scratch space
- * of OL_RDMA_SCRATCH bytes so a parser that runs past the token's bytes
- * reads zeros, not other memory.  The caller checks [off, off+len) against
+ * being told their length, and aborts the process on some malformed ones
+ * (UCX 1.13 asserts on an address's version byte).  So the bytes of a
+ * token reach this process's UCX only after ol_rdma_vet has had them
+ * parsed by openlake-rdma-check (native/rdma_check.c), a process of its
+ * own with the same UCX and environment; pairs that passed are remembered
+ * (OL_RDMA_MAX_VETTED, by SHA-256).  Both are also copied into zero-filled
+ * scratch space of OL_RDMA_SCRATCH bytes, so a parser that runs past the
+ * token's bytes reads zeros, not other memory.  The caller checks [off, off+len) against
  * the token's length (ol_rdma_move refuses otherwise); whether the client's
  * memory really spans the token's range is for UCX and the transport to
  * check (see docs/PROTOCOL.md "Security": verbs checks it in the NIC; the
@@ -27,6 +32,8 @@
  * it); each has a deadline (timeout_ms): past it the endpoint is closed
  * with FORCE, which makes UCX fail the transfer and let go of the buffer,
  * and the call returns -ETIMEDOUT.
+ *
+ * ol_rdma_move refuses a token that ol_rdma_vet has not passed (-EINVAL).
  *
  * Errors (ol_rdma_move): 0, or -EINVAL (range outside the token, rkey UCX
  * cannot unpack), -EHOSTUNREACH (no endpoint to the worker: address UCX
@@ -47,6 +54,8 @@ enum {
     OL_RDMA_MAX_QUEUE = 1024,
     OL_RDMA_SCRATCH = 64 * 1024,
     OL_RDMA_TIMEOUT_MS = 10000,
+    OL_RDMA_MAX_VETTED = 1024,
+    OL_RDMA_VET_TIMEOUT_MS = 5000,
 };
 
 enum ol_rdma_dir {
@@ -66,6 +75,13 @@ void ol_rdma_destroy(struct ol_rdma *rd);
  * cannot start.  Lives until exit. */
 struct ol_rdma *ol_rdma_global(void);
 
+/* Vets t's worker address and rkey (above): 0 when they may be used,
+ * -EINVAL when UCX refuses them (or the checker crashed or took more than
+ * OL_RDMA_VET_TIMEOUT_MS), -EIO when the checker cannot run.  Costs a
+ * process start (a few ms) the first time a pair is seen.  Fiber or
+ * thread (a fiber parks while the checker runs). */
+int ol_rdma_vet(struct ol_rdma *rd, const struct ol_rdma_token *t);
+
 /* Moves len bytes between buf and the client's [t->addr + off, +len).
  * Waits until done (any thread or fiber but the rdma thread); buf and t are
  * borrowed until it returns.  timeout_ms 0: OL_RDMA_TIMEOUT_MS. */
@@ -74,6 +90,7 @@ int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma
 
 struct ol_rdma_stats {
     uint64_t moves, bytes, errors, timeouts, eps_created, eps_evicted;
+    uint64_t vetted, vet_refused; /* checker runs: passed, refused */
 };
 void ol_rdma_stats(struct ol_rdma *rd, struct ol_rdma_stats *out);
 

@@ -87,6 +87,16 @@ int ol_s3_rdma_parse(struct ol_s3_req *r, struct ol_s3_rdma **out, int *sent)
         *sent = ol_s3_error(r, OL_S3_ServiceUnavailable, "S3 over RDMA is not available here.");
         return -1;
     }
+    int vrc = ol_rdma_vet(x->engine, &x->tok);
+    if (vrc < 0) {
+        free(x);
+        *sent = vrc == -EINVAL
+                    ? ol_s3_error(r, OL_S3_InvalidArgument,
+                                  "x-amz-rdma-token: UCX refuses its worker address or memory key.")
+                    : ol_s3_error(r, OL_S3_ServiceUnavailable,
+                                  "S3 over RDMA is not available here.");
+        return -1;
+    }
     x->moved = 0;
     *out = x;
     return 1;
