@@ -155,6 +155,13 @@ static void ep_close(struct ol_rdma *rd, struct ep *e)
     e->failed = false;
 }
 
+/* Peer error handling, unless OPENLAKE_RDMA_ERR_MODE=none (native/rdma.h). */
+static bool peer_errors(void)
+{
+    const char *m = getenv("OPENLAKE_RDMA_ERR_MODE");
+    return !(m && strcmp(m, "none") == 0);
+}
+
 /* The endpoint to t's worker, made when needed; NULL with *rc set. */
 static struct ep *ep_get(struct ol_rdma *rd, const struct ol_rdma_token *t, int *rc)
 {
@@ -192,7 +199,7 @@ static struct ep *ep_get(struct ol_rdma *rd, const struct ol_rdma_token *t, int 
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)victim->addr,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = peer_errors() ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
         .err_handler = {.cb = ep_err_cb, .arg = victim},
     };
     ucs_status_t s = ucp_ep_create(rd->worker, &p, &victim->ep);
@@ -206,6 +213,9 @@ static struct ep *ep_get(struct ol_rdma *rd, const struct ol_rdma_token *t, int 
     }
     victim->failed = false;
     victim->last_used = ++rd->tick;
+    /* Which transports UCX picked for this client (bench/RESULTS.md). */
+    if (getenv("OPENLAKE_RDMA_EP_INFO"))
+        ucp_ep_print_info(victim->ep, stderr);
     pthread_mutex_lock(&rd->mu);
     rd->st.eps_created++;
     pthread_mutex_unlock(&rd->mu);

@@ -12,6 +12,15 @@
  *
  * Endpoints are cached by worker address (OL_RDMA_MAX_EPS, least recently
  * used evicted; one that failed is dropped and made again on next use).
+ * Endpoints use UCX's peer error handling, so that a client that dies or
+ * lies fails its own transfer and nothing else.  UCX 1.13 offers it only
+ * on transports that detect peer failure (tcp, verbs): on a host without
+ * RDMA that means tcp for everything, RMA emulated over active messages.
+ * OPENLAKE_RDMA_ERR_MODE=none (benchmarks only; never facing untrusted
+ * clients) drops it, which lets UCX pick shared memory and cma.
+ *
+ * OPENLAKE_RDMA_EP_INFO in the environment prints each new endpoint's
+ * lanes (ucp_ep_print_info: which transport does what) to stderr.
  * Rkeys are unpacked per call and destroyed after it.
  *
  * Hostile input.  UCX parses worker addresses and packed rkeys without
