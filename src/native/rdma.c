@@ -33,6 +33,7 @@ struct job {
     uint64_t off;
     void *buf;
     size_t len;
+    bool flush; /* after the op, flush the endpoint (remote completion) */
     uint64_t deadline_ms;
     /* State, rdma thread only. */
     struct job *next;
@@ -155,13 +156,6 @@ static void ep_close(struct ol_rdma *rd, struct ep *e)
     e->failed = false;
 }
 
-/* Peer error handling, unless OPENLAKE_RDMA_ERR_MODE=none (native/rdma.h). */
-static bool peer_errors(void)
-{
-    const char *m = getenv("OPENLAKE_RDMA_ERR_MODE");
-    return !(m && strcmp(m, "none") == 0);
-}
-
 /* The endpoint to t's worker, made when needed; NULL with *rc set. */
 static struct ep *ep_get(struct ol_rdma *rd, const struct ol_rdma_token *t, int *rc)
 {
@@ -199,7 +193,7 @@ static struct ep *ep_get(struct ol_rdma *rd, const struct ol_rdma_token *t, int 
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER,
         .address = (const ucp_address_t *)victim->addr,
-        .err_mode = peer_errors() ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
         .err_handler = {.cb = ep_err_cb, .arg = victim},
     };
     ucs_status_t s = ucp_ep_create(rd->worker, &p, &victim->ep);
@@ -284,8 +278,9 @@ static void job_start(struct ol_rdma *rd, struct job *j)
                                  : ucp_get_nbx(j->ep->ep, j->buf, j->len, raddr, j->rkey, &p);
         req_track(j, r);
     }
-    /* The flush completes once the put is in the client's memory. */
-    if (j->rc == 0)
+    /* The flush completes once every put before it is in the client's
+     * memory; a put's own completion only frees its source buffer. */
+    if (j->rc == 0 && j->flush)
         req_track(j, ucp_ep_flush_nbx(j->ep->ep, &p));
     j->in_flight = true;
     j->next = rd->flight;
@@ -587,8 +582,8 @@ struct ol_rdma *ol_rdma_global(void)
     return global_rd;
 }
 
-int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,
-                 uint64_t off, void *buf, size_t len, unsigned timeout_ms)
+static int submit(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,
+                  uint64_t off, void *buf, size_t len, bool flush, unsigned timeout_ms)
 {
     if (off > t->len || len > t->len - off)
         return -EINVAL;
@@ -602,6 +597,7 @@ int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma
         .off = off,
         .buf = buf,
         .len = len,
+        .flush = flush,
         .deadline_ms = ol_now_ms() + (timeout_ms ? timeout_ms : OL_RDMA_TIMEOUT_MS),
     };
     ol_completion_init(&j.done);
@@ -620,6 +616,17 @@ int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma
     pthread_mutex_unlock(&rd->mu);
     wake(rd);
     return ol_completion_wait(&j.done);
+}
+
+int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,
+                 uint64_t off, void *buf, size_t len, unsigned timeout_ms)
+{
+    return submit(rd, t, dir, off, buf, len, false, timeout_ms);
+}
+
+int ol_rdma_flush(struct ol_rdma *rd, const struct ol_rdma_token *t, unsigned timeout_ms)
+{
+    return submit(rd, t, OL_RDMA_WRITE, 0, NULL, 0, true, timeout_ms);
 }
 
 void ol_rdma_stats(struct ol_rdma *rd, struct ol_rdma_stats *out)

@@ -6,18 +6,18 @@
  * fiber parks, a plain thread blocks), so the HTTP loops never call into
  * UCX.  The thread makes an endpoint to the client's worker from the
  * token's worker address, unpacks the token's rkey on it, issues one
- * ucp_put_nbx (into the client: GET) or ucp_get_nbx (out of it: PUT), then
- * flushes the endpoint, so that a put is complete in the client's memory
- * (not just handed to the transport) before the call returns.
+ * ucp_put_nbx (into the client: GET) or ucp_get_nbx (out of it: PUT);
+ * ol_rdma_flush flushes the endpoint, so that the puts are complete in the
+ * client's memory (not just handed to the transport) before the server
+ * answers.
  *
  * Endpoints are cached by worker address (OL_RDMA_MAX_EPS, least recently
  * used evicted; one that failed is dropped and made again on next use).
  * Endpoints use UCX's peer error handling, so that a client that dies or
  * lies fails its own transfer and nothing else.  UCX 1.13 offers it only
  * on transports that detect peer failure (tcp, verbs): on a host without
- * RDMA that means tcp for everything, RMA emulated over active messages.
- * OPENLAKE_RDMA_ERR_MODE=none (benchmarks only; never facing untrusted
- * clients) drops it, which lets UCX pick shared memory and cma.
+ * RDMA that means tcp for everything, RMA emulated over active messages
+ * (shared memory and cma are refused: "no peer failure handler").
  *
  * OPENLAKE_RDMA_EP_INFO in the environment prints each new endpoint's
  * lanes (ucp_ep_print_info: which transport does what) to stderr.
@@ -92,10 +92,15 @@ struct ol_rdma *ol_rdma_global(void);
 int ol_rdma_vet(struct ol_rdma *rd, const struct ol_rdma_token *t);
 
 /* Moves len bytes between buf and the client's [t->addr + off, +len).
- * Waits until done (any thread or fiber but the rdma thread); buf and t are
- * borrowed until it returns.  timeout_ms 0: OL_RDMA_TIMEOUT_MS. */
+ * Waits until buf may be reused (any thread or fiber but the rdma thread):
+ * a read has landed in buf; a write has left it, but is in the client's
+ * memory only after ol_rdma_flush.  buf and t are borrowed until it
+ * returns.  timeout_ms 0: OL_RDMA_TIMEOUT_MS. */
 int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,
                  uint64_t off, void *buf, size_t len, unsigned timeout_ms);
+/* Waits until every write to t's worker before it is in the client's
+ * memory (ucp_ep_flush_nbx). */
+int ol_rdma_flush(struct ol_rdma *rd, const struct ol_rdma_token *t, unsigned timeout_ms);
 
 struct ol_rdma_stats {
     uint64_t moves, bytes, errors, timeouts, eps_created, eps_evicted;

@@ -64,10 +64,7 @@ int main(void)
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .address = (const ucp_address_t *)w,
-        .err_mode = getenv("OPENLAKE_RDMA_ERR_MODE") &&
-                            strcmp(getenv("OPENLAKE_RDMA_ERR_MODE"), "none") == 0
-                        ? UCP_ERR_HANDLING_MODE_NONE
-                        : UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
     };
     ucp_ep_h e;
     s = ucp_ep_create(worker, &ep, &e);

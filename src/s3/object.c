@@ -604,6 +604,11 @@ int ol_s3_get_object(struct ol_s3_req *r)
             left -= take;
             data = NULL;
         }
+        int frc = len > 0 ? ol_s3_rdma_flush(rx) : 0;
+        if (frc < 0) {
+            rc = ol_s3_rdma_error(r, frc);
+            goto out;
+        }
         nh += ol_s3_rdma_reply_hdrs(ranged > 0 ? 206 : 200, len, rdma_buf, h + nh);
         rc = ol_http_resp_begin(r->conn, ranged > 0 ? 206 : 200, h, nh, 0);
         goto out;

@@ -110,6 +110,11 @@ int ol_s3_rdma_write(struct ol_s3_rdma *x, uint64_t off, const void *buf, size_t
     return rc;
 }
 
+int ol_s3_rdma_flush(struct ol_s3_rdma *x)
+{
+    return ol_rdma_flush(x->engine, &x->tok, 0);
+}
+
 int ol_s3_rdma_error(struct ol_s3_req *r, int rc)
 {
     const char *msg;

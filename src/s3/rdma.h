@@ -39,6 +39,9 @@ int ol_s3_rdma_parse(struct ol_s3_req *r, struct ol_s3_rdma **out, int *sent);
 /* Writes len bytes of buf at offset off of the client's region. */
 int ol_s3_rdma_write(struct ol_s3_rdma *x, uint64_t off, const void *buf, size_t len);
 
+/* Waits until the writes are in the client's memory. */
+int ol_s3_rdma_flush(struct ol_s3_rdma *x);
+
 /* Sends the S3 error for a failed transfer (ol_rdma_move's codes). */
 int ol_s3_rdma_error(struct ol_s3_req *r, int rc);
 
