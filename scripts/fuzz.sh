@@ -67,13 +67,17 @@ router)
     # (the sources of libopenlake-core in meson.build, less the server).
     srcs="$conn_sim $(ls src/core/*.c src/s3/*.c src/obj/*.c src/deploy/*.c src/store/*.c \
         src/ec/*.c src/access/*.c | grep -v -e src/core/log.c -e src/core/err.c -e src/core/loop.c \
-        -e src/core/msg.c -e src/core/clock.c)"
-    libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lcjson -lpthread"
+        -e src/core/msg.c -e src/core/clock.c) src/native/rdma.c src/native/rdma_token.c"
+    libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lcjson -lpthread -lucp -lucs"
     ;;
 policy)
     # The bucket-policy parser and evaluator (cJSON underneath).
     srcs="src/access/policy.c"
     libs="-lcjson"
+    ;;
+rdma_token)
+    srcs="src/native/rdma_token.c"
+    libs=""
     ;;
 wire)
     # The drive protocol's decoders; the target stands in for net.c's

@@ -16,6 +16,7 @@
 #include "s3/checksum.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "s3/rdma.h"
 #include "obj/obj.h"
 #include "s3/authz.h"
 #include "s3/s3.h"
@@ -181,6 +182,10 @@ static const char *upload_of_request(struct ol_s3_req *r, int *err, uint8_t *met
 
 int ol_s3_upload_part(struct ol_s3_req *r)
 {
+    int rdma_sent;
+    int rdma = ol_s3_rdma_put_setup(r, &rdma_sent);
+    if (rdma < 0)
+        return rdma_sent;
     const struct ol_s3_param *pn = ol_s3_param(r, "partNumber");
     char *end = NULL;
     long part = pn ? strtol(pn->value, &end, 10) : 0;
@@ -215,8 +220,11 @@ int ol_s3_upload_part(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[2];
+    struct ol_http_hdr h[4];
     size_t nh = 0;
+    char rdma_buf[64];
+    if (rdma)
+        nh += ol_s3_rdma_reply_hdrs(200, (uint64_t)ol_s3_body_length(r), rdma_buf, h + nh);
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
     if (ck.algo != OL_CK_NONE)
         h[nh++] = (struct ol_http_hdr){ol_ck_header(ck.algo), ck.b64};

@@ -13,6 +13,7 @@
 #include "s3/checksum.h"
 #include "s3/meta.h"
 #include "s3/object.h"
+#include "s3/rdma.h"
 #include "obj/obj.h"
 #include "s3/authz.h"
 #include "s3/s3.h"
@@ -100,6 +101,10 @@ static int meta_add_checksum(uint8_t *meta, size_t cap, size_t *len, enum ol_ck_
 
 int ol_s3_put_object(struct ol_s3_req *r)
 {
+    int rdma_sent;
+    int rdma = ol_s3_rdma_put_setup(r, &rdma_sent);
+    if (rdma < 0)
+        return rdma_sent;
     if (ol_s3_body_length(r) < 0 && !r->http->chunked)
         return ol_s3_error(r, OL_S3_MissingContentLength,
                            "You must provide the Content-Length HTTP header.");
@@ -175,8 +180,11 @@ int ol_s3_put_object(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[4];
+    struct ol_http_hdr h[6];
     size_t nh = 0;
+    char rdma_buf[64];
+    if (rdma)
+        nh += ol_s3_rdma_reply_hdrs(200, (uint64_t)ol_s3_body_length(r), rdma_buf, h + nh);
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
     if (vid[0])
         h[nh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
@@ -410,12 +418,22 @@ int ol_s3_get_object(struct ol_s3_req *r)
                                "parameter");
     }
 
+    /* S3 over RDMA (s3/rdma.h): the body goes into the client's memory. */
+    struct ol_s3_rdma *rx = NULL;
+    if (!r->http->is_head) {
+        int rdma_sent;
+        if (ol_s3_rdma_parse(r, &rx, &rdma_sent) < 0)
+            return rdma_sent;
+    }
+
     struct ol_obj_reader *rd = NULL;
     struct ol_http_hdr *h = NULL;
     const char *want_vid = ol_s3_version_param(r);
     int rc = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, want_vid, &rd);
-    if (rc < 0)
+    if (rc < 0) {
+        free(rx);
         return ol_s3_version_open_error(r, rc, want_vid);
+    }
     const struct ol_obj_info *info = ol_obj_read_info(rd);
     char vid[OL_STORE_VID_MAX];
     bool has_vid = ol_obj_read_vid(rd, vid) == 0 || want_vid;
@@ -476,7 +494,12 @@ int ol_s3_get_object(struct ol_s3_req *r)
     const uint8_t *data = NULL;
     int zfd = -1;
     uint64_t zoff = 0;
-    bool zc = len >= OL_S3_SENDFILE_MIN;
+    bool zc = len >= OL_S3_SENDFILE_MIN && !rx;
+    if (rx && len > rx->tok.len) {
+        rc = ol_s3_error(r, OL_S3_InvalidArgument,
+                         "x-amz-rdma-token: the region is smaller than the object (or range).");
+        goto out;
+    }
     ssize_t n = 0;
     if (len > 0 && !r->http->is_head) {
         n = zc ? ol_obj_read_file(rd, start, len, &zfd, &zoff) : -EAGAIN;
@@ -499,7 +522,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
 
     /* Room for every header: the fixed ones, each stored one (the blob's
      * size bounds their count), the overrides, Content-Type and CORS. */
-    size_t hcap = 12 + ol_s3_meta_count(info->meta, info->meta_len) + NOVERRIDES + 2 +
+    size_t hcap = 14 + ol_s3_meta_count(info->meta, info->meta_len) + NOVERRIDES + 2 +
                   OL_S3_CORS_MAX_HDRS;
     h = malloc(hcap * sizeof(*h));
     if (!h) {
@@ -572,6 +595,38 @@ int ol_s3_get_object(struct ol_s3_req *r)
         h[nh++] = (struct ol_http_hdr){"x-amz-tagging-count", ntags};
     nh += ol_s3_cors_headers(r, h + nh, OL_S3_CORS_MAX_HDRS, cors, sizeof(cors));
 
+    char rdma_buf[64];
+    if (rx) {
+        /* Every byte lands in the client's memory before the headers go:
+         * a failure is still a clean error response. */
+        for (uint64_t off = start, left = len; left > 0;) {
+            if (!data) {
+                n = ol_obj_read(rd, off, left, &data);
+                if (n <= 0) {
+                    rc = ol_s3_error(r, OL_S3_InternalError, "The object could not be read.");
+                    goto out;
+                }
+            }
+            size_t take = (size_t)n < left ? (size_t)n : (size_t)left;
+            int mrc = ol_s3_rdma_write(rx, off - start, data, take);
+            if (mrc < 0) {
+                rc = ol_s3_rdma_error(r, mrc);
+                goto out;
+            }
+            off += take;
+            left -= take;
+            data = NULL;
+        }
+        int frc = len > 0 ? ol_s3_rdma_flush(rx) : 0;
+        if (frc < 0) {
+            rc = ol_s3_rdma_error(r, frc);
+            goto out;
+        }
+        nh += ol_s3_rdma_reply_hdrs(ranged > 0 ? 206 : 200, len, rdma_buf, h + nh);
+        rc = ol_http_resp_begin(r->conn, ranged > 0 ? 206 : 200, h, nh, 0);
+        goto out;
+    }
+
     rc = ol_http_resp_begin(r->conn, ranged > 0 ? 206 : 200, h, nh, len);
     if (rc < 0 || r->http->is_head || len == 0)
         goto out;
@@ -616,6 +671,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
     }
 out:
     free(h);
+    free(rx);
     ol_obj_read_close(rd);
     return rc;
 }

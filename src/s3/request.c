@@ -33,6 +33,12 @@ struct s3_body {
     int64_t decoded_len;     /* x-amz-decoded-content-length, or -1 */
     size_t s, e;             /* raw bytes staged: stage[s, e) */
     bool raw_eof;
+    /* Another source of the body than the connection (S3 over RDMA,
+     * s3/rdma.h): src_len bytes read through src, freed with src_free. */
+    ssize_t (*src)(void *ctx, void *buf, size_t len, uint64_t off);
+    void *src_ctx;
+    void (*src_free)(void *ctx);
+    int64_t src_len;
     char stage[BODY_STAGE_BYTES];
 };
 
@@ -166,6 +172,8 @@ int ol_s3_error_from(struct ol_s3_req *r, int err)
 int64_t ol_s3_body_length(const struct ol_s3_req *r)
 {
     const struct s3_body *b = r->body_decoder;
+    if (b && b->src)
+        return b->src_len;
     if (b && b->aws_chunked)
         return b->decoded_len;
     if (r->http->chunked)
@@ -222,7 +230,10 @@ ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len)
     if (!b)
         return ol_http_body_read(r->conn, buf, len);
     ssize_t n;
-    if (b->aws_chunked)
+    if (b->src) {
+        uint64_t left = (uint64_t)b->src_len - b->got;
+        n = left == 0 ? 0 : b->src(b->src_ctx, buf, len < left ? len : (size_t)left, b->got);
+    } else if (b->aws_chunked)
         n = read_aws_chunked(r, b, buf, len);
     else
         n = ol_http_body_read(r->conn, buf, len);
@@ -307,6 +318,32 @@ void ol_s3_body_free(struct ol_s3_req *r)
         ol_aws_chunked_free(&b->ac);
     if (b->sha)
         EVP_MD_CTX_free(b->sha);
+    if (b->src_free)
+        b->src_free(b->src_ctx);
     free(b);
     r->body_decoder = NULL;
+}
+
+int ol_s3_body_set_source(struct ol_s3_req *r, int64_t len,
+                          ssize_t (*src)(void *ctx, void *buf, size_t len, uint64_t off),
+                          void *ctx, void (*src_free)(void *ctx))
+{
+    struct s3_body *b = r->body_decoder;
+    if (!b) {
+        int rc = ol_s3_body_setup(r, false, false, false, NULL, NULL, NULL, NULL);
+        if (rc < 0) {
+            src_free(ctx);
+            return rc;
+        }
+        b = r->body_decoder;
+    }
+    if (b->aws_chunked || b->src) {
+        src_free(ctx);
+        return -EINVAL;
+    }
+    b->src = src;
+    b->src_ctx = ctx;
+    b->src_free = src_free;
+    b->src_len = len;
+    return 0;
 }

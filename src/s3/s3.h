@@ -82,6 +82,14 @@ void ol_s3_body_free(struct ol_s3_req *r);
 /* Body access for handlers: decodes aws-chunked framing and checks a signed
  * payload's SHA-256 at the end (-OL_ESHA256 -> XAmzContentSHA256Mismatch). */
 ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len);
+/* Makes the body come from src instead of the connection (S3 over RDMA,
+ * s3/rdma.h): len bytes, read at increasing offsets; the signed payload's
+ * SHA-256, when there is one, is checked on them as on a body received.
+ * Consumes ctx (src_free(ctx) after the handler, or now on failure).
+ * -EINVAL for an aws-chunked body, -ENOMEM. */
+int ol_s3_body_set_source(struct ol_s3_req *r, int64_t len,
+                          ssize_t (*src)(void *ctx, void *buf, size_t len, uint64_t off),
+                          void *ctx, void (*src_free)(void *ctx));
 /* Decoded body length when known in advance (x-amz-decoded-content-length or
  * Content-Length), else -1. */
 int64_t ol_s3_body_length(const struct ol_s3_req *r);
