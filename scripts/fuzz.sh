@@ -70,6 +70,10 @@ router)
         -e src/core/msg.c -e src/core/clock.c)"
     libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lpthread"
     ;;
+rdma_token)
+    srcs="src/native/rdma_token.c"
+    libs=""
+    ;;
 wire)
     # The drive protocol's decoders; the target stands in for net.c's
     # ol_net_call, so no UCX.
