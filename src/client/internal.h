@@ -32,6 +32,8 @@ struct ol_client {
     unsigned nnodes;
     atomic_uint next; /* round robin */
     unsigned timeout_ms;
+    uint8_t *waddr; /* this client's UCX worker address, once asked (mu) */
+    size_t waddr_len;
     struct olc_batch *batch; /* started on first submit */
     pthread_mutex_t batch_mu;
 };

@@ -119,6 +119,8 @@ struct exec {
     void *addr;
     size_t len;
     void *memh;
+    uint8_t *out; /* exec_worker_address, exec_rkey_pack: copied here */
+    size_t cap;
 };
 
 /* Large request buffers are kept for reuse (net thread only: it allocates
@@ -1288,6 +1290,55 @@ void ol_net_mem_unmap(struct ol_net *net, void *memh)
     (void)run_exec(net, &e);
 }
 
+static void exec_worker_address(struct ol_net *net, struct exec *e)
+{
+    ucp_address_t *a = NULL;
+    size_t n = 0;
+    if (ucp_worker_get_address(net->worker, &a, &n) != UCS_OK) {
+        e->rc = -EIO;
+        return;
+    }
+    e->len = n;
+    e->rc = n > e->cap ? -ENOSPC : 0;
+    if (e->rc == 0)
+        memcpy(e->out, a, n);
+    ucp_worker_release_address(net->worker, a);
+}
+
+int ol_net_worker_address(struct ol_net *net, void *out, size_t cap, size_t *len)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_worker_address, .out = out, .cap = cap};
+    int rc = run_exec(net, &e);
+    *len = rc == 0 || rc == -ENOSPC ? e.len : 0;
+    return rc;
+}
+
+static void exec_rkey_pack(struct ol_net *net, struct exec *e)
+{
+    void *b = NULL;
+    size_t n = 0;
+    if (ucp_rkey_pack(net->ctx, e->memh, &b, &n) != UCS_OK) {
+        e->rc = -EINVAL;
+        return;
+    }
+    e->len = n;
+    e->rc = n > e->cap ? -ENOSPC : 0;
+    if (e->rc == 0)
+        memcpy(e->out, b, n);
+    ucp_rkey_buffer_release(b);
+}
+
+int ol_net_rkey_pack(struct ol_net *net, void *memh, void *out, size_t cap, size_t *len)
+{
+    if (!memh)
+        return -EINVAL;
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_rkey_pack, .memh = memh, .out = out,
+                     .cap = cap};
+    int rc = run_exec(net, &e);
+    *len = rc == 0 || rc == -ENOSPC ? e.len : 0;
+    return rc;
+}
+
 bool ol_net_cuda_memory(struct ol_net *net)
 {
     ucp_context_attr_t a = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
@@ -1386,7 +1437,7 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
         ol_warn("net: cannot set UCX's ZCOPY_THRESH (a new endpoint may abort the process)");
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (opts && opts->rma ? UCP_FEATURE_RMA : 0),
         .mt_workers_shared = 0,
     };
     ucs_status_t st = ucp_init(&up, cfg, &net->ctx);
