@@ -66,9 +66,14 @@ router)
     # obj/, the one-drive store, the erasure sets and the deployment
     # (the sources of libopenlake-core in meson.build, less the server).
     srcs="$conn_sim $(ls src/core/*.c src/s3/*.c src/obj/*.c src/deploy/*.c src/store/*.c \
-        src/ec/*.c | grep -v -e src/core/log.c -e src/core/err.c -e src/core/loop.c \
+        src/ec/*.c src/access/*.c | grep -v -e src/core/log.c -e src/core/err.c -e src/core/loop.c \
         -e src/core/msg.c -e src/core/clock.c)"
-    libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lpthread"
+    libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lcjson -lpthread"
+    ;;
+policy)
+    # The bucket-policy parser and evaluator (cJSON underneath).
+    srcs="src/access/policy.c"
+    libs="-lcjson"
     ;;
 rdma_token)
     srcs="src/native/rdma_token.c"

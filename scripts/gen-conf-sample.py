@@ -20,6 +20,11 @@ HEAD = """# OpenLake sample configuration.  One setting per line: 'name value'.
 TAIL = """
 # Users: repeat for each.  Without any, the server accepts openlake / openlake-secret.
 #user AKIAEXAMPLE0001 change-this-secret
+#
+# Access control: a bucket belongs to the user who created it; other users
+# (and anonymous requests) get 403 unless the bucket's policy or a canned ACL
+# lets them in.  Users named in admin_users see and may do everything, e.g.
+#admin_users AKIAEXAMPLE0001
 """
 
 # A row: I(name, lo, hi, "default", "help"), Z(...), B(name, "default", "help"), S(...).

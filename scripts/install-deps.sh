@@ -19,6 +19,9 @@ PKGS=(
   # third-party S3 clients for tests/integration/test_clients.py (s3fs needs fuse3's
   # fusermount3; the tests skip the FUSE mount where /dev/fuse is unusable)
   s3cmd rclone s3fs fuse3
+  # the Python package (python/): pip installs it from the checkout; numpy and
+  # PyTorch (CPU) for its buffer, safetensors and checkpoint tests
+  python3-pip python3-setuptools python3-numpy python3-torch
 )
 # The AWS SDK for JavaScript check (tests/js, tests/integration/test_js_sdk.py):
 # node and npm from Debian when the commands are missing.  Asked for by

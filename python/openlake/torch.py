@@ -116,10 +116,17 @@ def parse_header(raw, data_len):
 
 
 def _read_exact(client, bucket, key, buf, offset):
-    mv = memoryview(buf).cast("B")
+    """Fills buf (a uint8 tensor or a writable buffer) from object offset."""
+    if isinstance(buf, torch.Tensor):
+        total = buf.numel()
+        view = lambda a: buf[a:]  # noqa: E731
+    else:
+        mv = memoryview(buf).cast("B")
+        total = len(mv)
+        view = lambda a: mv[a:]  # noqa: E731
     got = 0
-    while got < len(mv):
-        n = client.get_into(bucket, key, mv[got:], offset=offset + got)
+    while got < total:
+        n = client.get_into(bucket, key, view(got), offset=offset + got)
         if n <= 0:
             raise SafetensorsError(f"{bucket}/{key}: ends at {offset + got} (truncated)")
         got += n

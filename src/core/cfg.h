@@ -79,6 +79,7 @@ struct ol_cfg {
     const char *const *drive_dirs; /* the data directories when more than one (main.c) */
     unsigned ndrive_dirs;
     /* users */
+    char admin_users[1024]; /* admin access keys, comma-separated (access/access.h) */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];
     size_t nusers;
 };

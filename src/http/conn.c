@@ -18,6 +18,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -891,6 +893,27 @@ static int setup_request(struct ol_http_conn *c)
     return 0;
 }
 
+/* The peer's address as text ("127.0.0.1", "::1"; an IPv4-mapped IPv6
+ * address in its IPv4 form), once per connection: logs and the access
+ * rules' aws:SourceIp (access/access.h) read it.  "" when unknown. */
+static void peer_address(int fd, char *out, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    out[0] = 0;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, out, (socklen_t)cap);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            inet_ntop(AF_INET, a->s6_addr + 12, out, (socklen_t)cap);
+        else
+            inet_ntop(AF_INET6, a, out, (socklen_t)cap);
+    }
+}
+
 void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_handler handler,
                         void *ctx)
 {
@@ -907,6 +930,7 @@ void ol_http_conn_serve(int fd, const struct ol_http_conn_opts *opts, ol_http_ha
     c->cap = 0;
     c->headers = NULL;
     c->accepted_ms = ol_now_ms();
+    peer_address(fd, c->req.remote, sizeof(c->req.remote));
 
     /* Bounded by the connection's own life: each round serves one request or
      * ends the connection. */

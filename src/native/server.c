@@ -13,6 +13,7 @@
 
 #include <openssl/crypto.h>
 
+#include "access/access.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -320,6 +321,22 @@ static bool arg_names(struct ol_rbuf *r, struct names *n)
            n->key_len > 0;
 }
 
+/* ---- authorization ---- */
+
+static int allowed(struct ol_native_server *s, const char *ak, const char *action,
+                   const char *bucket, const char *key, size_t key_len, const char *prefix)
+{
+    if (!s->o.cfg)
+        return 0;
+    struct ol_access_req q = {.user = ak,
+                              .action = action,
+                              .bucket = bucket,
+                              .key = key,
+                              .key_len = key_len,
+                              .prefix = prefix};
+    return ol_access_check(s->o.obj, s->o.cfg, &q);
+}
+
 /* ---- ops ---- */
 
 static int op_hello(struct ol_native_server *s, struct out *out)
@@ -377,8 +394,8 @@ static int read_into(struct ol_obj_reader *rd, uint64_t off, size_t len, uint8_t
     return 0;
 }
 
-static int op_head_get(struct ol_native_server *s, uint8_t op, struct ol_rbuf *r,
-                       struct out *out)
+static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
+                       struct ol_rbuf *r, struct out *out)
 {
     struct names n;
     char vid[OL_NATIVE_MAX_VID + 1], if_match[80] = "";
@@ -396,8 +413,12 @@ static int op_head_get(struct ol_native_server *s, uint8_t op, struct ol_rbuf *r
     }
     if (strcmp(vid, "null") == 0)
         vid[0] = 0; /* unversioned: the current object */
+    int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n.bucket, n.key,
+                     n.key_len, NULL);
+    if (rc < 0)
+        return rc;
     struct ol_obj_reader *rd;
-    int rc = open_reader(s, &n, vid, &rd);
+    rc = open_reader(s, &n, vid, &rd);
     if (rc < 0)
         return rc;
     const struct ol_obj_info *info = ol_obj_read_info(rd);
@@ -461,7 +482,8 @@ out:
     return rc;
 }
 
-static int op_get_batch(struct ol_native_server *s, struct ol_rbuf *r, struct out *out)
+static int op_get_batch(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
+                        struct out *out)
 {
     uint32_t n = ol_rbuf_u32(r);
     if (r->bad || n == 0 || n > OL_NATIVE_MAX_BATCH)
@@ -496,7 +518,9 @@ static int op_get_batch(struct ol_native_server *s, struct ol_rbuf *r, struct ou
         struct ol_obj_reader *rd = NULL;
         if (full)
             st = -EMSGSIZE;
-        else if ((st = open_reader(s, &nm, "", &rd)) == 0) {
+        else if ((st = allowed(s, ak, "s3:GetObject", nm.bucket, nm.key, nm.key_len, NULL)) ==
+                     0 &&
+                 (st = open_reader(s, &nm, "", &rd)) == 0) {
             const struct ol_obj_info *info = ol_obj_read_info(rd);
             if (off > info->size || (off == info->size && info->size > 0))
                 st = -ERANGE;
@@ -571,15 +595,17 @@ static int commit(struct ol_native_server *s, struct ol_obj_writer *w, struct ol
     return put_info(out, size, info.mtime_ns, info.etag, vid, meta, meta_len);
 }
 
-static int op_put(struct ol_native_server *s, struct ol_net_req *req, struct ol_rbuf *r,
-                  struct out *out)
+static int op_put(struct ol_native_server *s, struct ol_net_req *req, const char *ak,
+                  struct ol_rbuf *r, struct out *out)
 {
     struct names n;
     uint8_t meta[OL_NATIVE_META_CAP];
     uint32_t meta_len;
     if (!arg_names(r, &n) || put_meta(r, meta, sizeof(meta), &meta_len) < 0)
         return -EINVAL;
-    int rc = ol_net_req_check(req);
+    int rc = allowed(s, ak, "s3:PutObject", n.bucket, n.key, n.key_len, NULL);
+    if (rc == 0)
+        rc = ol_net_req_check(req);
     if (rc < 0)
         return rc;
     uint64_t len = ol_net_req_hdr(req)->data_len;
@@ -657,6 +683,9 @@ static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, cons
     uint64_t total = ol_rbuf_u64(r);
     if (r->bad)
         return -EINVAL;
+    int arc = allowed(s, ak, "s3:PutObject", n.bucket, n.key, n.key_len, NULL);
+    if (arc < 0)
+        return arc;
     /* A slot first, so that a full table costs no writer. */
     struct session *x = NULL;
     pthread_mutex_lock(&s->smu);
@@ -775,18 +804,22 @@ static void sweep(struct ol_native_server *s, bool all)
     }
 }
 
-static int op_delete(struct ol_native_server *s, struct ol_rbuf *r)
+static int op_delete(struct ol_native_server *s, const char *ak, struct ol_rbuf *r)
 {
     struct names n;
     if (!arg_names(r, &n))
         return -EINVAL;
+    int arc = allowed(s, ak, "s3:DeleteObject", n.bucket, n.key, n.key_len, NULL);
+    if (arc < 0)
+        return arc;
     if (s->o.may_ack_write && !s->o.may_ack_write())
         return -OL_EFENCED;
     int rc = ol_obj_delete(s->o.obj, n.bucket, n.key, n.key_len);
     return rc == -OL_ENOKEY ? 0 : rc;
 }
 
-static int op_list(struct ol_native_server *s, struct ol_rbuf *r, struct out *out)
+static int op_list(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
+                   struct out *out)
 {
     char bucket[OL_NATIVE_MAX_BUCKET + 2], prefix[OL_NATIVE_MAX_KEY + 1],
         after[OL_NATIVE_MAX_KEY + 1];
@@ -799,6 +832,9 @@ static int op_list(struct ol_native_server *s, struct ol_rbuf *r, struct out *ou
         return -EINVAL;
     if (max == 0 || max > OL_NATIVE_MAX_LIST)
         max = OL_NATIVE_MAX_LIST;
+    int arc = allowed(s, ak, "s3:ListBucket", bucket, NULL, 0, prefix);
+    if (arc < 0)
+        return arc;
     /* Start at the later of the prefix and start_after. */
     const char *from = after;
     size_t from_len = al;
@@ -882,15 +918,15 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
         case OL_COP_HEAD:
         case OL_COP_GET:
             count(s, ST_GET, 1);
-            rc = op_head_get(s, h->op, &r, &out);
+            rc = op_head_get(s, ak, h->op, &r, &out);
             break;
         case OL_COP_GET_BATCH:
             count(s, ST_GET, 1);
-            rc = op_get_batch(s, &r, &out);
+            rc = op_get_batch(s, ak, &r, &out);
             break;
         case OL_COP_PUT:
             count(s, ST_PUT, 1);
-            rc = op_put(s, req, &r, &out);
+            rc = op_put(s, req, ak, &r, &out);
             break;
         case OL_COP_PUT_BEGIN:
             count(s, ST_PUT, 1);
@@ -904,10 +940,10 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
             rc = op_put_abort(s, ak, &r);
             break;
         case OL_COP_DELETE:
-            rc = op_delete(s, &r);
+            rc = op_delete(s, ak, &r);
             break;
         case OL_COP_LIST:
-            rc = op_list(s, &r, &out);
+            rc = op_list(s, ak, &r, &out);
             break;
         default:
             rc = -ENOTSUP;

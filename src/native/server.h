@@ -8,7 +8,14 @@
  * opens every request's control bytes names the user, whose secret (from
  * the lookup callback, the S3 users) gives the key the request must be
  * signed with.  A request that names no known user or fails its MAC never
- * reaches a handler.
+ * reaches a handler.  Each op is then authorized as the S3 port authorizes
+ * its request (access/access.h, ol_access_check: GET/HEAD and every item
+ * of a GET_BATCH as s3:GetObject, PUT as s3:PutObject, DELETE as
+ * s3:DeleteObject, LIST as s3:ListBucket with its prefix): -EACCES when
+ * denied.  The client's address is not known to the check (UCX does not
+ * say it): policies conditioned on aws:SourceIp never match here, so a
+ * policy Allow that needs one does not apply and a Deny that needs one does
+ * not either (use a Deny without conditions to shut the native port).
  *
  * The net thread only queues requests; a pool of worker threads decodes
  * them and calls the object layer (which may block on disk or on other
@@ -46,6 +53,10 @@ struct ol_native_server_opts {
     const char *host; /* listening address */
     uint16_t port;    /* 0: any free one (ol_native_server_port) */
     struct ol_obj *obj;
+    /* Who may do what (access/access.h: owners, policies, ACLs), the same
+     * rules as the S3 port's; NULL: every authenticated user may do
+     * everything (tests of the protocol alone). */
+    const struct ol_cfg *cfg;
     /* The secret of an access key: 0 with it in secret (NUL-terminated),
      * or -ENOENT.  Called on the net thread for every request: must not
      * block, and sees users added or removed at once. */

@@ -22,6 +22,7 @@
 #include "ec/qlock.h"
 #include "ec/storedrive.h"
 #include "obj/ec_multipart.h"
+#include "s3/meta.h"
 
 #define EC_CHUNK_BYTES (1u << 20) /* bytes per read step */
 #define EC_ITER_PAGE 128u         /* keys per set per listing step */
@@ -715,6 +716,34 @@ struct ol_ec_reader {
 
 #define READ_BLOB_FIRST 8192u /* most blobs fit: one round trip */
 
+/* The part count of an object stored whole but named as a multipart upload
+ * of fixed-size parts (a native PUT, native/etag.h): the sum of the counts
+ * of its ":parts" entry ("size*count,..."), 0 when there is none.  A single
+ * drive keeps nparts in the object's entry; erasure sets only keep it in
+ * manifests, so it is read back from the metadata here. */
+static uint32_t parts_in_meta(const struct ol_obj_info *info)
+{
+    const uint8_t *v;
+    size_t vl;
+    if (ol_s3_meta_get(info->meta, info->meta_len, OL_S3_META_PARTS, &v, &vl) < 0 || vl > 200)
+        return 0;
+    char b[201];
+    memcpy(b, v, vl);
+    b[vl] = 0;
+    uint64_t n = 0;
+    for (char *p = b; p && *p;) {
+        char *star = strchr(p, '*');
+        if (!star)
+            return 0;
+        n += strtoull(star + 1, &p, 10);
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return 0;
+    }
+    return n <= 10000 ? (uint32_t)n : 0;
+}
+
 int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
                     const char *vid, struct ol_ec_reader **out)
 {
@@ -793,7 +822,7 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
     memcpy(r->info.etag, etag, sizeof(r->info.etag));
     r->info.meta = r->bv.meta;
     r->info.meta_len = r->bv.meta_len;
-    r->info.nparts = r->mf ? ol_ec_manifest_nparts(r->mf) : 0;
+    r->info.nparts = r->mf ? ol_ec_manifest_nparts(r->mf) : parts_in_meta(&r->info);
     *out = r;
     return 0;
 }

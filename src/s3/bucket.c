@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "s3/settings.h"
 #include "store/store.h"
@@ -49,9 +50,17 @@ static int ol_s3_send_doc(struct ol_s3_req *r, struct ol_xml *x)
 
 /* ---- ListBuckets ---- */
 
+struct ol_s3_list_ctx {
+    struct ol_s3_req *r;
+    struct ol_xml *x;
+};
+
 static int ol_s3_list_one_bucket(void *ctx, const struct ol_bucket_info *b)
 {
-    struct ol_xml *x = ctx;
+    struct ol_xml *x = ((struct ol_s3_list_ctx *)ctx)->x;
+    /* A user sees the buckets they own (an admin: all of them), as in S3. */
+    if (!ol_s3_lists_bucket(((struct ol_s3_list_ctx *)ctx)->r, b->name))
+        return 0;
     char date[32];
     ol_s3_iso_date(b->ctime_ns, date);
     ol_xml_open(x, "Bucket");
@@ -74,7 +83,8 @@ int ol_s3_list_buckets(struct ol_s3_req *r)
     ol_xml_str(&x, "DisplayName", ol_s3_owner(r));
     ol_xml_close(&x);
     ol_xml_open(&x, "Buckets");
-    ret = ol_obj_bucket_list(r->ctx->obj, ol_s3_list_one_bucket, &x);
+    struct ol_s3_list_ctx lc = {r, &x};
+    ret = ol_obj_bucket_list(r->ctx->obj, ol_s3_list_one_bucket, &lc);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
@@ -169,11 +179,17 @@ int ol_s3_create_bucket(struct ol_s3_req *r)
             goto out;
         }
     }
+    struct ol_access_bucket rec;
+    bool refused;
+    ret = ol_s3_bucket_access_parse(r, &rec, &refused);
+    if (refused)
+        goto out;
     ret = ol_obj_bucket_create(r->ctx->obj, r->bucket, r->now_ns);
     if (ret < 0) {
         ret = ol_s3_error_from(r, ret);
         goto out;
     }
+    ol_s3_bucket_created(r, &rec);
     /* Cached settings of an earlier bucket of this name go stale. */
     ol_s3_settings_changed();
     char location[72];
@@ -202,8 +218,9 @@ int ol_s3_delete_bucket(struct ol_s3_req *r)
     int ret = ol_obj_bucket_delete(r->ctx->obj, r->bucket);
     if (ret < 0)
         return ol_s3_error_from(r, ret);
-    /* Its settings go with it: caches (cors.c) drop their copies. */
+    /* Its settings go with it: caches (cors.c, access/) drop their copies. */
     ol_s3_settings_changed();
+    ol_access_changed();
     return ol_s3_send_empty(r, 204, NULL, 0);
 }
 

@@ -12,6 +12,7 @@
 #include "s3/meta.h"
 #include "s3/object.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 #include "store/store.h"
@@ -210,11 +211,17 @@ int ol_s3_copy_object(struct ol_s3_req *r)
                            "This copy request is illegal because it is trying to copy an object "
                            "to itself without changing the object's metadata, storage class, "
                            "website redirect location or encryption attributes.");
+    /* The copy's canned ACL is the request's (private when absent), never
+     * the source's, as in S3. */
+    enum ol_acl acl;
+    bool acl_refused;
+    int rc = ol_s3_write_acl(r, &acl, &acl_refused);
+    if (acl_refused)
+        return rc;
     /* With REPLACE, the request's tags (none: the copy is untagged) are
      * written into the copy's entry by the copy itself; with COPY the entry
      * keeps the source's. */
     struct ol_s3_tag_attr tags = {0};
-    int rc = 0;
     if (tags_replace) {
         const char *tag_msg;
         rc = ol_s3_tag_attr_from_header(r, &tags, &tag_msg);
@@ -257,6 +264,9 @@ int ol_s3_copy_object(struct ol_s3_req *r)
     memcpy(src_etag, si->etag, sizeof(src_etag));
     if (replace)
         keep_internal(si, meta, OL_S3_META_MAX + 256, &mlen);
+    struct ol_obj_attr attrs[2] = {ol_s3_acl_attr(acl)};
+    if (tags_replace)
+        attrs[1] = tags.attr;
     struct ol_store_copy_opts o = {
         .src_etag = src_etag,
         .replace_meta = replace,
@@ -264,8 +274,8 @@ int ol_s3_copy_object(struct ol_s3_req *r)
         .meta_len = (uint32_t)mlen,
         .mtime_ns = r->now_ns,
         .dst_cond = has_cond ? &cond : NULL,
-        .attrs = tags_replace ? &tags.attr : NULL,
-        .nattrs = tags_replace ? 1 : 0,
+        .attrs = attrs,
+        .nattrs = tags_replace ? 2 : 1,
     };
     struct ol_obj_info out;
     /* src_etag binds the copy to the snapshot that the conditions saw. */

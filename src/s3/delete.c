@@ -15,6 +15,7 @@
 #include "core/err.h"
 #include "s3/checksum.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -159,6 +160,12 @@ static void delete_one(struct ol_s3_req *r, struct ol_xml *x, const struct del_d
     } else if (o->ver_len >= sizeof(vid)) {
         code = "NoSuchVersion";
         msg = "The specified version does not exist.";
+    } else if (ol_s3_authorize_key(r, o->ver_len ? "s3:DeleteObjectVersion" : "s3:DeleteObject",
+                                   key, o->key_len) != 0) {
+        /* Each key is its own request for the bucket's rules (a policy may
+         * grant or deny by prefix). */
+        code = "AccessDenied";
+        msg = "Access Denied";
     } else {
         memcpy(vid, ver, o->ver_len);
         vid[o->ver_len] = 0;

@@ -58,6 +58,11 @@ static const struct ol_s3_code_row ol_s3_codes[OL_S3_CODE_COUNT] = {
     OL_S3_ROW(RequestTimeout, 400),
     OL_S3_ROW(ServiceUnavailable, 503),
     OL_S3_ROW(SignatureDoesNotMatch, 403),
+    OL_S3_ROW(MalformedPolicy, 400),
+    OL_S3_ROW(NoSuchBucketPolicy, 404),
+    OL_S3_ROW(AccessControlListNotSupported, 400),
+    OL_S3_ROW(OwnershipControlsNotFoundError, 404),
+    OL_S3_ROW(MalformedACLError, 400),
     OL_S3_ROW(SlowDown, 503),
     OL_S3_ROW(XAmzContentSHA256Mismatch, 400),
     /* S3 has no code for a full store (it never fills).  A 500 or 503 would

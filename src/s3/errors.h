@@ -49,6 +49,12 @@ enum ol_s3_code {
     OL_S3_XAmzContentSHA256Mismatch,
     /* A full drive (or erasure set): see errors.c. */
     OL_S3_XOpenLakeStorageFull,
+    /* access control (s3/authz.c) */
+    OL_S3_MalformedPolicy,
+    OL_S3_NoSuchBucketPolicy,
+    OL_S3_AccessControlListNotSupported,
+    OL_S3_OwnershipControlsNotFoundError,
+    OL_S3_MalformedACLError,
     OL_S3_CODE_COUNT,
 };
 

@@ -25,6 +25,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -229,16 +230,14 @@ static void ol_list_put_param(struct ol_xml *x, const char *tag, const struct ol
         ol_xml_text(x, tag, "", 0);
 }
 
-static const char *ol_list_owner(const struct ol_s3_req *r)
-{
-    return r->access_key ? r->access_key : "anonymous";
-}
 
 static void ol_list_owner_elem(struct ol_xml *x, const char *tag, const struct ol_s3_req *r)
 {
+    char owner[129];
+    ol_s3_bucket_owner(r, owner);
     ol_xml_open(x, tag);
-    ol_xml_str(x, "ID", ol_list_owner(r));
-    ol_xml_str(x, "DisplayName", ol_list_owner(r));
+    ol_xml_str(x, "ID", owner);
+    ol_xml_str(x, "DisplayName", owner);
     ol_xml_close(x);
 }
 

@@ -17,6 +17,7 @@
 #include "s3/meta.h"
 #include "s3/object.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -100,6 +101,16 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
         return ol_s3_error(r, OL_S3_InvalidTag, tag_msg);
     const struct ol_slice *tg = ol_s3_header(r, "x-amz-tagging");
     if (tg && tg->n && ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_TAGS, tg->p, tg->n) < 0)
+        return ol_s3_meta_error(r, -E2BIG);
+    /* So is the canned ACL. */
+    enum ol_acl acl;
+    bool acl_refused;
+    rc = ol_s3_write_acl(r, &acl, &acl_refused);
+    if (acl_refused)
+        return rc;
+    const char *an = ol_acl_name(acl);
+    if (acl != OL_ACL_PRIVATE &&
+        ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_ACL, an, strlen(an)) < 0)
         return ol_s3_meta_error(r, -E2BIG);
     char id[40];
     rc = ol_obj_upload_create(r->ctx->obj, r->bucket, r->key, r->key_len, meta,
@@ -715,6 +726,12 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         rc = trc == -EINVAL ? ol_s3_error(r, OL_S3_InvalidTag, tag_msg) : ol_s3_error_from(r, trc);
         goto out;
     }
+    const uint8_t *av = NULL;
+    size_t avl = 0;
+    enum ol_acl acl = OL_ACL_PRIVATE;
+    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_ACL, &av, &avl) != 0 ||
+        ol_acl_parse((const char *)av, avl, &acl) != 0)
+        acl = OL_ACL_PRIVATE;
     size_t mlen = ol_s3_meta_strip_internal(meta, meta_len);
     char ckval[OL_CK_B64_MAX] = "";
     if (algo != OL_CK_NONE && sizes_known &&
@@ -738,13 +755,19 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     if (rle && sizes_known && parts_rle(sp, d.parts, d.n, rle, PARTS_META_MAX))
         (void)ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_PARTS, rle, strlen(rle));
     free(rle);
+    struct ol_obj_attr attrs[2];
+    uint32_t nattrs = 0;
+    if (tags.attr.val)
+        attrs[nattrs++] = tags.attr;
+    if (acl != OL_ACL_PRIVATE)
+        attrs[nattrs++] = ol_s3_acl_attr(acl);
     struct ol_obj_info info = {
         .mtime_ns = r->now_ns,
         .nparts = d.n,
         .meta = meta,
         .meta_len = (uint32_t)mlen,
-        .attrs = tags.attr.val ? &tags.attr : NULL,
-        .nattrs = tags.attr.val ? 1 : 0,
+        .attrs = attrs,
+        .nattrs = nattrs,
     };
     snprintf(info.etag, sizeof(info.etag), "%s", mp_etag);
     char vid[OL_STORE_VID_MAX];

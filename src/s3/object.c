@@ -14,6 +14,7 @@
 #include "s3/meta.h"
 #include "s3/object.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
 #include "store/store.h"
@@ -117,6 +118,11 @@ int ol_s3_put_object(struct ol_s3_req *r)
         return 0;
     /* The tags are parsed (and refused) before the body is read, and commit
      * with the object, in its entry. */
+    enum ol_acl acl;
+    bool acl_refused;
+    rc = ol_s3_write_acl(r, &acl, &acl_refused);
+    if (acl_refused)
+        return rc;
     struct ol_s3_tag_attr tags;
     const char *tag_msg;
     rc = ol_s3_tag_attr_from_header(r, &tags, &tag_msg);
@@ -145,12 +151,19 @@ int ol_s3_put_object(struct ol_s3_req *r)
         ol_s3_tag_attr_free(&tags);
         return ol_s3_meta_error(r, -E2BIG);
     }
+    /* The tags and the canned ACL (when not private) commit with the object. */
+    struct ol_obj_attr attrs[2];
+    uint32_t nattrs = 0;
+    if (tags.attr.val)
+        attrs[nattrs++] = tags.attr;
+    if (acl != OL_ACL_PRIVATE)
+        attrs[nattrs++] = ol_s3_acl_attr(acl);
     struct ol_obj_info info = {
         .mtime_ns = r->now_ns,
         .meta = meta,
         .meta_len = (uint32_t)mlen,
-        .attrs = tags.attr.val ? &tags.attr : NULL,
-        .nattrs = tags.attr.val ? 1 : 0,
+        .attrs = nattrs ? attrs : NULL,
+        .nattrs = nattrs,
     };
     snprintf(info.etag, sizeof(info.etag), "%s", etag);
     char vid[OL_STORE_VID_MAX];

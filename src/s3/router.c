@@ -23,6 +23,8 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "s3/auth.h"
+#include "access/access.h"
+#include "s3/authz.h"
 #include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
@@ -116,7 +118,8 @@ static bool host_bucket(const struct ol_s3_req *r, const char *domain, char out[
 static const char *const known_params[] = {
     /* sub-resources */
     "location", "uploads", "uploadId", "partNumber", "versionId", "delete", "tagging",
-    "versioning", "versions", "cors", "lifecycle", "attributes",
+    "versioning", "versions", "cors", "lifecycle", "attributes", "acl", "policy",
+    "ownershipControls",
     /* listing arguments */
     "list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
     "encoding-type", "fetch-owner", "marker", "key-marker", "upload-id-marker", "max-uploads",
@@ -245,12 +248,27 @@ static int hoist_params(struct ol_s3_req *r, struct ol_http_header **owned, bool
     return 0;
 }
 
+/* No Authorization header and no presigned-URL parameters (SigV4's
+ * X-Amz-Algorithm..., SigV2's Signature/AWSAccessKeyId): auth.c would
+ * answer AccessDenied for want of credentials. */
+static bool anonymous_request(struct ol_s3_req *r)
+{
+    if (ol_s3_header(r, "authorization"))
+        return false;
+    struct ol_sigv4_auth a;
+    memset(&a, 0, sizeof(a));
+    return ol_sigv4_parse_query(r->http->head.query, &a) == 1 && !ol_s3_param(r, "Signature") &&
+           !ol_s3_param(r, "AWSAccessKeyId");
+}
+
 static int not_allowed(struct ol_s3_req *r)
 {
     return ol_s3_error(r, OL_S3_MethodNotAllowed,
                        "The specified method is not allowed against this resource.");
 }
 
+/* The sub-resources are tested in an order that s3/authz.c's action_of
+ * repeats: change both together. */
 static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, bool del,
                            bool post)
 {
@@ -267,6 +285,16 @@ static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, b
         return get ? ol_s3_get_bucket_lifecycle(r)
                    : put ? ol_s3_put_bucket_lifecycle(r)
                          : del ? ol_s3_delete_bucket_lifecycle(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "policy"))
+        return get ? ol_s3_get_bucket_policy(r)
+                   : put ? ol_s3_put_bucket_policy(r)
+                         : del ? ol_s3_delete_bucket_policy(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "acl"))
+        return get ? ol_s3_get_bucket_acl(r) : put ? ol_s3_put_bucket_acl(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "ownershipControls"))
+        return get ? ol_s3_get_bucket_ownership(r)
+                   : put ? ol_s3_put_bucket_ownership(r)
+                         : del ? ol_s3_delete_bucket_ownership(r) : not_allowed(r);
     if (ol_s3_has_param(r, "tagging"))
         return get ? ol_s3_get_bucket_tagging(r)
                    : put ? ol_s3_put_bucket_tagging(r)
@@ -300,6 +328,8 @@ static int dispatch_object(struct ol_s3_req *r, bool get, bool head, bool put, b
                          : del ? ol_s3_delete_object_tagging(r) : not_allowed(r);
     if (ol_s3_has_param(r, "attributes"))
         return get ? ol_s3_get_object_attributes(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "acl"))
+        return get ? ol_s3_get_object_acl(r) : put ? ol_s3_put_object_acl(r) : not_allowed(r);
     bool upload = ol_s3_has_param(r, "uploadId");
     if (put) {
         bool copy = ol_s3_header(r, "x-amz-copy-source") != NULL;
@@ -330,8 +360,14 @@ static int dispatch(struct ol_s3_req *r)
     int rc = refuse_unsupported(r, &refused);
     if (refused)
         return rc;
+    /* Who may do this (s3/authz.c, access/access.h): before any handler. */
+    rc = ol_s3_authorize(r, &refused);
+    if (refused)
+        return rc;
     if (!r->bucket[0]) {
-        if (get || head)
+        /* The bucket sub-resources name no operation on the service. */
+        if ((get || head) && !ol_s3_has_param(r, "acl") && !ol_s3_has_param(r, "policy") &&
+            !ol_s3_has_param(r, "ownershipControls"))
             return ol_s3_list_buckets(r);
         return not_allowed(r);
     }
@@ -367,8 +403,13 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
         struct ol_http_hdr h[] = {{"Content-Type", "application/json"}};
         return ol_http_respond(r->conn, 200, h, 1, body, (size_t)n);
     }
+    /* The drive administration API is the admins' where admin_users names
+     * any (access/access.h), else every configured user's. */
     if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
-        return authed ? ol_s3_admin(r) : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
+        return authed && (!r->ctx->cfg->admin_users[0] ||
+                          ol_access_is_admin(r->ctx->cfg, r->access_key))
+                   ? ol_s3_admin(r)
+                   : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)
         return ol_s3_error(r, OL_S3_InvalidRequest, "Unknown administrative path.");
     bool pub = health ? r->ctx->cfg->health_public : r->ctx->cfg->metrics_public;
@@ -471,9 +512,13 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
     }
     enum ol_s3_code code;
     const char *msg = NULL, *not_signed = NULL;
-    int arc = ol_s3_authenticate(r, &code, &msg, &not_signed);
+    /* A request with no credentials at all is anonymous: it goes on with
+     * no user, and only a bucket policy or ACL can let it through
+     * (ol_s3_authorize).  Credentials that do not verify are refused here. */
+    bool anonymous = anonymous_request(r);
+    int arc = anonymous ? 0 : ol_s3_authenticate(r, &code, &msg, &not_signed);
     if (admin) {
-        rc = admin_route(r, &rt->hooks, arc == 0);
+        rc = admin_route(r, &rt->hooks, arc == 0 && !anonymous);
         goto out;
     }
     if (arc != 0) {

@@ -9,6 +9,7 @@
 #include "core/err.h"
 #include "s3/list.h"
 #include "obj/obj.h"
+#include "s3/authz.h"
 #include "s3/s3.h"
 #include "store/store.h"
 
@@ -131,7 +132,8 @@ static void put_param(struct ol_xml *x, const char *tag, const struct ol_s3_para
 static void put_version(struct ol_xml *x, const struct ol_s3_req *r, const char *key, size_t kl,
                         const struct ol_version_info *vi, bool url)
 {
-    const char *owner = r->access_key ? r->access_key : "anonymous";
+    char owner[129];
+    ol_s3_bucket_owner(r, owner);
     char d[32];
     ol_xml_open(x, vi->is_marker ? "DeleteMarker" : "Version");
     put_name(x, "Key", key, kl, url);

@@ -630,6 +630,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .host = host,
         .port = (uint16_t)port,
         .obj = srv->obj,
+        .cfg = srv->cfg,
         .secret = native_secret,
         .secret_arg = srv->cfg,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,

@@ -173,6 +173,30 @@ def main(out):
           "</CompleteMultipartUpload>"),
       req("PUT", "/bkt/mp?partNumber=0&uploadId=nosuch", "x"),
       req("PUT", "/bkt/mp?partNumber=10001&uploadId=x", "x"))
+    # Access control: policy, canned ACLs, ownership controls (signed: the
+    # harness's user owns the bucket it creates).
+    pol = ('{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":"*",'
+           '"Action":"s3:GetObject","Resource":"arn:aws:s3:::bkt/pub/*","Condition":'
+           '{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"}}},{"Effect":"Deny","Principal":'
+           '{"AWS":"bob"},"Action":"s3:*","Resource":["arn:aws:s3:::bkt","arn:aws:s3:::bkt/*"]}]}')
+    acp = ('<AccessControlPolicy><Owner><ID>x</ID></Owner><AccessControlList><Grant><Grantee>'
+           '<URI>http://acs.amazonaws.com/groups/global/AllUsers</URI></Grantee>'
+           '<Permission>READ</Permission></Grant></AccessControlList></AccessControlPolicy>')
+    own = ('<OwnershipControls><Rule><ObjectOwnership>BucketOwnerEnforced</ObjectOwnership>'
+           '</Rule></OwnershipControls>')
+    for m, suf in (("3", "ec"), ("2", "one")):
+        w(f"access_{suf}", m, req("PUT", "/bkt", ["x-amz-acl: public-read"]),
+          req("PUT", "/bkt?policy", pol), req("GET", "/bkt?policy"),
+          req("PUT", "/bkt?policy", '{"Statement":[{"Effect":"Maybe"}]}'),
+          req("PUT", "/bkt/pub/o", ["x-amz-acl: public-read"], "public"),
+          req("GET", "/bkt/pub/o?acl"), req("PUT", "/bkt/pub/o?acl", acp),
+          req("PUT", "/bkt?acl", ["x-amz-acl: authenticated-read"]), req("GET", "/bkt?acl"),
+          req("PUT", "/bkt?ownershipControls", own), req("GET", "/bkt?ownershipControls"),
+          req("PUT", "/bkt/p", ["x-amz-acl: public-read"], "refused"),
+          req("DELETE", "/bkt?ownershipControls"), req("DELETE", "/bkt?policy"),
+          req("DELETE", "/bkt/pub/o"), req("DELETE", "/bkt"))
+    w("anonymous_one", "0", req("GET", "/"), req("GET", "/bkt/pub/o"), req("PUT", "/bkt?policy", pol),
+      req("GET", "/bkt?acl"))
     w("conditional_put_one", "2", mk, req("PUT", "/bkt/c", ["If-None-Match: *"], "a"),
       req("PUT", "/bkt/c", ["If-None-Match: *"], "b"),
       req("PUT", "/bkt/c", ['If-Match: "nope"'], "c"))

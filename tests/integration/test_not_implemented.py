@@ -32,12 +32,6 @@ XML = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 # (operation, method, query, body, level) for operations that must answer 501.
 # level "bucket" targets /bucket, "object" targets /bucket/obj.bin.
 UNIMPLEMENTED = [
-    ("GetBucketAcl", "GET", "acl", b"", "bucket"),
-    ("PutBucketAcl", "PUT", "acl",
-     XML + b"<AccessControlPolicy><AccessControlList/></AccessControlPolicy>", "bucket"),
-    ("GetBucketPolicy", "GET", "policy", b"", "bucket"),
-    ("PutBucketPolicy", "PUT", "policy", b'{"Version":"2012-10-17","Statement":[]}', "bucket"),
-    ("DeleteBucketPolicy", "DELETE", "policy", b"", "bucket"),
     ("GetBucketPolicyStatus", "GET", "policyStatus", b"", "bucket"),
     ("GetBucketWebsite", "GET", "website", b"", "bucket"),
     ("PutBucketWebsite", "PUT", "website",
@@ -94,19 +88,11 @@ UNIMPLEMENTED = [
      "bucket"),
     ("DeleteBucketIntelligentTieringConfiguration", "DELETE", "intelligent-tiering&id=t1", b"",
      "bucket"),
-    ("GetBucketOwnershipControls", "GET", "ownershipControls", b"", "bucket"),
-    ("PutBucketOwnershipControls", "PUT", "ownershipControls",
-     XML + b"<OwnershipControls><Rule><ObjectOwnership>BucketOwnerEnforced</ObjectOwnership>"
-     b"</Rule></OwnershipControls>", "bucket"),
-    ("DeleteBucketOwnershipControls", "DELETE", "ownershipControls", b"", "bucket"),
     ("GetPublicAccessBlock", "GET", "publicAccessBlock", b"", "bucket"),
     ("PutPublicAccessBlock", "PUT", "publicAccessBlock",
      XML + b"<PublicAccessBlockConfiguration><BlockPublicAcls>true</BlockPublicAcls>"
      b"</PublicAccessBlockConfiguration>", "bucket"),
     ("DeletePublicAccessBlock", "DELETE", "publicAccessBlock", b"", "bucket"),
-    ("GetObjectAcl", "GET", "acl", b"", "object"),
-    ("PutObjectAcl", "PUT", "acl",
-     XML + b"<AccessControlPolicy><AccessControlList/></AccessControlPolicy>", "object"),
     ("GetObjectRetention", "GET", "retention", b"", "object"),
     ("PutObjectRetention", "PUT", "retention",
      XML + b"<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>2030-01-01T00:00:00Z"

@@ -1,0 +1,51 @@
+"""The native client on a three-node cluster (3+3 over six drives, so that
+four drives still make the write quorum): given
+one node, it learns the others (HELLO), spreads its calls over them, and
+when the node it was given is killed it goes on through the others, reading
+every object byte-identical (the serving node rebuilds the lost shards) and
+writing new ones."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from cluster_harness import Cluster, body, needs_etcd
+from helpers import REPO_ROOT, make_client, openlake_binary, unique_bucket
+
+pytestmark = needs_etcd
+sys.path.insert(0, str(REPO_ROOT / "python"))
+if not os.environ.get("OPENLAKE_LIB"):
+    _lib = Path(openlake_binary()).parent / "libopenlake.so"
+    if _lib.exists():
+        os.environ["OPENLAKE_LIB"] = str(_lib)
+openlake = pytest.importorskip("openlake")
+
+MIB = 1 << 20
+
+
+def test_native_cluster_node_down():
+    with Cluster(nodes=3, dirs=2, k=3, m=3) as cl:
+        n1 = cl.nodes[0]
+        s3 = make_client(n1.endpoint)
+        bucket = unique_bucket("ncl")
+        s3.create_bucket(Bucket=bucket)
+        c = openlake.Client(n1.endpoint)
+        try:
+            objs = {f"o/{n}": body(n, n % 97) for n in (0, 1, 4096, 3 * MIB + 7, 70 * MIB + 1)}
+            for k, v in objs.items():
+                c.put(bucket, k, v)
+            # Another node's S3 sees the same objects.
+            s3b = make_client(cl.nodes[1].endpoint)
+            for k, v in objs.items():
+                assert s3b.get_object(Bucket=bucket, Key=k)["Body"].read() == v
+            # The node the client was given goes away: the client goes on.
+            n1.kill9()
+            for k, v in objs.items():
+                assert c.get(bucket, k) == v, k
+            c.put(bucket, "after", b"written with n1 down")
+            assert c.get(bucket, "after") == b"written with n1 down"
+            res = c.get_many([(bucket, "o/4096", bytearray(100), i * 10) for i in range(200)])
+            assert res == [100] * 200
+        finally:
+            c.close()
