@@ -76,6 +76,10 @@ struct pending {
     bool finished;           /* result decided */
     bool in_table;
     bool signaled;
+    /* ol_net_call_async: the callback, run on the net thread instead of
+     * signaling done; the pending is then heap memory, freed after it. */
+    ol_net_call_cb cb;
+    void *cb_arg;
 };
 
 struct conn {
@@ -340,6 +344,26 @@ static struct pending *table_find(struct ol_net *net, uint64_t id)
     return p && p->id == id ? p : NULL;
 }
 
+/* Hands a call's result to its caller: signals the thread waiting in
+ * ol_net_call, or (ol_net_call_async) checks the reply's data CRC, runs the
+ * callback here on the net thread and frees the call.  After this the
+ * pending may be gone: touch nothing. */
+static void signal_call(struct pending *p, int result)
+{
+    p->signaled = true;
+    if (!p->cb) {
+        ol_completion_signal(&p->done, result);
+        return;
+    }
+    struct ol_net_call *c = p->c;
+    if (result >= 0 && c->rep_data_len && ol_crc32c(c->rep_data, c->rep_data_len) != p->rep_crc)
+        result = -EIO;
+    ol_net_call_cb cb = p->cb;
+    void *arg = p->cb_arg;
+    free(p);
+    cb(arg, c, result);
+}
+
 /* Signals the caller once the result is decided and UCX holds nothing of
  * the call.  After the signal the frame may be gone: touch nothing. */
 static void maybe_finish(struct ol_net *net, struct pending *p)
@@ -347,8 +371,7 @@ static void maybe_finish(struct ol_net *net, struct pending *p)
     if (!p->finished || p->send_req || p->recv_req || p->signaled)
         return;
     table_del(net, p);
-    p->signaled = true;
-    ol_completion_signal(&p->done, p->result);
+    signal_call(p, p->result);
 }
 
 static void finish(struct ol_net *net, struct pending *p, int result)
@@ -507,14 +530,12 @@ static void start_call(struct ol_net *net, struct pending *p)
         p->finished = true;
         p->result = -EAGAIN;
         /* Not in the table and no peer: signal directly. */
-        p->signaled = true;
-        ol_completion_signal(&p->done, p->result);
+        signal_call(p, p->result);
         return;
     }
     if (net->nfree == 0) {
         p->finished = true;
-        p->signaled = true;
-        ol_completion_signal(&p->done, -EAGAIN);
+        signal_call(p, -EAGAIN);
         return;
     }
     unsigned s = net->free_slot[--net->nfree];
@@ -1078,8 +1099,7 @@ static unsigned drain(struct ol_net *net)
         case IT_CALL: {
             struct pending *p = (struct pending *)it;
             if (net->stop) {
-                p->signaled = true;
-                ol_completion_signal(&p->done, -ESHUTDOWN);
+                signal_call(p, -ESHUTDOWN);
             } else {
                 start_call(net, p);
             }
@@ -1215,6 +1235,28 @@ int ol_net_call(struct ol_net *net, struct ol_net_call *c)
         stat_add(net, &net->st.crc_errors);
         return -EIO;
     }
+    return rc;
+}
+
+int ol_net_call_async(struct ol_net *net, struct ol_net_call *c, ol_net_call_cb cb, void *arg)
+{
+    if (!cb || !c->addr || strlen(c->addr) >= OL_NET_MAX_ADDR)
+        return -EINVAL;
+    if (c->ctl_len > OL_WIRE_MAX_CTL || c->data_len > OL_WIRE_MAX_DATA)
+        return -EMSGSIZE;
+    struct pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->it.kind = IT_CALL;
+    p->c = c;
+    p->cb = cb;
+    p->cb_arg = arg;
+    c->rep_ctl_len = c->rep_data_len = 0;
+    p->data_crc = c->data_len ? ol_crc32c(c->data, c->data_len) : 0;
+    stat_add(net, &net->st.calls);
+    int rc = enqueue(net, &p->it, false);
+    if (rc < 0)
+        free(p);
     return rc;
 }
 

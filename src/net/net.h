@@ -155,6 +155,21 @@ struct ol_net_call {
  * -EINVAL for a bad address).  Any thread or fiber, not the net thread. */
 int ol_net_call(struct ol_net *net, struct ol_net_call *c);
 
+/* The same call without waiting: many calls in flight from one thread (the
+ * native client's batches).  Returns 0 when the call was taken, and then
+ * cb(arg, c, result) runs exactly once, on the net thread, with what
+ * ol_net_call would have returned (the reply's data CRC checked, -EIO when
+ * it differs; -ESHUTDOWN for a call still queued when the ol_net stops, at
+ * the latest during ol_net_destroy).  c and every buffer it names stay the
+ * caller's and must stay valid until cb has run.  A negative return
+ * (-EINVAL, -EMSGSIZE, -ENOMEM, -ESHUTDOWN) means the call was not taken
+ * and cb never runs.  cb runs on the net thread, so it must be short and
+ * must not block on the network: it must not call ol_net_call (it would
+ * wait for itself); it may call ol_net_call_async (a retry, the next step
+ * of a sequence) and take locks that are only held briefly. */
+typedef void (*ol_net_call_cb)(void *arg, struct ol_net_call *c, int result);
+int ol_net_call_async(struct ol_net *net, struct ol_net_call *c, ol_net_call_cb cb, void *arg);
+
 /* ---- server ---- */
 
 /* Called on the net thread for each request received whole; must not
