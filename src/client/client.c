@@ -91,7 +91,7 @@ static int discover(const char *url, unsigned timeout_ms, char out[128])
     return rc;
 }
 
-static bool transport_error(int rc)
+bool olc_transport_error(int rc)
 {
     return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT ||
            rc == -EHOSTUNREACH || rc == -ENOTCONN || rc == -ESHUTDOWN || rc == -OL_EFENCED;
@@ -130,7 +130,7 @@ int olc_call(struct ol_client *c, struct olc_call *k)
         k->rctl_len = nc.rep_ctl_len;
         k->rdata_len = nc.rep_data_len;
         k->used_node = (int)i;
-        if (!transport_error(rc))
+        if (!olc_transport_error(rc))
             break;
     }
     if (ctl != stackbuf)

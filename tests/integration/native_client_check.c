@@ -194,6 +194,60 @@ static void batches(struct ol_client *c, const char *bucket)
     struct ol_client_info info;
     CHECK_RC(ol_client_head(c, bucket, mkeys[2], &info), -OL_CLIENT_ENOKEY);
 
+    /* More single-message ops than are sent at once (1024): 1500 HEADs
+     * through submit / reap. */
+    enum { NHEAD = 1500 };
+    struct ol_client_op *heads = calloc(NHEAD, sizeof(*heads));
+    struct ol_client_op **hp = calloc(NHEAD, sizeof(*hp));
+    for (int i = 0; i < NHEAD; i++) {
+        heads[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_HEAD, .bucket = bucket,
+                                         .key = keys[i % NOBJ], .user_data = (uint64_t)i};
+        hp[i] = &heads[i];
+    }
+    CHECK_RC(ol_client_submit(c, hp, NHEAD), NHEAD);
+    int hseen = 0, hok = 0;
+    for (int spins = 0; hseen < NHEAD && spins < 2000; spins++) {
+        int n = ol_client_reap(c, done, 1, 100, 20000);
+        CHECK(n > 0);
+        if (n <= 0)
+            break;
+        for (int j = 0; j < n; j++)
+            hok += done[j]->result == 0 && done[j]->info.size == OBJ &&
+                   done[j]->info.etag[0] == '"';
+        hseen += n;
+    }
+    CHECK_RC(hseen, NHEAD);
+    CHECK_RC(hok, NHEAD);
+    free(heads);
+    free(hp);
+
+    /* Large ranges in a batch: 2 MiB ones (one message each, not grouped)
+     * and the whole 64 MiB + 1 object (several messages). */
+    {
+        size_t big = (64u << 20) + 1;
+        uint8_t *want = pattern(big, 6), *got = malloc(big), *r2 = malloc(8u << 20);
+        struct ol_client_op bo[5];
+        struct ol_client_op *bp[5];
+        for (int i = 0; i < 4; i++) {
+            bo[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
+                                          .key = "rt/67108865", .buf = r2 + ((size_t)i << 21),
+                                          .offset = ((uint64_t)i * 7) << 20, .len = 2u << 20};
+            bp[i] = &bo[i];
+        }
+        bo[4] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
+                                      .key = "rt/67108865", .buf = got, .len = big};
+        bp[4] = &bo[4];
+        CHECK_RC(ol_client_run(c, bp, 5), 0);
+        for (int i = 0; i < 4; i++)
+            CHECK(bo[i].result == 2 << 20 &&
+                  memcmp(r2 + ((size_t)i << 21), want + (((size_t)i * 7) << 20), 2u << 20) == 0);
+        CHECK(bo[4].result == (int64_t)big && memcmp(got, want, big) == 0);
+        CHECK(bo[4].info.size == big);
+        free(want);
+        free(got);
+        free(r2);
+    }
+
     for (int i = 0; i < NOBJ; i++)
         free(objs[i]);
     free(seen);
