@@ -36,8 +36,9 @@
  *
  * Lifetimes.  Strings passed in are copied or used only during the call.
  * Buffers must stay valid until the call returns (a batch: until its op is
- * reaped).  ol_client_close() waits for nothing: close after every call and
- * batch has returned.
+ * reaped).  Close after every call has returned: ol_client_close() drops
+ * submitted ops that were not reaped (it waits for the messages already in
+ * flight to end, at most timeout_ms).
  *
  * Large objects.  One message carries at most 64 MiB; the library splits a
  * larger GET into ranges (pinned to the first range's version, so a
@@ -157,7 +158,11 @@ int64_t ol_client_list(struct ol_client *c, const char *bucket, const char *pref
 /* ---- batches (the shape of io_uring / 3FS USRBIO) ----
  *
  * Fill ops, submit them, reap completions as they come.  An op's status is
- * its own: one failing op never fails the others. */
+ * its own: one failing op never fails the others.  The submitting thread
+ * only queues: small GETs travel many to a message, other ops of one
+ * message (up to 64 MiB) go out at once, up to 1024 in flight per client
+ * (the rest start as those complete), larger ones run on 8 library
+ * threads.  Any thread may submit and reap; an op is reaped once. */
 
 enum ol_client_opcode {
     OL_CLIENT_OP_GET = 1, /* offset, buf, len: a ranged read into buf */
@@ -188,7 +193,8 @@ int ol_client_submit(struct ol_client *c, struct ol_client_op *const *ops, unsig
 int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsigned min, unsigned max,
                    int timeout_ms);
 /* Submits n ops and waits for all: returns 0 when every op succeeded, else
- * the first failing op's code (each op has its own result). */
+ * the first failing op's code (each op has its own result).  These ops are
+ * not reaped (ol_client_reap never returns them). */
 int ol_client_run(struct ol_client *c, struct ol_client_op *const *ops, unsigned n);
 
 /* ---- S3 over RDMA (docs/PROTOCOL.md "S3 over RDMA") ----

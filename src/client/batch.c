@@ -1,11 +1,20 @@
 /* libopenlake batches: submit many ops, reap their completions.
  *
- * A pool of OLC_POOL_THREADS threads runs the submitted work; each thread
- * blocks in one call at a time, so up to that many calls are in flight per
- * client.  Small GETs of one submit (len <= OLC_SMALL_GET) are grouped into
- * GET_BATCH messages (up to OL_NATIVE_MAX_BATCH items and
+ * An op that fits one message (a GET or PUT of at most OL_NATIVE_MAX_DATA
+ * bytes, HEAD, DELETE) is one asynchronous call (ol_net_call_async): the
+ * calling thread only queues it, the net thread runs its completion, and
+ * up to OLC_ASYNC_MAX of them are in flight per client (the rest wait in a
+ * queue and start as others complete).  Small GETs of one submit (len <=
+ * OLC_SMALL_GET) are grouped into GET_BATCH messages (up to 1024 items and
  * OL_NATIVE_MAX_DATA bytes each): one round trip answers hundreds of them.
- * Every op still gets its own result. */
+ * A call that meets a transport error is sent again to the next node, as
+ * olc_call does.  Ops of several messages (a GET or PUT past 64 MiB) run
+ * on a pool of OLC_POOL_THREADS threads through the blocking calls.
+ *
+ * Every op gets its own result.  Results are written by whoever completes
+ * the op (the net thread or a pool thread) before it takes the batch's
+ * mutex to hand the op over (to the done list, or to the ol_client_run
+ * waiting for it), so that a reader that took the mutex sees them whole. */
 #include "client/internal.h"
 
 #include <errno.h>
@@ -14,63 +23,57 @@
 #include <time.h>
 
 #include "core/err.h"
+#include "core/log.h"
 
-/* The ops of one ol_client_run: counted down as their jobs complete, and
- * never put on the reap list (run returns only once no worker will touch
- * them again). */
-struct run_group {
-    unsigned pending;
+/* ol_client_run's count of its ops not completed yet (b->mu). */
+struct waiter {
+    unsigned left;
 };
 
 struct job {
     struct job *next;
+    struct olc_batch *b;
     struct ol_client_op **ops;
     unsigned n;
-    bool grouped;            /* a GET_BATCH of n small GETs */
-    struct run_group *group; /* NULL: submitted, reaped with ol_client_reap */
+    bool grouped;        /* a GET_BATCH of n small GETs */
+    bool async;          /* one message: an ol_net_call_async */
+    struct waiter *w;    /* ol_client_run's; NULL: to the done list */
 };
 
 struct olc_batch {
     struct ol_client *c;
     pthread_mutex_t mu;
     pthread_cond_t work, done_cv;
-    struct job *head, *tail;
+    struct job *head, *tail;   /* for the pool */
+    struct job *ahead, *atail; /* async jobs waiting for a slot */
+    unsigned ainflight;        /* async jobs started, not completed */
     bool stop;
     pthread_t threads[OLC_POOL_THREADS];
     unsigned nthreads;
-    /* Completed ops, not reaped yet. */
+    /* Completed ops, not reaped yet; room for every submitted op is made
+     * at submit, so that a completion never allocates. */
     struct ol_client_op **done;
-    size_t ndone, done_cap;
+    size_t ndone, done_cap, outstanding;
 };
 
-/* The job's last touch of its ops (the worker frees the job after). */
-static void complete(struct olc_batch *b, struct run_group *g, struct ol_client_op **ops,
-                     unsigned n)
+/* Hands j's ops over (their results are written) and frees j. */
+static void complete(struct job *j)
 {
+    struct olc_batch *b = j->b;
     pthread_mutex_lock(&b->mu);
-    if (g) {
-        g->pending -= n;
-        pthread_cond_broadcast(&b->done_cv);
-        pthread_mutex_unlock(&b->mu);
-        return;
+    if (j->w) {
+        j->w->left -= j->n;
+    } else {
+        OL_ASSERT(b->ndone + j->n <= b->done_cap);
+        for (unsigned i = 0; i < j->n; i++)
+            b->done[b->ndone++] = j->ops[i];
     }
-    if (b->ndone + n > b->done_cap) {
-        size_t nc = b->done_cap ? b->done_cap : 1024;
-        while (nc < b->ndone + n)
-            nc *= 2;
-        struct ol_client_op **d = realloc(b->done, nc * sizeof(*d));
-        if (d) {
-            b->done = d;
-            b->done_cap = nc;
-        }
-    }
-    /* (realloc failing leaves the ops unreported: their result stays set,
-     * ol_client_run still sees them through its own count.) */
-    for (unsigned i = 0; i < n && b->ndone < b->done_cap; i++)
-        b->done[b->ndone++] = ops[i];
     pthread_cond_broadcast(&b->done_cv);
     pthread_mutex_unlock(&b->mu);
+    free(j);
 }
+
+/* ---- ops of several messages: the pool ---- */
 
 static void run_one(struct ol_client *c, struct ol_client_op *op)
 {
@@ -93,61 +96,6 @@ static void run_one(struct ol_client *c, struct ol_client_op *op)
     }
 }
 
-/* n small GETs in one GET_BATCH message. */
-static void run_grouped(struct ol_client *c, struct ol_client_op **ops, unsigned n)
-{
-    size_t acap = 8, dcap = 0;
-    for (unsigned i = 0; i < n; i++) {
-        acap += 8 + strlen(ops[i]->bucket) + strlen(ops[i]->key) + 16;
-        dcap += ops[i]->len;
-    }
-    uint8_t *a = malloc(acap), *r = malloc((size_t)n * 12), *d = malloc(dcap ? dcap : 1);
-    int rc = a && r && d ? 0 : -ENOMEM;
-    if (rc == 0) {
-        struct ol_wbuf w = {.p = a, .cap = acap};
-        ol_wbuf_u32(&w, n);
-        for (unsigned i = 0; i < n; i++) {
-            ol_wbuf_str(&w, ops[i]->bucket, strlen(ops[i]->bucket));
-            ol_wbuf_str(&w, ops[i]->key, strlen(ops[i]->key));
-            ol_wbuf_u64(&w, ops[i]->offset);
-            ol_wbuf_u64(&w, ops[i]->len);
-        }
-        struct olc_call k = {.op = OL_COP_GET_BATCH, .args = a, .args_len = w.len, .rctl = r,
-                             .rctl_cap = (size_t)n * 12, .rdata = d, .rdata_cap = dcap,
-                             .node = -1};
-        rc = olc_call(c, &k);
-        if (rc == (int)n) {
-            struct ol_rbuf rb = {.p = r, .len = k.rctl_len};
-            size_t off = 0;
-            for (unsigned i = 0; i < n; i++) {
-                int st = (int)ol_rbuf_u32(&rb);
-                uint64_t got = ol_rbuf_u64(&rb);
-                memset(&ops[i]->info, 0, sizeof(ops[i]->info));
-                if (rb.bad || got > ops[i]->len || off + got > k.rdata_len) {
-                    ops[i]->result = -EPROTO;
-                    continue;
-                }
-                if (st == 0) {
-                    memcpy(ops[i]->buf, d + off, got);
-                    off += got;
-                    ops[i]->result = (int64_t)got;
-                } else {
-                    ops[i]->result = st;
-                }
-            }
-            rc = 0;
-        } else if (rc >= 0) {
-            rc = -EPROTO;
-        }
-    }
-    if (rc < 0)
-        for (unsigned i = 0; i < n; i++)
-            ops[i]->result = rc;
-    free(a);
-    free(r);
-    free(d);
-}
-
 static void *worker(void *arg)
 {
     struct olc_batch *b = arg;
@@ -155,7 +103,7 @@ static void *worker(void *arg)
         pthread_mutex_lock(&b->mu);
         while (!b->head && !b->stop)
             pthread_cond_wait(&b->work, &b->mu);
-        struct job *j = b->head;
+        struct job *j = b->stop ? NULL : b->head;
         if (j) {
             b->head = j->next;
             if (!b->head)
@@ -164,14 +112,268 @@ static void *worker(void *arg)
         pthread_mutex_unlock(&b->mu);
         if (!j)
             return NULL;
-        if (j->grouped)
-            run_grouped(b->c, j->ops, j->n);
-        else
-            run_one(b->c, j->ops[0]);
-        complete(b, j->group, j->ops, j->n);
-        free(j);
+        run_one(b->c, j->ops[0]);
+        complete(j);
     }
 }
+
+/* ---- ops of one message: asynchronous calls ---- */
+
+struct acall {
+    struct ol_net_call nc;
+    struct job *j;
+    unsigned start, tries, nnodes;
+    char addr[128];
+    uint8_t *ctl;   /* access key + args */
+    uint8_t *rctl;  /* the reply's control bytes */
+    uint8_t *stage; /* GET_BATCH: the items' bytes, copied out at the end */
+};
+
+static void acall_free(struct acall *a)
+{
+    free(a->ctl);
+    free(a->rctl);
+    free(a->stage);
+    free(a);
+}
+
+/* Node t of the round that began at a->start (the node list only grows). */
+static void pick_node(struct ol_client *c, struct acall *a)
+{
+    pthread_mutex_lock(&c->mu);
+    a->nnodes = c->nnodes;
+    memcpy(a->addr, c->nodes[(a->start + a->tries) % c->nnodes], sizeof(a->addr));
+    pthread_mutex_unlock(&c->mu);
+    a->nc.addr = a->addr;
+}
+
+/* The results of a GET_BATCH reply (native/proto.h), op by op. */
+static void grouped_results(struct acall *a, int rc)
+{
+    struct ol_client_op **ops = a->j->ops;
+    unsigned n = a->j->n;
+    if (rc >= 0 && rc != (int)n)
+        rc = -EPROTO;
+    if (rc < 0) {
+        for (unsigned i = 0; i < n; i++)
+            ops[i]->result = rc;
+        return;
+    }
+    struct ol_rbuf rb = {.p = a->rctl, .len = a->nc.rep_ctl_len};
+    size_t off = 0;
+    for (unsigned i = 0; i < n; i++) {
+        int st = (int)ol_rbuf_u32(&rb);
+        uint64_t got = ol_rbuf_u64(&rb);
+        if (rb.bad || got > ops[i]->len || off + got > a->nc.rep_data_len) {
+            ops[i]->result = -EPROTO;
+            continue;
+        }
+        if (st == 0) {
+            memcpy(ops[i]->buf, a->stage + off, got);
+            off += got;
+            ops[i]->result = (int64_t)got;
+        } else {
+            ops[i]->result = st;
+        }
+    }
+}
+
+static void single_result(struct acall *a, int rc)
+{
+    struct ol_client_op *op = a->j->ops[0];
+    if (rc >= 0 && op->opcode != OL_CLIENT_OP_DELETE) {
+        int irc = olc_info(a->rctl, a->nc.rep_ctl_len, &op->info);
+        if (irc < 0)
+            rc = irc;
+    }
+    if (rc >= 0 && op->opcode != OL_CLIENT_OP_GET)
+        rc = 0;
+    op->result = rc;
+}
+
+/* Hands an async job's ops over and frees its slot, taking the next
+ * waiting job in the same hold of the mutex (so the slot count never drops
+ * to zero in between: olc_batch_stop waits for it, then frees b).  Touches
+ * b no more after that unless it took a job.  Returns the job to start. */
+static struct job *complete_async(struct job *j)
+{
+    struct olc_batch *b = j->b;
+    pthread_mutex_lock(&b->mu);
+    if (j->w) {
+        j->w->left -= j->n;
+    } else {
+        OL_ASSERT(b->ndone + j->n <= b->done_cap);
+        for (unsigned i = 0; i < j->n; i++)
+            b->done[b->ndone++] = j->ops[i];
+    }
+    struct job *next = NULL;
+    if (b->ahead && !b->stop) {
+        next = b->ahead;
+        b->ahead = next->next;
+        if (!b->ahead)
+            b->atail = NULL;
+    } else {
+        b->ainflight--;
+    }
+    pthread_cond_broadcast(&b->done_cv);
+    pthread_mutex_unlock(&b->mu);
+    free(j);
+    return next;
+}
+
+static void start_async(struct olc_batch *b, struct job *j);
+
+/* The op results of a finished call; then the next waiting job, started
+ * here when kick (on the net thread), else handed back to the caller. */
+static struct job *finish_acall(struct acall *a, int rc)
+{
+    struct job *j = a->j;
+    if (j->grouped)
+        grouped_results(a, rc);
+    else
+        single_result(a, rc);
+    acall_free(a);
+    return complete_async(j);
+}
+
+/* On the net thread: the answer, or the next node after a transport
+ * error; then the jobs that wait for a slot. */
+static void on_reply(void *arg, struct ol_net_call *nc, int rc)
+{
+    (void)nc;
+    struct acall *a = arg;
+    struct ol_client *c = a->j->b->c;
+    while (olc_transport_error(rc) && ++a->tries < a->nnodes) {
+        pick_node(c, a);
+        rc = ol_net_call_async(c->net, &a->nc, on_reply, a);
+        if (rc == 0)
+            return;
+    }
+    struct olc_batch *b = a->j->b;
+    struct job *next = finish_acall(a, rc);
+    if (next)
+        start_async(b, next);
+}
+
+/* The arguments of a one-message op (native/proto.h), after the access key
+ * (olc_call's layout). */
+static int encode(struct ol_client *c, struct job *j, struct acall *a)
+{
+    size_t akl = strlen(c->access_key), cap = 4 + akl + 64;
+    for (unsigned i = 0; i < j->n; i++)
+        cap += 8 + strlen(j->ops[i]->bucket) + strlen(j->ops[i]->key) + 16;
+    a->ctl = malloc(cap);
+    if (!a->ctl)
+        return -ENOMEM;
+    struct ol_wbuf w = {.p = a->ctl, .cap = cap};
+    ol_wbuf_str(&w, c->access_key, akl);
+    struct ol_client_op *op = j->ops[0];
+    size_t rcap = 512, dcap = 0;
+    if (j->grouped) {
+        a->nc.op = OL_COP_GET_BATCH;
+        ol_wbuf_u32(&w, j->n);
+        for (unsigned i = 0; i < j->n; i++) {
+            struct ol_client_op *o = j->ops[i];
+            ol_wbuf_str(&w, o->bucket, strlen(o->bucket));
+            ol_wbuf_str(&w, o->key, strlen(o->key));
+            ol_wbuf_u64(&w, o->offset);
+            ol_wbuf_u64(&w, o->len);
+            dcap += o->len;
+        }
+        rcap = (size_t)j->n * 12;
+        a->stage = malloc(dcap ? dcap : 1);
+        if (!a->stage)
+            return -ENOMEM;
+        a->nc.rep_data = a->stage;
+        a->nc.rep_data_cap = dcap;
+    } else {
+        ol_wbuf_str(&w, op->bucket, strlen(op->bucket));
+        ol_wbuf_str(&w, op->key, strlen(op->key));
+        switch (op->opcode) {
+        case OL_CLIENT_OP_GET:
+            a->nc.op = OL_COP_GET;
+            ol_wbuf_str(&w, "", 0);
+            ol_wbuf_u64(&w, op->offset);
+            ol_wbuf_u64(&w, op->len);
+            a->nc.rep_data = op->buf;
+            a->nc.rep_data_cap = op->len;
+            break;
+        case OL_CLIENT_OP_PUT:
+            a->nc.op = OL_COP_PUT;
+            ol_wbuf_str(&w, "", 0); /* content type */
+            a->nc.data = op->buf;
+            a->nc.data_len = op->len;
+            break;
+        case OL_CLIENT_OP_HEAD:
+            a->nc.op = OL_COP_HEAD;
+            ol_wbuf_str(&w, "", 0);
+            break;
+        default:
+            a->nc.op = OL_COP_DELETE;
+            break;
+        }
+    }
+    OL_ASSERT(w.len <= cap);
+    a->nc.ctl = a->ctl;
+    a->nc.ctl_len = w.len;
+    a->rctl = malloc(rcap);
+    if (!a->rctl)
+        return -ENOMEM;
+    a->nc.rep_ctl = a->rctl;
+    a->nc.rep_ctl_cap = rcap;
+    a->nc.timeout_ms = c->timeout_ms;
+    return 0;
+}
+
+/* Starts j (its async slot taken), and the jobs that take its slot when
+ * it cannot start (an error completes it at once: a loop, not recursion,
+ * so that thousands of failing jobs use no stack). */
+static void start_async(struct olc_batch *b, struct job *j)
+{
+    struct ol_client *c = b->c;
+    while (j) {
+        struct acall *a = calloc(1, sizeof(*a));
+        int rc = a ? encode(c, j, a) : -ENOMEM;
+        if (a)
+            a->j = j;
+        if (rc == 0) {
+            a->start = atomic_fetch_add(&c->next, 1);
+            pick_node(c, a);
+            rc = ol_net_call_async(c->net, &a->nc, on_reply, a);
+        }
+        if (rc == 0)
+            return;
+        if (a) {
+            j = finish_acall(a, rc);
+        } else {
+            for (unsigned i = 0; i < j->n; i++)
+                j->ops[i]->result = rc;
+            j = complete_async(j);
+        }
+    }
+}
+
+/* Starts waiting async jobs while slots are free. */
+static void start_next(struct olc_batch *b)
+{
+    for (;;) {
+        pthread_mutex_lock(&b->mu);
+        struct job *j = NULL;
+        if (b->ahead && b->ainflight < OLC_ASYNC_MAX && !b->stop) {
+            j = b->ahead;
+            b->ahead = j->next;
+            if (!b->ahead)
+                b->atail = NULL;
+            b->ainflight++;
+        }
+        pthread_mutex_unlock(&b->mu);
+        if (!j)
+            return;
+        start_async(b, j);
+    }
+}
+
+/* ---- the batch ---- */
 
 static struct olc_batch *batch_of(struct ol_client *c)
 {
@@ -208,38 +410,79 @@ void olc_batch_stop(struct ol_client *c)
     pthread_mutex_unlock(&b->mu);
     for (unsigned i = 0; i < b->nthreads; i++)
         pthread_join(b->threads[i], NULL);
-    while (b->head) {
-        struct job *j = b->head;
-        b->head = j->next;
-        free(j);
-    }
+    /* Calls in flight end by their deadline (no new one starts now); their
+     * completions touch b, so it stays until they have. */
+    pthread_mutex_lock(&b->mu);
+    while (b->ainflight)
+        pthread_cond_wait(&b->done_cv, &b->mu);
+    pthread_mutex_unlock(&b->mu);
+    struct job *lists[2] = {b->head, b->ahead};
+    for (int l = 0; l < 2; l++)
+        while (lists[l]) {
+            struct job *j = lists[l];
+            lists[l] = j->next;
+            free(j);
+        }
     free(b->done);
+    pthread_cond_destroy(&b->work);
+    pthread_cond_destroy(&b->done_cv);
+    pthread_mutex_destroy(&b->mu);
     free(b);
     c->batch = NULL;
 }
 
-static bool small_get(const struct ol_client_op *op)
+static bool names_ok(const struct ol_client_op *op)
 {
-    return op->opcode == OL_CLIENT_OP_GET && op->len <= OLC_SMALL_GET && op->buf &&
-           olc_name_ok(op->bucket, OL_NATIVE_MAX_BUCKET) && olc_name_ok(op->key, OL_NATIVE_MAX_KEY);
+    return olc_name_ok(op->bucket, OL_NATIVE_MAX_BUCKET) && olc_name_ok(op->key, OL_NATIVE_MAX_KEY);
 }
 
-static int submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n,
-                  struct run_group *group)
+static bool small_get(const struct ol_client_op *op)
 {
-    if (!c || (!ops && n))
-        return -EINVAL;
-    if (n == 0)
-        return 0;
+    return op->opcode == OL_CLIENT_OP_GET && op->len <= OLC_SMALL_GET && op->buf && names_ok(op);
+}
+
+/* Whether op is one message (else the pool runs it: its arguments are
+ * checked there, as ol_client_* check them). */
+static bool one_message(const struct ol_client_op *op)
+{
+    if (!names_ok(op))
+        return false;
+    switch (op->opcode) {
+    case OL_CLIENT_OP_GET:
+    case OL_CLIENT_OP_PUT:
+        return (op->buf || op->len == 0) && op->len <= OL_NATIVE_MAX_DATA;
+    case OL_CLIENT_OP_HEAD:
+    case OL_CLIENT_OP_DELETE:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static void free_jobs(struct job *j)
+{
+    while (j) {
+        struct job *x = j->next;
+        free(j);
+        j = x;
+    }
+}
+
+/* Cuts ops into jobs and queues them (all or nothing). */
+static int submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n,
+                  struct waiter *w)
+{
     struct olc_batch *b = batch_of(c);
     if (!b)
         return -ENOMEM;
-    /* Jobs first (all or nothing), then queued. */
-    struct job *first = NULL, *last = NULL;
-    unsigned njobs = 0;
-    /* Enough groups to keep the pool busy: a group takes at most
-     * n / threads ops (and the message limits). */
-    unsigned per = (n + OLC_POOL_THREADS - 1) / OLC_POOL_THREADS;
+    for (unsigned i = 0; i < n; i++) {
+        memset(&ops[i]->info, 0, sizeof(ops[i]->info));
+        ops[i]->result = 0;
+    }
+    struct job *pool = NULL, *ptail = NULL, *async = NULL, *atail = NULL;
+    /* Enough groups to keep several calls busy: a group takes at most
+     * n / 8 ops (and the message limits). */
+    unsigned per = (n + 7) / 8;
     if (per > 1024)
         per = 1024;
     if (per < 32)
@@ -258,36 +501,67 @@ static int submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned
         }
         struct job *j = malloc(sizeof(*j));
         if (!j) {
-            while (first) {
-                struct job *x = first->next;
-                free(first);
-                first = x;
-            }
+            free_jobs(pool);
+            free_jobs(async);
             return -ENOMEM;
         }
-        *j = (struct job){
-            .ops = (struct ol_client_op **)&ops[i], .n = cnt, .grouped = grouped, .group = group};
-        if (last)
-            last->next = j;
+        *j = (struct job){.b = b,
+                          .ops = (struct ol_client_op **)&ops[i],
+                          .n = cnt,
+                          .grouped = grouped,
+                          .async = grouped || one_message(ops[i]),
+                          .w = w};
+        struct job **head = j->async ? &async : &pool, **tail = j->async ? &atail : &ptail;
+        if (*tail)
+            (*tail)->next = j;
         else
-            first = j;
-        last = j;
-        njobs++;
+            *head = j;
+        *tail = j;
         i += cnt;
     }
     pthread_mutex_lock(&b->mu);
-    if (b->tail)
-        b->tail->next = first;
-    else
-        b->head = first;
-    b->tail = last;
-    pthread_cond_broadcast(&b->work);
+    if (!w && b->done_cap < b->outstanding + n) {
+        size_t nc = b->done_cap ? b->done_cap : 1024;
+        while (nc < b->outstanding + n)
+            nc *= 2;
+        struct ol_client_op **d = realloc(b->done, nc * sizeof(*d));
+        if (!d) {
+            pthread_mutex_unlock(&b->mu);
+            free_jobs(pool);
+            free_jobs(async);
+            return -ENOMEM;
+        }
+        b->done = d;
+        b->done_cap = nc;
+    }
+    if (!w)
+        b->outstanding += n;
+    if (pool) {
+        if (b->tail)
+            b->tail->next = pool;
+        else
+            b->head = pool;
+        b->tail = ptail;
+        pthread_cond_broadcast(&b->work);
+    }
+    if (async) {
+        if (b->atail)
+            b->atail->next = async;
+        else
+            b->ahead = async;
+        b->atail = atail;
+    }
     pthread_mutex_unlock(&b->mu);
+    start_next(b);
     return (int)n;
 }
 
 OLC_API int ol_client_submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned n)
 {
+    if (!c || (!ops && n))
+        return -EINVAL;
+    if (n == 0)
+        return 0;
     return submit(c, ops, n, NULL);
 }
 
@@ -318,26 +592,30 @@ OLC_API int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsi
     memcpy(done, b->done, n * sizeof(*done));
     memmove(b->done, b->done + n, (b->ndone - n) * sizeof(*done));
     b->ndone -= n;
+    b->outstanding -= n;
     pthread_mutex_unlock(&b->mu);
     return (int)n;
 }
 
 OLC_API int ol_client_run(struct ol_client *c, struct ol_client_op *const *ops, unsigned n)
 {
+    /* Its own pass: these ops never go to the done list (another thread's
+     * reap cannot take them), run waits for its own count. */
     if (!c || (!ops && n))
         return -EINVAL;
-    struct run_group g = {.pending = n};
-    int rc = submit(c, ops, n, &g);
-    if (rc < 0 || n == 0)
-        return rc < 0 ? rc : 0;
+    if (n == 0)
+        return 0;
+    struct waiter w = {.left = n};
+    int rc = submit(c, ops, n, &w);
+    if (rc < 0)
+        return rc;
     struct olc_batch *b = c->batch;
     pthread_mutex_lock(&b->mu);
-    while (g.pending)
+    while (w.left)
         pthread_cond_wait(&b->done_cv, &b->mu);
     pthread_mutex_unlock(&b->mu);
-    int first = 0;
-    for (unsigned i = 0; i < n && !first; i++)
+    for (unsigned i = 0; i < n; i++)
         if (ops[i]->result < 0)
-            first = (int)ops[i]->result;
-    return first;
+            return (int)ops[i]->result;
+    return 0;
 }

@@ -13,6 +13,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "native/rdma_token.h"
 
 _Static_assert((int)OL_CLIENT_ENOBUCKET == (int)OL_ENOBUCKET && (int)OL_CLIENT_ENOKEY == (int)OL_ENOKEY &&
                    (int)OL_CLIENT_ENOVERSION == (int)OL_ENOVERSION && (int)OL_CLIENT_EFENCED == (int)OL_EFENCED &&
@@ -90,7 +91,7 @@ static int discover(const char *url, unsigned timeout_ms, char out[128])
     return rc;
 }
 
-static bool transport_error(int rc)
+bool olc_transport_error(int rc)
 {
     return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT ||
            rc == -EHOSTUNREACH || rc == -ENOTCONN || rc == -ESHUTDOWN || rc == -OL_EFENCED;
@@ -129,7 +130,7 @@ int olc_call(struct ol_client *c, struct olc_call *k)
         k->rctl_len = nc.rep_ctl_len;
         k->rdata_len = nc.rep_data_len;
         k->used_node = (int)i;
-        if (!transport_error(rc))
+        if (!olc_transport_error(rc))
             break;
     }
     if (ctl != stackbuf)
@@ -199,7 +200,9 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
     c->nnodes = 1;
     uint8_t key[OL_NET_KEY_BYTES];
     ol_native_key(o->access_key, o->secret_key, key);
-    struct ol_net_opts no = {.timeout_ms = c->timeout_ms, .key = key};
+    /* rma: registered memory can be the target of S3 over RDMA
+     * (ol_client_rdma_token). */
+    struct ol_net_opts no = {.timeout_ms = c->timeout_ms, .key = key, .rma = true};
     if (rc == 0)
         rc = ol_net_create(&no, &c->net);
     OPENSSL_cleanse(key, sizeof(key));
@@ -222,6 +225,7 @@ OLC_API void ol_client_close(struct ol_client *c)
         ol_net_destroy(c->net);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->batch_mu);
+    free(c->waddr);
     free(c);
 }
 
@@ -239,6 +243,11 @@ struct ol_client_mem {
     void *memh;
     void *addr;
     size_t len;
+    /* Its packed rkey (for rdma tokens), made at registration; rkey_rc
+     * the error when UCX would not pack it. */
+    uint8_t *rkey;
+    size_t rkey_len;
+    int rkey_rc;
 };
 
 OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
@@ -261,6 +270,16 @@ OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
     }
     m->addr = addr;
     m->len = len;
+    /* The packed rkey, sized by a first call. */
+    size_t n = 0;
+    m->rkey_rc = ol_net_rkey_pack(c->net, m->memh, NULL, 0, &n);
+    if (m->rkey_rc == -ENOSPC && n > 0 && n <= OL_RDMA_TOKEN_MAX_RKEY) {
+        m->rkey = malloc(n);
+        m->rkey_rc = m->rkey ? ol_net_rkey_pack(c->net, m->memh, m->rkey, n, &m->rkey_len)
+                             : -ENOMEM;
+    } else if (m->rkey_rc == -ENOSPC) {
+        m->rkey_rc = -EOVERFLOW; /* larger than a token carries */
+    }
     *out = m;
     return 0;
 }
@@ -270,12 +289,44 @@ OLC_API void ol_client_mem_dereg(struct ol_client *c, struct ol_client_mem *m)
     if (!m)
         return;
     ol_net_mem_unmap(c->net, m->memh);
+    free(m->rkey);
     free(m);
 }
 
 OLC_API int ol_client_rdma_token(struct ol_client *c, struct ol_client_mem *m, void *addr,
                                  uint64_t len, char *out, size_t cap)
 {
-    (void)c, (void)m, (void)addr, (void)len, (void)out, (void)cap;
-    return -ENOTSUP;
+    if (!c || !m || !out)
+        return -EINVAL;
+    /* The region must lie inside the registered memory: the rkey covers
+     * only that, and a server writing past it would fail in UCX. */
+    uintptr_t a = (uintptr_t)addr, base = (uintptr_t)m->addr;
+    if (a < base || a - base > m->len || len > m->len - (a - base))
+        return -EINVAL;
+    if (m->rkey_rc < 0)
+        return m->rkey_rc;
+    /* The worker address does not change while the client lives: asked
+     * once (on the net thread, whose worker it is), then kept. */
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    if (!c->waddr) {
+        size_t n = 0;
+        rc = ol_net_worker_address(c->net, NULL, 0, &n);
+        if (rc == -ENOSPC && n > OL_RDMA_TOKEN_MAX_WORKER)
+            rc = -EOVERFLOW;
+        else if (rc == -ENOSPC && (c->waddr = malloc(n)) == NULL)
+            rc = -ENOMEM;
+        else if (rc == -ENOSPC)
+            rc = ol_net_worker_address(c->net, c->waddr, n, &c->waddr_len);
+        if (rc < 0) {
+            free(c->waddr);
+            c->waddr = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc < 0)
+        return rc;
+    struct ol_rdma_token t = {.worker = c->waddr, .worker_len = c->waddr_len, .rkey = m->rkey,
+                              .rkey_len = m->rkey_len, .addr = (uint64_t)a, .len = len};
+    return ol_rdma_token_encode(&t, out, cap);
 }

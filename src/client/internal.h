@@ -18,7 +18,8 @@
 enum {
     OLC_MAX_NODES = 64,
     OLC_TIMEOUT_MS = 30000,
-    OLC_POOL_THREADS = 8,   /* batch workers */
+    OLC_POOL_THREADS = 8,   /* batch workers (ops of several messages) */
+    OLC_ASYNC_MAX = 1024,   /* a batch's single-message calls in flight */
     OLC_SMALL_GET = 1 << 20, /* batch GETs up to this go in GET_BATCH messages */
 };
 
@@ -32,6 +33,8 @@ struct ol_client {
     unsigned nnodes;
     atomic_uint next; /* round robin */
     unsigned timeout_ms;
+    uint8_t *waddr; /* this client's UCX worker address, once asked (mu) */
+    size_t waddr_len;
     struct olc_batch *batch; /* started on first submit */
     pthread_mutex_t batch_mu;
 };
@@ -59,6 +62,10 @@ int olc_call(struct ol_client *c, struct olc_call *k);
 int olc_info(const void *ctl, size_t len, struct ol_client_info *info);
 
 bool olc_name_ok(const char *s, size_t max);
+
+/* The errors after which a call is tried on the next node (a node down,
+ * unreachable or fenced). */
+bool olc_transport_error(int rc);
 
 void olc_batch_stop(struct ol_client *c);
 

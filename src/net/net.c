@@ -76,6 +76,10 @@ struct pending {
     bool finished;           /* result decided */
     bool in_table;
     bool signaled;
+    /* ol_net_call_async: the callback, run on the net thread instead of
+     * signaling done; the pending is then heap memory, freed after it. */
+    ol_net_call_cb cb;
+    void *cb_arg;
 };
 
 struct conn {
@@ -119,6 +123,8 @@ struct exec {
     void *addr;
     size_t len;
     void *memh;
+    uint8_t *out; /* exec_worker_address, exec_rkey_pack: copied here */
+    size_t cap;
 };
 
 /* Large request buffers are kept for reuse (net thread only: it allocates
@@ -338,6 +344,26 @@ static struct pending *table_find(struct ol_net *net, uint64_t id)
     return p && p->id == id ? p : NULL;
 }
 
+/* Hands a call's result to its caller: signals the thread waiting in
+ * ol_net_call, or (ol_net_call_async) checks the reply's data CRC, runs the
+ * callback here on the net thread and frees the call.  After this the
+ * pending may be gone: touch nothing. */
+static void signal_call(struct pending *p, int result)
+{
+    p->signaled = true;
+    if (!p->cb) {
+        ol_completion_signal(&p->done, result);
+        return;
+    }
+    struct ol_net_call *c = p->c;
+    if (result >= 0 && c->rep_data_len && ol_crc32c(c->rep_data, c->rep_data_len) != p->rep_crc)
+        result = -EIO;
+    ol_net_call_cb cb = p->cb;
+    void *arg = p->cb_arg;
+    free(p);
+    cb(arg, c, result);
+}
+
 /* Signals the caller once the result is decided and UCX holds nothing of
  * the call.  After the signal the frame may be gone: touch nothing. */
 static void maybe_finish(struct ol_net *net, struct pending *p)
@@ -345,8 +371,7 @@ static void maybe_finish(struct ol_net *net, struct pending *p)
     if (!p->finished || p->send_req || p->recv_req || p->signaled)
         return;
     table_del(net, p);
-    p->signaled = true;
-    ol_completion_signal(&p->done, p->result);
+    signal_call(p, p->result);
 }
 
 static void finish(struct ol_net *net, struct pending *p, int result)
@@ -505,14 +530,12 @@ static void start_call(struct ol_net *net, struct pending *p)
         p->finished = true;
         p->result = -EAGAIN;
         /* Not in the table and no peer: signal directly. */
-        p->signaled = true;
-        ol_completion_signal(&p->done, p->result);
+        signal_call(p, p->result);
         return;
     }
     if (net->nfree == 0) {
         p->finished = true;
-        p->signaled = true;
-        ol_completion_signal(&p->done, -EAGAIN);
+        signal_call(p, -EAGAIN);
         return;
     }
     unsigned s = net->free_slot[--net->nfree];
@@ -1076,8 +1099,7 @@ static unsigned drain(struct ol_net *net)
         case IT_CALL: {
             struct pending *p = (struct pending *)it;
             if (net->stop) {
-                p->signaled = true;
-                ol_completion_signal(&p->done, -ESHUTDOWN);
+                signal_call(p, -ESHUTDOWN);
             } else {
                 start_call(net, p);
             }
@@ -1216,6 +1238,28 @@ int ol_net_call(struct ol_net *net, struct ol_net_call *c)
     return rc;
 }
 
+int ol_net_call_async(struct ol_net *net, struct ol_net_call *c, ol_net_call_cb cb, void *arg)
+{
+    if (!cb || !c->addr || strlen(c->addr) >= OL_NET_MAX_ADDR)
+        return -EINVAL;
+    if (c->ctl_len > OL_WIRE_MAX_CTL || c->data_len > OL_WIRE_MAX_DATA)
+        return -EMSGSIZE;
+    struct pending *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    p->it.kind = IT_CALL;
+    p->c = c;
+    p->cb = cb;
+    p->cb_arg = arg;
+    c->rep_ctl_len = c->rep_data_len = 0;
+    p->data_crc = c->data_len ? ol_crc32c(c->data, c->data_len) : 0;
+    stat_add(net, &net->st.calls);
+    int rc = enqueue(net, &p->it, false);
+    if (rc < 0)
+        free(p);
+    return rc;
+}
+
 int ol_net_listen(struct ol_net *net, const char *host, uint16_t port, ol_net_serve_fn serve,
                   ol_net_gone_fn gone, void *ctx)
 {
@@ -1286,6 +1330,55 @@ void ol_net_mem_unmap(struct ol_net *net, void *memh)
         return;
     struct exec e = {.it.kind = IT_EXEC, .fn = exec_mem_unmap, .memh = memh};
     (void)run_exec(net, &e);
+}
+
+static void exec_worker_address(struct ol_net *net, struct exec *e)
+{
+    ucp_address_t *a = NULL;
+    size_t n = 0;
+    if (ucp_worker_get_address(net->worker, &a, &n) != UCS_OK) {
+        e->rc = -EIO;
+        return;
+    }
+    e->len = n;
+    e->rc = n > e->cap ? -ENOSPC : 0;
+    if (e->rc == 0)
+        memcpy(e->out, a, n);
+    ucp_worker_release_address(net->worker, a);
+}
+
+int ol_net_worker_address(struct ol_net *net, void *out, size_t cap, size_t *len)
+{
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_worker_address, .out = out, .cap = cap};
+    int rc = run_exec(net, &e);
+    *len = rc == 0 || rc == -ENOSPC ? e.len : 0;
+    return rc;
+}
+
+static void exec_rkey_pack(struct ol_net *net, struct exec *e)
+{
+    void *b = NULL;
+    size_t n = 0;
+    if (ucp_rkey_pack(net->ctx, e->memh, &b, &n) != UCS_OK) {
+        e->rc = -EINVAL;
+        return;
+    }
+    e->len = n;
+    e->rc = n > e->cap ? -ENOSPC : 0;
+    if (e->rc == 0)
+        memcpy(e->out, b, n);
+    ucp_rkey_buffer_release(b);
+}
+
+int ol_net_rkey_pack(struct ol_net *net, void *memh, void *out, size_t cap, size_t *len)
+{
+    if (!memh)
+        return -EINVAL;
+    struct exec e = {.it.kind = IT_EXEC, .fn = exec_rkey_pack, .memh = memh, .out = out,
+                     .cap = cap};
+    int rc = run_exec(net, &e);
+    *len = rc == 0 || rc == -ENOSPC ? e.len : 0;
+    return rc;
 }
 
 bool ol_net_cuda_memory(struct ol_net *net)
@@ -1386,7 +1479,7 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
         ol_warn("net: cannot set UCX's ZCOPY_THRESH (a new endpoint may abort the process)");
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (opts && opts->rma ? UCP_FEATURE_RMA : 0),
         .mt_workers_shared = 0,
     };
     ucs_status_t st = ucp_init(&up, cfg, &net->ctx);

@@ -106,6 +106,13 @@ struct ol_net_opts {
      * latency-bound user (the native client, the native port) trades this
      * much CPU per quiet moment for it.  The drive protocol sleeps at once. */
     unsigned spin_us;
+    /* Asks UCX for one-sided operations too (UCP_FEATURE_RMA), so that
+     * memory mapped with ol_net_mem_map can be read and written by a peer
+     * holding its packed rkey (S3 over RDMA: the native client sets it).
+     * Off by default: the drive protocol and the native port move data by
+     * active messages only, and the feature can change which transports
+     * UCX picks. */
+    bool rma;
     bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
@@ -147,6 +154,21 @@ struct ol_net_call {
  * (-ETIMEDOUT, -ECONNRESET, -ECONNREFUSED, -EMSGSIZE, -EAGAIN, -ESHUTDOWN,
  * -EINVAL for a bad address).  Any thread or fiber, not the net thread. */
 int ol_net_call(struct ol_net *net, struct ol_net_call *c);
+
+/* The same call without waiting: many calls in flight from one thread (the
+ * native client's batches).  Returns 0 when the call was taken, and then
+ * cb(arg, c, result) runs exactly once, on the net thread, with what
+ * ol_net_call would have returned (the reply's data CRC checked, -EIO when
+ * it differs; -ESHUTDOWN for a call still queued when the ol_net stops, at
+ * the latest during ol_net_destroy).  c and every buffer it names stay the
+ * caller's and must stay valid until cb has run.  A negative return
+ * (-EINVAL, -EMSGSIZE, -ENOMEM, -ESHUTDOWN) means the call was not taken
+ * and cb never runs.  cb runs on the net thread, so it must be short and
+ * must not block on the network: it must not call ol_net_call (it would
+ * wait for itself); it may call ol_net_call_async (a retry, the next step
+ * of a sequence) and take locks that are only held briefly. */
+typedef void (*ol_net_call_cb)(void *arg, struct ol_net_call *c, int result);
+int ol_net_call_async(struct ol_net *net, struct ol_net_call *c, ol_net_call_cb cb, void *arg);
 
 /* ---- server ---- */
 
@@ -201,6 +223,17 @@ void ol_net_reply_ex(struct ol_net_req *req, int status, void *ctl, size_t ctl_l
  * -EINVAL when UCX refuses the memory. */
 int ol_net_mem_map(struct ol_net *net, void *addr, size_t len, void **memh);
 void ol_net_mem_unmap(struct ol_net *net, void *memh);
+/* The worker's UCX address (ucp_worker_get_address: the bytes a peer
+ * passes to ucp_ep_create to reach this worker, with every transport it
+ * listens on), copied into out.  The worker belongs to the net thread:
+ * this runs there, any other thread may call.  Returns 0 with *len set;
+ * -ENOSPC (*len = the size needed) when cap is too small; -EIO. */
+int ol_net_worker_address(struct ol_net *net, void *out, size_t cap, size_t *len);
+/* The packed remote key of memory mapped by ol_net_mem_map (ucp_rkey_pack),
+ * copied into out: with it and the worker address a peer may read and
+ * write that memory (only with opts.rma).  Runs on the net thread.  0,
+ * -ENOSPC (*len = the size needed), -EINVAL (UCX refused). */
+int ol_net_rkey_pack(struct ol_net *net, void *memh, void *out, size_t cap, size_t *len);
 /* Whether the UCX found at run time moves CUDA device memory itself (it
  * was built with CUDA support and found a GPU). */
 bool ol_net_cuda_memory(struct ol_net *net);
