@@ -119,6 +119,15 @@ def _tensor_bytes(t):
     return t.reshape(-1).view(torch.uint8) if t.dtype != torch.uint8 else t.reshape(-1)
 
 
+def _host_buffer(n):
+    """n bytes of host memory to stage a CUDA tensor through: pinned, so
+    the copies to and from the GPU are DMA (torch's caching host allocator
+    keeps them for reuse).  Without a CUDA device (the staging code run on
+    CPU tensors by the tests) plain memory."""
+    import torch
+    return torch.empty(n, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
+
+
 @contextlib.contextmanager
 def _region(buf, writable):
     """(address, bytes) of buf's memory, held for the with-block: a buffer
@@ -231,10 +240,11 @@ class Client:
         # Through one pinned buffer, a message's worth at a time.  Pieces
         # are separate GETs, so each is checked against the first piece's
         # ETag: an overwrite in between restarts the read (a few times).
-        import torch
         dst = _tensor_bytes(buf)
         n = dst.numel()
-        host = torch.empty(min(n, STAGE_BYTES), dtype=torch.uint8, pin_memory=True)
+        host = _host_buffer(min(n, STAGE_BYTES))
+        if n == 0:  # still looked up, as an unstaged read of 0 bytes is
+            return self._get(bucket, key, offset, host, _lib.Info())
         for _ in range(3):
             got, etag = 0, None
             while got < n:
@@ -270,6 +280,9 @@ class Client:
         """Stores buf (any readable buffer or tensor) as the object."""
         if self._staged(buf):
             return self._put_staged(bucket, key, buf)
+        return self._put(bucket, key, buf)
+
+    def _put(self, bucket, key, buf):
         info = _lib.Info()
         with _region(buf, False) as (addr, n):
             rc = _L.ol_client_put(self._h, _b(bucket), _b(key), addr, n, ctypes.byref(info))
@@ -278,13 +291,12 @@ class Client:
         return ObjectInfo(info, key)
 
     def _put_staged(self, bucket, key, buf):
-        import torch
         src = _tensor_bytes(buf.detach().contiguous())
         n = src.numel()
-        host = torch.empty(min(n, STAGE_BYTES), dtype=torch.uint8, pin_memory=True)
+        host = _host_buffer(min(n, STAGE_BYTES))
         if n <= STAGE_BYTES:
             host.copy_(src)
-            return self.put(bucket, key, host)
+            return self._put(bucket, key, host)
         # Larger: a put stream, so nothing is visible before the commit.
         s = self.open_put(bucket, key, n)
         try:
@@ -346,9 +358,7 @@ class Client:
             names = []
             for i, (bucket, key, buf, offset) in enumerate(reads):
                 if self._staged(buf):
-                    import torch
-                    host = torch.empty(buf.numel() * buf.element_size(), dtype=torch.uint8,
-                                       pin_memory=True)
+                    host = _host_buffer(buf.numel() * buf.element_size())
                     staged.append((i, buf, host))
                     buf = host
                 addr, ln = stack.enter_context(_region(buf, True))

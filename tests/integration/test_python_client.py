@@ -142,6 +142,51 @@ def test_cuda_tensors(srv, bkt):
                 assert torch.equal(t.cpu(), want[i * 999:i * 999 + 4096])
 
 
+def test_staging_code_on_cpu(srv, bkt, monkeypatch):
+    # The staged CUDA path, run over CPU tensors (plain host memory stands in
+    # for pinned where there is no GPU) with 64 KiB pieces: pieces, the put
+    # stream past one piece, batches, and a read restarted by an overwrite.
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(openlake, "STAGE_BYTES", 64 << 10)
+    data = body(300000, 5)
+    want = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    with openlake.Client(srv.endpoint, cuda_path="staged") as c:
+        monkeypatch.setattr(c, "_staged", openlake._is_tensor)
+        info = c.put(bkt, "stg", want.view(torch.int32)[:75000])  # 5 pieces, a stream
+        assert info.size == 300000 and info.key == "stg"
+        assert c.get(bkt, "stg") == data
+        c.put(bkt, "stg-small", want[:1000])  # one piece, a plain put
+        assert c.get(bkt, "stg-small") == data[:1000]
+        dst = torch.zeros(200000, dtype=torch.uint8)
+        assert c.get_into(bkt, "stg", dst, offset=150000) == 150000  # short at the end
+        assert torch.equal(dst[:150000], want[150000:]) and int(dst[150000:].sum()) == 0
+        assert c.get_into(bkt, "stg", torch.zeros(0, dtype=torch.uint8)) == 0
+        with pytest.raises(openlake.NotFound):
+            c.get_into(bkt, "stg-missing", torch.zeros(0, dtype=torch.uint8))
+        small = [torch.zeros(777, dtype=torch.uint8) for _ in range(20)]
+        res = c.get_many([(bkt, "stg", t, i * 5000) for i, t in enumerate(small)] +
+                         [(bkt, "stg-missing", torch.zeros(5, dtype=torch.uint8), 0)])
+        assert res[:20] == [777] * 20 and isinstance(res[20], openlake.NotFound)
+        for i, t in enumerate(small):
+            assert torch.equal(t, want[i * 5000:i * 5000 + 777])
+        # Overwritten after the first piece: the read starts again and
+        # returns the new object whole, never a mix.
+        newer = body(300000, 6)
+        orig, calls = c._get, []
+
+        def get_then_overwrite(*a):
+            r = orig(*a)
+            calls.append(r)
+            if len(calls) == 1:
+                c.put(bkt, "stg", newer)
+            return r
+        monkeypatch.setattr(c, "_get", get_then_overwrite)
+        dst = torch.zeros(300000, dtype=torch.uint8)
+        assert c.get_into(bkt, "stg", dst) == 300000
+        # piece 1 (old), piece 2 (new ETag: restart), the 5 pieces again
+        assert dst.numpy().tobytes() == newer and len(calls) == 2 + 5
+
+
 def test_errors(srv, client, bkt, obj):
     with pytest.raises(openlake.NotFound) as e:
         client.get(bkt, "no-such-key")
