@@ -25,6 +25,7 @@ overlap their transfers; one Client may be shared by threads.
 import contextlib
 import ctypes
 import errno as _errno
+import weakref
 
 from . import _lib
 from ._lib import lib as _L
@@ -165,6 +166,7 @@ class Client:
             raise ValueError("cuda_path: None, 'direct' or 'staged'")
         self._c = None
         self._endpoint = endpoint
+        self._streams = weakref.WeakSet()  # open PutStreams, aborted by close()
         o = _lib.Opts(_b(endpoint), _b(access_key), _b(secret_key), timeout_ms)
         h = ctypes.c_void_p()
         rc = _L.ol_client_open(ctypes.byref(o), ctypes.byref(h))
@@ -184,8 +186,11 @@ class Client:
         return self._c
 
     def close(self):
-        """Closes the connection.  Every call must have returned first."""
+        """Closes the connection, aborting the put streams still open.
+        Every other call must have returned first."""
         if self._c:
+            for st in list(self._streams):
+                st.abort()
             _L.ol_client_close(self._c)
             self._c = None
 
@@ -394,6 +399,7 @@ class PutStream:
         if rc < 0:
             _raise(rc, f"{bucket}/{key}")
         self._what = f"{bucket}/{key}"
+        client._streams.add(self)
 
     def write(self, buf):
         if not self._s:
@@ -412,9 +418,13 @@ class PutStream:
         return ObjectInfo(info, self._key)
 
     def abort(self):
-        if self._s:
-            _L.ol_client_put_abort(self._s)
-            self._s = None
+        """Drops the stream: nothing becomes visible.  No-op once committed
+        or aborted."""
+        s, self._s = self._s, None
+        # Client.close() aborts its open streams first, so a closed client
+        # here means the handle is already gone; never touch a freed client.
+        if s and not self._c.closed:
+            _L.ol_client_put_abort(s)
 
     def __enter__(self):
         return self

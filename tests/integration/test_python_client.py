@@ -255,3 +255,15 @@ def test_put_stream_context(client, bkt):
         assert e.value.code == -5
     with pytest.raises(openlake.NotFound):
         client.head(bkt, "st3")
+    # close() with a stream open aborts it: nothing appears, and the stream
+    # is safe to drop afterwards.
+    c = openlake.Client(client._endpoint)
+    s = c.open_put(bkt, "st4", 6)
+    s.write(b"abc")
+    c.close()
+    with pytest.raises(ValueError):
+        s.write(b"def")
+    s.abort()
+    del s
+    with pytest.raises(openlake.NotFound):
+        client.head(bkt, "st4")
