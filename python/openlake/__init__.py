@@ -349,7 +349,7 @@ class Client:
     # ---- batches ----
 
     def get_many(self, reads):
-        """reads: [(bucket, key, buf, offset), ...] -> [bytes read or an
+        """reads: [(bucket, key, buf[, offset]), ...] -> [bytes read or an
         Error instance, ...], in order, all submitted as one batch (small
         reads share round trips; each read has its own status).  CUDA
         tensors are staged through pinned host memory unless cuda_path is
@@ -361,7 +361,8 @@ class Client:
         staged = []
         with contextlib.ExitStack() as stack:
             names = []
-            for i, (bucket, key, buf, offset) in enumerate(reads):
+            for i, (bucket, key, buf, *rest) in enumerate(reads):
+                offset = rest[0] if rest else 0
                 if self._staged(buf):
                     host = _host_buffer(buf.numel() * buf.element_size())
                     staged.append((i, buf, host))

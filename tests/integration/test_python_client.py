@@ -207,6 +207,8 @@ def test_errors(srv, client, bkt, obj):
     assert res[0] == 10
     assert isinstance(res[1], openlake.NotFound) and isinstance(res[2], openlake.InvalidRange)
     assert client.get_many([]) == []
+    b = bytearray(7)
+    assert client.get_many([(bkt, "obj", b)]) == [7] and b == obj[:7]  # offset 0
     c = openlake.Client(srv.endpoint)
     c.close()
     assert c.closed
