@@ -7,9 +7,12 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates():
+    # OPENLAKE_LIB, when set, is the only candidate: a wrong path there is
+    # an error to report, not a reason to load some other copy.
     env = os.environ.get("OPENLAKE_LIB")
     if env:
         yield env
+        return
     yield os.path.join(_HERE, "libopenlake.so")
     # A checkout: python/openlake/ -> build/libopenlake.so
     root = os.path.dirname(os.path.dirname(_HERE))
@@ -75,7 +78,32 @@ for name, res, args in [
     ("ol_client_list", ctypes.c_int64, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                                         LIST_FN, _P]),
     ("ol_client_run", ctypes.c_int, [_P, ctypes.POINTER(ctypes.POINTER(Op)), ctypes.c_uint]),
+    ("ol_client_submit", ctypes.c_int, [_P, ctypes.POINTER(ctypes.POINTER(Op)), ctypes.c_uint]),
+    ("ol_client_reap", ctypes.c_int, [_P, ctypes.POINTER(ctypes.POINTER(Op)), ctypes.c_uint,
+                                      ctypes.c_uint, ctypes.c_int]),
+    ("ol_client_mem_reg", ctypes.c_int, [_P, _P, ctypes.c_size_t, ctypes.c_int,
+                                         ctypes.POINTER(_P)]),
+    ("ol_client_mem_dereg", None, [_P, _P]),
 ]:
     f = getattr(lib, name)
     f.restype = res
     f.argtypes = args
+
+
+class PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer (Include/pybuffer.h; the same layout since 3.3)."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("format", ctypes.c_char_p),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+
+PyBUF_SIMPLE, PyBUF_WRITABLE = 0, 1
+# pythonapi is a PyDLL: the GIL stays held and a set Python error raises.
+get_buffer = ctypes.pythonapi.PyObject_GetBuffer
+get_buffer.restype = ctypes.c_int
+get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(PyBuffer), ctypes.c_int]
+release_buffer = ctypes.pythonapi.PyBuffer_Release
+release_buffer.restype = None
+release_buffer.argtypes = [ctypes.POINTER(PyBuffer)]

@@ -5,6 +5,7 @@ reads into numpy arrays and torch tensors, a batch of 1000 ranged reads,
 wrong keys refused, the command line, and `pip install` of the package."""
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -183,9 +184,14 @@ def test_pip_install(tmp_path, mode_server):
     if pip.returncode != 0:
         pytest.skip("no pip for this interpreter")
     target = tmp_path / "site"
+    # From a copy: setuptools writes build/ and *.egg-info next to the
+    # sources, and the checkout stays clean.
+    src = tmp_path / "src"
+    shutil.copytree(REPO_ROOT / "python", src,
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation",
                         "--no-index", "--no-deps", "--target", str(target),
-                        str(REPO_ROOT / "python")], capture_output=True, text=True, timeout=300)
+                        str(src)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     code = ("import openlake; c = openlake.Client(%r); c.close(); print(openlake.__file__)"
             % mode_server.endpoint)
