@@ -39,6 +39,7 @@
 #include "native/peers.h"
 #include "native/server.h"
 #include "obj/obj.h"
+#include "users/users.h"
 #include "s3/router.h"
 #include "store/store.h"
 
@@ -98,6 +99,7 @@ struct server {
     struct ol_cluster *cl;  /* a cluster node (deploy/cluster.h): ec is its deployment */
     struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
     struct ol_native_server *native; /* the native client port, or NULL */
+    struct ol_users *users;          /* who may sign requests (users/users.h) */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct worker *workers;
@@ -595,11 +597,7 @@ static void raise_fd_limit(size_t want)
 /* The native port's users: the S3 users (native/server.h). */
 static int native_secret(void *arg, const char *access_key, char secret[129])
 {
-    const struct ol_cfg_user *u = ol_cfg_find_user(arg, access_key, strlen(access_key));
-    if (!u)
-        return -ENOENT;
-    snprintf(secret, 129, "%s", u->secret_key);
-    return 0;
+    return ol_users_lookup(arg, access_key, strlen(access_key), secret, NULL);
 }
 
 /* Starts the native client port (cfg native_listen). */
@@ -632,7 +630,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .obj = srv->obj,
         .cfg = srv->cfg,
         .secret = native_secret,
-        .secret_arg = srv->cfg,
+        .secret_arg = srv->users,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
         .peers = srv->cl ? ol_native_cluster_peers : NULL,
     };
@@ -750,6 +748,14 @@ opened:
     }
     srv.router.ctx.obj = srv.obj;
     srv.router.ctx.cfg = cfg;
+    /* The users: etcd's on a cluster node, the object layer's otherwise. */
+    rc = srv.cl ? ol_users_open_etcd(cfg, &srv.users, err, sizeof(err))
+                : ol_users_open_obj(cfg, srv.obj, &srv.users, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "openlake: %s\n", err[0] ? err : ol_strerror(rc));
+        return 1;
+    }
+    srv.router.ctx.users = srv.users;
     if (start_native(&srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "openlake: %s\n", err);
         return 1;
@@ -868,6 +874,7 @@ opened:
             close(srv.workers[i].listen_fd);
     }
     ol_native_server_destroy(srv.native);
+    ol_users_close(srv.users);
     ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);
