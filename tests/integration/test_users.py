@@ -171,3 +171,35 @@ def test_restart_keeps_users(mode_server):
     assert b"henry" in data or b"frank" in data or srv.mode == "ec"
     for s in (kept, late):
         assert s.encode() not in data
+
+
+def native_module():
+    import os
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(helpers.REPO_ROOT / "python"))
+    if not os.environ.get("OPENLAKE_LIB"):
+        lib = Path(helpers.openlake_binary()).parent / "libopenlake.so"
+        if lib.exists():
+            os.environ["OPENLAKE_LIB"] = str(lib)
+    return pytest.importorskip("openlake")
+
+
+def test_native_port(mode_server):
+    """The native port looks users up the same way: a run-time user works
+    there at once, and its removal refuses the next request of a client
+    that is already connected."""
+    openlake = native_module()
+    srv = mode_server
+    sk = cli(srv, "add", "nat-user")["secret_key"]
+    b = helpers.unique_bucket("nat")
+    helpers.make_client(srv.endpoint, "nat-user", sk).create_bucket(Bucket=b)
+    with openlake.Client(srv.endpoint, access_key="nat-user", secret_key=sk) as c:
+        c.put(b, "k", b"native bytes")
+        back = bytearray(12)
+        assert c.get_into(b, "k", back) == 12 and bytes(back) == b"native bytes"
+        cli(srv, "remove", "nat-user")
+        with pytest.raises(openlake.Error):
+            c.get_into(b, "k", back)
+    with pytest.raises(openlake.AccessDenied):
+        openlake.Client(srv.endpoint, access_key="nat-user", secret_key=sk)
