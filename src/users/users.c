@@ -39,7 +39,16 @@ struct entry {
     char ak[OL_USERS_KEY_MAX + 1];
     char secret[OL_USERS_KEY_MAX + 1];
     int64_t ctime_s;
+    int64_t mod_rev; /* cluster: the etcd revision of the record (0: unknown) */
 };
+
+/* cluster: a user this node removed, at etcd revision rev: a watch event
+ * older than that (delivered after the removal) must not bring it back. */
+struct tomb {
+    char ak[OL_USERS_KEY_MAX + 1];
+    int64_t rev;
+};
+enum { MAX_TOMBS = 64 };
 
 enum op_kind { OP_ADD, OP_REMOVE, OP_ROTATE };
 
@@ -69,6 +78,8 @@ struct ol_users {
     char prefix[OL_USERS_KEY_MAX + 96];
     _Atomic uint64_t fresh_ms; /* ol_mono_ms() when the last complete read was sent */
     uint64_t resync_due_ms;
+    struct tomb tombs[MAX_TOMBS]; /* the thread's; emptied by each full read */
+    unsigned ntombs, next_tomb;
     /* The thread and its queue. */
     pthread_t thread;
     bool started;
@@ -247,10 +258,19 @@ static bool is_config_user(const struct ol_users *u, const char *ak, size_t len)
     return ol_cfg_find_user(u->cfg, ak, len) != NULL;
 }
 
-static void upsert(struct ol_users *u, const char *ak, const char *secret, int64_t ctime_s)
+/* Sets ak's record; rev (cluster, else 0): a record already newer stays. */
+static void upsert(struct ol_users *u, const char *ak, const char *secret, int64_t ctime_s,
+                   int64_t rev)
 {
+    for (unsigned t = 0; rev && t < u->ntombs; t++)
+        if (strcmp(u->tombs[t].ak, ak) == 0 && u->tombs[t].rev >= rev)
+            return;
     pthread_rwlock_wrlock(&u->lk);
     long i = find(u, ak, strlen(ak));
+    if (i >= 0 && rev && u->tab[i].mod_rev > rev) {
+        pthread_rwlock_unlock(&u->lk);
+        return;
+    }
     if (i < 0 && u->n < OL_USERS_MAX) {
         size_t at = (size_t)(-i - 1);
         memmove(&u->tab[at + 1], &u->tab[at], (u->n - at) * sizeof(*u->tab));
@@ -261,14 +281,25 @@ static void upsert(struct ol_users *u, const char *ak, const char *secret, int64
     if (i >= 0) {
         snprintf(u->tab[i].secret, sizeof(u->tab[i].secret), "%s", secret);
         u->tab[i].ctime_s = ctime_s;
+        u->tab[i].mod_rev = rev;
     }
     pthread_rwlock_unlock(&u->lk);
 }
 
-static void erase(struct ol_users *u, const char *ak)
+static void erase(struct ol_users *u, const char *ak, int64_t rev)
 {
+    if (rev) {
+        struct tomb *t = &u->tombs[u->next_tomb];
+        u->next_tomb = (u->next_tomb + 1) % MAX_TOMBS;
+        if (u->ntombs < MAX_TOMBS)
+            u->ntombs++;
+        snprintf(t->ak, sizeof(t->ak), "%s", ak);
+        t->rev = rev;
+    }
     pthread_rwlock_wrlock(&u->lk);
     long i = find(u, ak, strlen(ak));
+    if (i >= 0 && rev && u->tab[i].mod_rev > rev)
+        i = -1; /* re-created after that removal */
     if (i >= 0) {
         OPENSSL_cleanse(&u->tab[i], sizeof(u->tab[i]));
         memmove(&u->tab[i], &u->tab[i + 1], (u->n - (size_t)i - 1) * sizeof(*u->tab));
@@ -417,12 +448,13 @@ static int etcd_resync(struct ol_users *u, int64_t *rev)
     size_t cnt = 0, pl = strlen(u->prefix);
     for (size_t i = 0; i < r.n && cnt < OL_USERS_MAX; i++)
         if (parse_record(u, r.kvs[i].key + pl, r.kvs[i].value, r.kvs[i].value_len, &tab[cnt]))
-            cnt++;
+            tab[cnt++].mod_rev = r.kvs[i].mod_rev;
     *rev = r.rev;
     for (size_t i = 0; i < r.n; i++)
         OPENSSL_cleanse(r.kvs[i].value, r.kvs[i].value_len);
     ol_etcd_range_clear(&r);
     replace(u, tab, cnt);
+    u->ntombs = u->next_tomb = 0; /* the read is newer than every removal made before it */
     atomic_store(&u->fresh_ms, sent);
     return 0;
 }
@@ -432,12 +464,12 @@ static int on_event(void *arg, const struct ol_etcd_event *ev)
     struct ol_users *u = arg;
     const char *ak = ev->kv->key + strlen(u->prefix);
     if (ev->type == OL_ETCD_DELETE) {
-        erase(u, ak);
+        erase(u, ak, ev->kv->mod_rev);
         return 0;
     }
     struct entry e;
     if (parse_record(u, ak, ev->kv->value, ev->kv->value_len, &e))
-        upsert(u, e.ak, e.secret, e.ctime_s);
+        upsert(u, e.ak, e.secret, e.ctime_s, ev->kv->mod_rev);
     OPENSSL_cleanse(&e, sizeof(e));
     return 0;
 }
@@ -473,19 +505,21 @@ static void etcd_step(struct ol_users *u)
     }
 }
 
-static int etcd_add(struct ol_users *u, const char *ak, const char *secret, int64_t ctime_s)
+static int etcd_add(struct ol_users *u, const char *ak, const char *secret, int64_t ctime_s,
+                    int64_t *rev)
 {
     char key[sizeof(u->prefix) + OL_USERS_KEY_MAX + 1], val[32 + OL_USERS_SEALED_MAX];
     snprintf(key, sizeof(key), "%s%s", u->prefix, ak);
     int n = snprintf(val, sizeof(val), "%" PRId64 " ", ctime_s);
     int rc = ol_users_seal(u->key, ak, secret, val + n);
     if (rc == 0)
-        rc = ol_etcd_cas(u->etcd, key, OL_ETCD_IF_ABSENT, 0, val, strlen(val), 0, NULL);
+        rc = ol_etcd_cas(u->etcd, key, OL_ETCD_IF_ABSENT, 0, val, strlen(val), 0, rev);
     OPENSSL_cleanse(val, sizeof(val));
     return rc == -OL_ECASFAIL ? -EEXIST : rc;
 }
 
-static int etcd_rotate(struct ol_users *u, const char *ak, const char *secret, int64_t *ctime_s)
+static int etcd_rotate(struct ol_users *u, const char *ak, const char *secret, int64_t *ctime_s,
+                       int64_t *rev)
 {
     char key[sizeof(u->prefix) + OL_USERS_KEY_MAX + 1], val[32 + OL_USERS_SEALED_MAX];
     snprintf(key, sizeof(key), "%s%s", u->prefix, ak);
@@ -504,7 +538,7 @@ static int etcd_rotate(struct ol_users *u, const char *ak, const char *secret, i
         int n = snprintf(val, sizeof(val), "%" PRId64 " ", *ctime_s);
         rc = ol_users_seal(u->key, ak, secret, val + n);
         if (rc == 0)
-            rc = ol_etcd_cas(u->etcd, key, OL_ETCD_IF_MOD, mod, val, strlen(val), 0, NULL);
+            rc = ol_etcd_cas(u->etcd, key, OL_ETCD_IF_MOD, mod, val, strlen(val), 0, rev);
         if (rc == -OL_ECASFAIL)
             rc = -EAGAIN;
     }
@@ -512,13 +546,25 @@ static int etcd_rotate(struct ol_users *u, const char *ak, const char *secret, i
     return rc;
 }
 
-static int etcd_remove(struct ol_users *u, const char *ak)
+static int etcd_remove(struct ol_users *u, const char *ak, int64_t *rev)
 {
     char key[sizeof(u->prefix) + OL_USERS_KEY_MAX + 1];
     snprintf(key, sizeof(key), "%s%s", u->prefix, ak);
-    int64_t deleted = 0;
-    int rc = ol_etcd_delete(u->etcd, key, false, &deleted);
-    return rc < 0 ? rc : deleted ? 0 : -ENOENT;
+    int rc = -EAGAIN;
+    /* A delete by compare-and-swap, for the revision it happened at. */
+    for (int t = 0; t < CAS_TRIES && rc == -EAGAIN; t++) {
+        struct ol_etcd_kv kv = {0};
+        rc = ol_etcd_get(u->etcd, key, &kv, NULL);
+        if (rc < 0)
+            return rc;
+        int64_t mod = kv.mod_rev;
+        OPENSSL_cleanse(kv.value, kv.value_len);
+        ol_etcd_kv_clear(&kv);
+        rc = ol_etcd_cas(u->etcd, key, OL_ETCD_IF_MOD, mod, NULL, 0, 0, rev);
+        if (rc == -OL_ECASFAIL)
+            rc = -EAGAIN;
+    }
+    return rc;
 }
 
 /* ---- changes, on the store's thread ---- */
@@ -532,36 +578,37 @@ static int run_op(struct ol_users *u, struct op *o)
     size_t count = u->n;
     pthread_rwlock_unlock(&u->lk);
     int rc = 0;
+    int64_t rev = 0;
     switch (o->kind) {
     case OP_ADD:
         if (at >= 0)
             return -EEXIST;
         if (count >= OL_USERS_MAX)
             return -ENOSPC;
-        rc = u->mode == MODE_ETCD ? etcd_add(u, o->ak, o->secret, ctime_s)
+        rc = u->mode == MODE_ETCD ? etcd_add(u, o->ak, o->secret, ctime_s, &rev)
                                   : obj_store(u, o->ak, o->secret, ctime_s);
         if (rc == 0)
-            upsert(u, o->ak, o->secret, ctime_s);
+            upsert(u, o->ak, o->secret, ctime_s, rev);
         if (rc == 0)
             ol_info("users: added '%s'", o->ak);
         return rc;
     case OP_ROTATE:
         if (u->mode == MODE_OBJ && at < 0)
             return -ENOENT;
-        rc = u->mode == MODE_ETCD ? etcd_rotate(u, o->ak, o->secret, &ctime_s)
+        rc = u->mode == MODE_ETCD ? etcd_rotate(u, o->ak, o->secret, &ctime_s, &rev)
                                   : obj_store(u, o->ak, o->secret, ctime_s);
         if (rc == 0)
-            upsert(u, o->ak, o->secret, ctime_s);
+            upsert(u, o->ak, o->secret, ctime_s, rev);
         if (rc == 0)
             ol_info("users: rotated the secret of '%s'", o->ak);
         return rc;
     case OP_REMOVE:
         if (u->mode == MODE_OBJ && at < 0)
             return -ENOENT;
-        rc = u->mode == MODE_ETCD ? etcd_remove(u, o->ak) : obj_store(u, o->ak, NULL, 0);
+        rc = u->mode == MODE_ETCD ? etcd_remove(u, o->ak, &rev) : obj_store(u, o->ak, NULL, 0);
         /* Gone from this node's table even when etcd had it no more. */
         if (rc == 0 || rc == -ENOENT)
-            erase(u, o->ak);
+            erase(u, o->ak, rev);
         if (rc == 0)
             ol_info("users: removed '%s'", o->ak);
         return rc;
