@@ -411,10 +411,13 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
                    ? ol_s3_admin_users(r)
                    : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     /* The drive administration API is the admins' where admin_users names
-     * any (access/access.h), else every configured user's. */
+     * any (access/access.h), else every configuration user's (never a
+     * run-time user's: users/users.h). */
     if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
-        return authed && (!r->ctx->cfg->admin_users[0] ||
-                          ol_access_is_admin(r->ctx->cfg, r->access_key))
+        return authed && (r->ctx->cfg->admin_users[0]
+                              ? ol_access_is_admin(r->ctx->cfg, r->access_key)
+                              : ol_cfg_find_user(r->ctx->cfg, r->access_key,
+                                                 strlen(r->access_key)) != NULL)
                    ? ol_s3_admin(r)
                    : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)

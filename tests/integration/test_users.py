@@ -124,6 +124,10 @@ def test_refusals(mode_server):
         assert r.status == 403, (method, path, r.body)
         r = helpers.http_request(srv, method, path + ("?" + q if q else ""))
         assert r.status == 403
+    # Nor the drive administration of erasure sets (one drive has none).
+    r = http(srv, "GET", "/_openlake/admin/info", access="carol", secret="carol-secret-1")
+    assert r.status == (403 if srv.mode == "ec" else 400), r.body
+    assert http(srv, "GET", "/_openlake/admin/info").status == (200 if srv.mode == "ec" else 400)
     out = cli(srv, "list", check=False, access="carol", secret="carol-secret-1")
     assert out.returncode == 1 and "AccessDenied" in out.stderr
     helpers.make_client(srv.endpoint, "carol", "carol-secret-1").list_buckets()  # still there
