@@ -80,6 +80,8 @@ struct ol_users {
     uint64_t resync_due_ms;
     struct tomb tombs[MAX_TOMBS]; /* the thread's; emptied by each full read */
     unsigned ntombs, next_tomb;
+    bool etcd_down; /* the last full read failed (logged once) */
+    int64_t table_rev; /* etcd's revision at the last full read */
     /* The thread and its queue. */
     pthread_t thread;
     bool started;
@@ -450,6 +452,7 @@ static int etcd_resync(struct ol_users *u, int64_t *rev)
         if (parse_record(u, r.kvs[i].key + pl, r.kvs[i].value, r.kvs[i].value_len, &tab[cnt]))
             tab[cnt++].mod_rev = r.kvs[i].mod_rev;
     *rev = r.rev;
+    u->table_rev = r.rev;
     for (size_t i = 0; i < r.n; i++)
         OPENSSL_cleanse(r.kvs[i].value, r.kvs[i].value_len);
     ol_etcd_range_clear(&r);
@@ -463,6 +466,10 @@ static int on_event(void *arg, const struct ol_etcd_event *ev)
 {
     struct ol_users *u = arg;
     const char *ak = ev->kv->key + strlen(u->prefix);
+    /* The watch may lag behind the last full read: what that read saw
+     * is in the table already, and replaying it could revive a user. */
+    if (ev->kv->mod_rev <= u->table_rev)
+        return 0;
     if (ev->type == OL_ETCD_DELETE) {
         erase(u, ak, ev->kv->mod_rev);
         return 0;
@@ -479,16 +486,23 @@ static int on_event(void *arg, const struct ol_etcd_event *ev)
 static void etcd_step(struct ol_users *u)
 {
     uint64_t now = ol_mono_ms();
-    if (now >= u->resync_due_ms || !u->watch) {
+    if (now >= u->resync_due_ms) {
         int64_t rev = 0;
         int rc = etcd_resync(u, &rev);
         u->resync_due_ms = now + OL_USERS_RESYNC_MS;
         if (rc < 0) {
-            ol_log_limited(OL_LOG_WARN, "users: cannot read the users from etcd: %s",
-                           ol_strerror(rc));
+            /* Said once per outage; the table goes stale (users.h). */
+            if (!u->etcd_down)
+                ol_warn("users: cannot read the users from etcd (%s): run-time users are "
+                        "refused after %d ms without a read",
+                        ol_strerror(rc), OL_USERS_STALE_MS);
+            u->etcd_down = true;
             usleep(OL_USERS_WATCH_POLL_MS * 1000);
             return;
         }
+        if (u->etcd_down)
+            ol_info("users: etcd answers again");
+        u->etcd_down = false;
         if (!u->watch && ol_etcd_watch_open(u->etcd, u->prefix, rev + 1, on_event, u,
                                             &u->watch) < 0)
             u->watch = NULL;
@@ -502,6 +516,7 @@ static void etcd_step(struct ol_users *u)
         /* Ended: the next step re-reads and watches again. */
         ol_etcd_watch_close(u->watch);
         u->watch = NULL;
+        u->resync_due_ms = 0;
     }
 }
 
