@@ -70,7 +70,7 @@ echo "== integration tests (pytest, real server processes)"
 SERIAL=(test_security_conn.py test_shutdown.py test_durability.py test_cluster.py
         test_cluster_cond.py test_cluster_consistency.py test_cluster_etcd_restart.py
         test_cluster_netns.py test_cluster_pools.py test_cluster_storm.py
-        test_cluster_native.py)
+        test_cluster_native.py test_cluster_users.py)
 jobs=${OPENLAKE_TEST_JOBS:-2}
 if ! /usr/bin/python3 -c "import xdist" 2>/dev/null; then jobs=1; fi
 parallel=()

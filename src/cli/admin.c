@@ -32,7 +32,8 @@
 
 static void admin_usage(void)
 {
-    fprintf(stderr, "usage: openlake admin info|heal|drive --endpoint http://HOST:PORT\n"
+    fprintf(stderr, "usage: openlake admin user add|remove|list|rotate ... (admin user --help)\n"
+                    "       openlake admin info|heal|drive --endpoint http://HOST:PORT\n"
                     "         [--bucket B [--key K]]     (heal: one bucket or one object)\n"
                     "         [--progress-ms N]  (heal of the deployment: progress on stderr\n"
                     "                             every N ms, default 1000; 0 = none)\n"
@@ -81,17 +82,16 @@ static int connect_to(const char *host, const char *port)
     return fd;
 }
 
-/* Where and as whom requests go. */
-struct admin_target {
-    char host[256], port[16], hostport[256];
-    const char *ak, *sk, *region;
-};
+#define admin_target ol_admin_target
 
-/* Signs and sends one request; *resp (malloc'ed, NUL-terminated) is the
- * whole answer and *body points into it.  0 or -errno; *status is the HTTP
- * status. */
 static int admin_call(const struct admin_target *t, const char *method, const char *path,
                       const char *query, char **resp, char **body, int *status)
+{
+    return ol_admin_call(t, method, path, query, NULL, resp, body, status);
+}
+
+int ol_admin_call(const struct ol_admin_target *t, const char *method, const char *path,
+                  const char *query, const char *req_body, char **resp, char **body, int *status)
 {
     const char *ak = t->ak, *sk = t->sk, *region = t->region;
     const char *hostport = t->hostport;
@@ -135,10 +135,10 @@ static int admin_call(const struct admin_target *t, const char *method, const ch
     int n = snprintf(head, sizeof(head),
                      "%s %s%s%s HTTP/1.1\r\nHost: %s\r\nx-amz-content-sha256: %s\r\n"
                      "x-amz-date: %s\r\nAuthorization: AWS4-HMAC-SHA256 Credential=%s/%s/%s/s3/"
-                     "aws4_request, SignedHeaders=%s, Signature=%s\r\nContent-Length: 0\r\n"
+                     "aws4_request, SignedHeaders=%s, Signature=%s\r\nContent-Length: %zu\r\n"
                      "Connection: close\r\n\r\n",
                      method, path, query[0] ? "?" : "", query, hostport, payload, amz, ak, date8,
-                     region, signed_headers, sig);
+                     region, signed_headers, sig, req_body ? strlen(req_body) : (size_t)0);
     if (n <= 0 || (size_t)n >= sizeof(head))
         return -ENAMETOOLONG;
     int fd = connect_to(t->host, t->port);
@@ -152,6 +152,9 @@ static int admin_call(const struct admin_target *t, const char *method, const ch
         goto out;
     }
     if (write(fd, head, (size_t)n) != n)
+        goto out;
+    if (req_body && req_body[0] &&
+        write(fd, req_body, strlen(req_body)) != (ssize_t)strlen(req_body))
         goto out;
     /* Each round reads some bytes or ends at EOF (Connection: close). */
     while (got < ADMIN_MAX_RESPONSE) {
@@ -244,6 +247,8 @@ int ol_admin_main(int argc, char **argv)
     const char *cmd = argc >= 2 ? argv[1] : NULL;
     if (cmd && strcmp(cmd, "cluster") == 0)
         return ol_admin_cluster_main(argc - 1, argv + 1);
+    if (cmd && strcmp(cmd, "user") == 0)
+        return ol_admin_user_main(argc - 1, argv + 1);
     const char *endpoint = NULL, *bucket = NULL, *key = NULL, *index = NULL, *state = NULL;
     const char *ak = getenv("OPENLAKE_ACCESS_KEY"), *sk = getenv("OPENLAKE_SECRET_KEY");
     const char *region = "us-east-1";

@@ -86,7 +86,7 @@ static const struct cfg_row rows[] = {
     S(cluster_name, "openlake", "cluster: the cluster's name (its map in etcd, its deployment id)"),
     S(drive_listen, "127.0.0.1:0", "cluster: host:port of this node's drive service (UCX); port 0 = a free one (a restart tries its previous one first)"),
     I(drive_timeout_ms, 100, 600000, "5000", "cluster: a call to another node's drive gives up after this"),
-    S(cluster_key_file, "", "cluster: a file holding the secret the nodes authenticate each other with (the same on every node); empty = a random key kept in etcd"),
+    S(cluster_key_file, "", "cluster: a file holding the secret the nodes authenticate each other with (the same on every node), which also seals run-time users' secrets (users/users.h; on a single node too); empty = a random key kept in etcd"),
     I(cluster_wait_ms, 0, 86400000, "600000", "cluster: how long a start waits for a pool that holds its drives (openlake admin cluster pool)"),
     Z(kv_memory_bytes, 0, 16 * TiB, "1073741824", "KV cache: memory tier of this node (blocks plus 256 bytes each); 0 = no KV store (the native KV ops answer ENOTSUP)"),
     Z(kv_disk_bytes, 0, 1024 * TiB, "0", "KV cache: disk tier, where memory spills evicted blocks; 0 = none (evicted blocks are gone)"),

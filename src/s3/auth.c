@@ -10,6 +10,7 @@
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "s3/sigv2.h"
+#include "users/users.h"
 
 static bool slice_eq(const struct ol_slice *s, const char *lit)
 {
@@ -35,6 +36,22 @@ static bool is_hex64(const struct ol_slice *s)
         *msg = (m);                                                                                \
         return -1;                                                                                 \
     } while (0)
+
+/* The secret of access key ak (users/users.h: configuration and run-time
+ * users); on success the key is copied for r->access_key. */
+static int find_user(struct ol_s3_req *r, struct ol_slice ak, char secret[OL_USERS_KEY_MAX + 1],
+                     enum ol_s3_code *code, const char **msg)
+{
+    int rc = ol_users_lookup(r->ctx->users, ak.p, ak.n, secret, NULL);
+    if (rc == -EAGAIN)
+        FAIL(OL_S3_ServiceUnavailable, "The users of this node are not known now; retry.");
+    if (rc < 0 || ak.n >= sizeof(r->access_key_buf))
+        FAIL(OL_S3_InvalidAccessKeyId,
+             "The AWS Access Key Id you provided does not exist in our records.");
+    memcpy(r->access_key_buf, ak.p, ak.n);
+    r->access_key_buf[ak.n] = 0;
+    return 0;
+}
 
 /* Copies at most 64 bytes of an attacker's value for an error message:
  * printable ASCII only, anything else as '?', since the message goes into
@@ -168,10 +185,9 @@ static int authenticate_v2(struct ol_s3_req *r, const struct ol_slice *authz,
         date = (struct ol_slice){ex->value, ex->value_len};
     }
 
-    const struct ol_cfg_user *user = ol_cfg_find_user(cfg, akid.p, akid.n);
-    if (!user)
-        FAIL(OL_S3_InvalidAccessKeyId,
-             "The AWS Access Key Id you provided does not exist in our records.");
+    char secret[OL_USERS_KEY_MAX + 1];
+    if (find_user(r, akid, secret, code, msg) < 0)
+        return -1;
 
     if (authz) {
         /* x-amz-date takes precedence over Date, and then the Date line of
@@ -282,7 +298,7 @@ static int authenticate_v2(struct ol_s3_req *r, const struct ol_slice *authz,
         char want[OL_SIGV2_SIG_LEN + 1];
         rc = ol_sigv2_string_to_sign(&sreq, sts, cap, &sts_len);
         if (rc == 0)
-            rc = ol_sigv2_sign(user->secret_key, strlen(user->secret_key), sts, sts_len, want);
+            rc = ol_sigv2_sign(secret, strlen(secret), sts, sts_len, want);
         match = rc == 0 && ol_sigv2_sig_equal(want, sig);
     }
     free(sts);
@@ -301,7 +317,7 @@ static int authenticate_v2(struct ol_s3_req *r, const struct ol_slice *authz,
         if (ol_s3_body_setup(r, false, false, false, NULL, NULL, NULL, sha_hex) < 0)
             FAIL(OL_S3_InternalError, "out of memory");
     }
-    r->access_key = user->access_key;
+    r->access_key = r->access_key_buf;
     return 0;
 }
 
@@ -356,10 +372,9 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
              region_msg);
     }
 
-    const struct ol_cfg_user *user = ol_cfg_find_user(cfg, auth.access_key.p, auth.access_key.n);
-    if (!user)
-        FAIL(OL_S3_InvalidAccessKeyId,
-             "The AWS Access Key Id you provided does not exist in our records.");
+    char secret[OL_USERS_KEY_MAX + 1];
+    if (find_user(r, auth.access_key, secret, code, msg) < 0)
+        return -1;
 
     int64_t now = ol_wall_ns() / 1000000000;
     if (auth.presigned) {
@@ -425,7 +440,7 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
     }
     char seed[65];
     if (rc == OL_SIGV4_OK)
-        rc = ol_sigv4_verify(&sreq, &auth, user->secret_key, strlen(user->secret_key), seed);
+        rc = ol_sigv4_verify(&sreq, &auth, secret, strlen(secret), seed);
     if (rc == OL_SIGV4_EMALFORMED)
         FAIL(auth.presigned ? OL_S3_AuthorizationQueryParametersError
                             : OL_S3_AuthorizationHeaderMalformed,
@@ -434,7 +449,7 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
         FAIL(OL_S3_SignatureDoesNotMatch, "The request signature we calculated does not match "
                                           "the signature you provided. Check your key and "
                                           "signing method.");
-    r->access_key = user->access_key;
+    r->access_key = r->access_key_buf;
 
     bool aws_chunked = streaming_signed || streaming_signed_trailer || streaming_unsigned_trailer;
     if (aws_chunked || hex) {
@@ -445,7 +460,7 @@ int ol_s3_authenticate(struct ol_s3_req *r, enum ol_s3_code *code, const char **
         }
         rc = ol_s3_body_setup(r, aws_chunked, streaming_signed || streaming_signed_trailer,
                               streaming_signed_trailer || streaming_unsigned_trailer, &auth,
-                              user->secret_key, seed, hex ? sha_hex : NULL);
+                              secret, seed, hex ? sha_hex : NULL);
         if (rc < 0)
             FAIL(OL_S3_InternalError, "out of memory");
     }

@@ -58,6 +58,9 @@ struct ol_s3_list_ctx {
 static int ol_s3_list_one_bucket(void *ctx, const struct ol_bucket_info *b)
 {
     struct ol_xml *x = ((struct ol_s3_list_ctx *)ctx)->x;
+    /* The server's own buckets ('.': users/users.h) are nobody's. */
+    if (b->name[0] == '.')
+        return 0;
     /* A user sees the buckets they own (an admin: all of them), as in S3. */
     if (!ol_s3_lists_bucket(((struct ol_s3_list_ctx *)ctx)->r, b->name))
         return 0;

@@ -28,6 +28,7 @@
 #include "obj/obj.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
+#include "users/users.h"
 /* ---- parsing the request ---- */
 
 /* Percent-decodes into out and NUL-terminates; '+' stays '+' in paths and
@@ -403,11 +404,20 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
         struct ol_http_hdr h[] = {{"Content-Type", "application/json"}};
         return ol_http_respond(r->conn, 200, h, 1, body, (size_t)n);
     }
+    /* Run-time users (users/users.h): every mode, admins only. */
+    if (p.n >= 22 && memcmp(p.p, "/_openlake/admin/users", 22) == 0 &&
+        (p.n == 22 || p.p[22] == '/'))
+        return authed && ol_users_is_admin(r->ctx->users, r->access_key)
+                   ? ol_s3_admin_users(r)
+                   : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     /* The drive administration API is the admins' where admin_users names
-     * any (access/access.h), else every configured user's. */
+     * any (access/access.h), else every configuration user's (never a
+     * run-time user's: users/users.h). */
     if (ol_obj_deploy(r->ctx->obj) && p.n > 17 && memcmp(p.p, "/_openlake/admin/", 17) == 0)
-        return authed && (!r->ctx->cfg->admin_users[0] ||
-                          ol_access_is_admin(r->ctx->cfg, r->access_key))
+        return authed && (r->ctx->cfg->admin_users[0]
+                              ? ol_access_is_admin(r->ctx->cfg, r->access_key)
+                              : ol_cfg_find_user(r->ctx->cfg, r->access_key,
+                                                 strlen(r->access_key)) != NULL)
                    ? ol_s3_admin(r)
                    : ol_s3_error(r, OL_S3_AccessDenied, "Access Denied");
     if (!health && !metrics)
@@ -491,6 +501,12 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
             r->key = (char *)slash + 1;
             r->key_len = (size_t)dl - 1 - bl - 1;
         }
+    }
+    /* A name that starts with '.' is never an S3 bucket: such buckets are
+     * the server's own (users/users.h, OL_USERS_BUCKET). */
+    if (r->bucket[0] == '.') {
+        rc = ol_s3_error(r, OL_S3_InvalidBucketName, "The specified bucket is not valid.");
+        goto out;
     }
     if (r->key && memchr(r->key, 0, r->key_len)) {
         rc = ol_s3_error(r, OL_S3_InvalidArgument, "Object keys cannot contain NUL.");

@@ -23,6 +23,7 @@
  *   checksum.c       additional checksums (headers, trailers, parts)
  *   meta.c           the metadata blob stored with an object
  *   admin.c          /_openlake/admin/... of an erasure-coded deployment
+ *   admin_users.c    /_openlake/admin/users...: run-time users (users/users.h)
  *   errors.c, xml.c, util.c  error table, XML writer/parser, dates and names
  */
 #ifndef OL_S3_S3_H
@@ -50,10 +51,12 @@ struct ol_s3_param {
 
 struct ol_obj;
 struct ol_kv;
+struct ol_users;
 
 struct ol_s3_ctx {
     struct ol_obj *obj; /* the object layer (obj/obj.h): every mode, one path */
     const struct ol_cfg *cfg;
+    struct ol_users *users; /* who may sign requests (users/users.h) */
     uint16_t native_port; /* the native client port (native/server.h); 0: none */
     struct ol_kv *kv;     /* the KV-cache store (kv/kv.h), for admin info; NULL: none */
 };
@@ -70,6 +73,7 @@ struct ol_s3_req {
     size_t nparams;
     char request_id[24];
     const char *access_key; /* authenticated user (NULL: anonymous, allowed by config) */
+    char access_key_buf[129]; /* where access_key points once authenticated */
     int64_t now_ns;         /* wall clock at request start */
     /* Body decoding chosen by auth: aws-chunked bodies are decoded (and
      * verified) by ol_s3_body_read. */
@@ -130,6 +134,9 @@ bool ol_s3_bucket_name_valid(const char *name);
 
 /* Handlers, by family. */
 int ol_s3_list_buckets(struct ol_s3_req *r);
+/* /_openlake/admin/users... (admin_users.c); the router checked the caller
+ * is an admin (ol_users_is_admin). */
+int ol_s3_admin_users(struct ol_s3_req *r);
 int ol_s3_create_bucket(struct ol_s3_req *r);
 int ol_s3_head_bucket(struct ol_s3_req *r);
 int ol_s3_delete_bucket(struct ol_s3_req *r);

@@ -51,6 +51,8 @@ static void usage(FILE *f)
             "       openlake get [-q] ENDPOINT BUCKET KEY FILE|-   (native port, UCX)\n"
             "       openlake put [-q] ENDPOINT FILE|- BUCKET KEY\n"
             "       openlake admin heal|info --endpoint URL [--bucket B [--key K]]\n"
+            "       openlake admin user add|rotate ACCESS [--secret S] | remove ACCESS | list\n"
+            "                           --endpoint URL\n"
             "       openlake admin cluster pool|show --cluster ENDPOINTS [--cluster_name C] ...\n"
             "       openlake version\n"
             "\n"

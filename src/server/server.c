@@ -41,6 +41,7 @@
 #include "native/server.h"
 #include "kv/kv.h"
 #include "obj/obj.h"
+#include "users/users.h"
 #include "s3/router.h"
 #include "store/store.h"
 
@@ -109,6 +110,7 @@ struct server {
     struct ol_obj *obj;     /* the object layer over one of them (obj/obj.h) */
     struct ol_native_server *native; /* the native client port, or NULL */
     struct ol_kv *kv;                /* the KV-cache store, or NULL */
+    struct ol_users *users;          /* who may sign requests (users/users.h) */
     struct ol_s3_router router;
     struct ol_http_conn_opts conn_opts;
     struct ol_http_conn_opts tls_conn_opts; /* conn_opts with .tls set */
@@ -686,11 +688,7 @@ static void reload_tls(struct server *srv)
 /* The native port's users: the S3 users (native/server.h). */
 static int native_secret(void *arg, const char *access_key, char secret[129])
 {
-    const struct ol_cfg_user *u = ol_cfg_find_user(arg, access_key, strlen(access_key));
-    if (!u)
-        return -ENOENT;
-    snprintf(secret, 129, "%s", u->secret_key);
-    return 0;
+    return ol_users_lookup(arg, access_key, strlen(access_key), secret, NULL);
 }
 
 /* Creates the KV-cache store (cfg kv_*), which the native port serves. */
@@ -751,7 +749,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .obj = srv->obj,
         .cfg = srv->cfg,
         .secret = native_secret,
-        .secret_arg = srv->cfg,
+        .secret_arg = srv->users,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
         .peers = srv->cl ? ol_native_cluster_peers : NULL,
         .kv = srv->kv,
@@ -892,6 +890,14 @@ opened:
     }
     srv.router.ctx.obj = srv.obj;
     srv.router.ctx.cfg = cfg;
+    /* The users: etcd's on a cluster node, the object layer's otherwise. */
+    rc = srv.cl ? ol_users_open_etcd(cfg, &srv.users, err, sizeof(err))
+                : ol_users_open_obj(cfg, srv.obj, &srv.users, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "openlake: %s\n", err[0] ? err : ol_strerror(rc));
+        return 1;
+    }
+    srv.router.ctx.users = srv.users;
     if (start_kv(&srv, err, sizeof(err)) < 0 || start_native(&srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "openlake: %s\n", err);
         return 1;
@@ -1026,6 +1032,7 @@ opened:
     }
     ol_native_server_destroy(srv.native);
     ol_kv_destroy(srv.kv);
+    ol_users_close(srv.users);
     ol_obj_close(srv.obj);
     if (srv.store)
         ol_store_close(srv.store);
