@@ -197,6 +197,53 @@ int ol_client_reap(struct ol_client *c, struct ol_client_op **done, unsigned min
  * not reaped (ol_client_reap never returns them). */
 int ol_client_run(struct ol_client *c, struct ol_client_op *const *ops, unsigned n);
 
+/* ---- KV cache (docs/KV.md) ----
+ *
+ * A namespace apart from the buckets: immutable blocks under opaque keys of
+ * 1..128 bytes (canonically the 32-byte chain hashes of ol_client_kv_chain,
+ * below).  A lost block is a miss, never an error or wrong bytes (every
+ * block carries a CRC32C, checked on every read).  Each call is one round
+ * trip per node for the whole batch (at most 4096 keys; a GET's hits at most
+ * 64 MiB together: ask again for the keys answered -EMSGSIZE).
+ *
+ * Placement: a key's node is the highest of the rendezvous hashes of
+ * (node address, key) over the node list HELLO gave; with replicas r
+ * (ol_client_kv_replicas, default 1) a put goes to the r highest and a get
+ * asks them in turn until a hit.  A node that does not answer is a miss for
+ * its keys.  Clients agree on a key's node when they name the nodes the
+ * same way (give every client the same endpoint spelling). */
+struct ol_client_kv_key {
+    const void *p;
+    size_t len;
+};
+/* 1 (default) or 2 copies of every block put from now on. */
+int ol_client_kv_replicas(struct ol_client *c, unsigned r);
+/* Stores n blocks.  status[i]: 0 stored, 1 already present (not written
+ * again), or the key's error.  Returns 0, or an error that failed the
+ * whole call before anything was stored (-EINVAL, -E2BIG, -ENOTSUP). */
+int ol_client_kv_put(struct ol_client *c, const struct ol_client_kv_key *keys,
+                     const void *const *bufs, const uint64_t *sizes, unsigned n, int *status);
+/* Reads n blocks into bufs[i] (caps[i] bytes each).  result[i]: the
+ * block's size (a hit), -ENOENT (a miss), -ENOSPC (larger than caps[i]),
+ * -EMSGSIZE (the reply was full: ask again).  Returns the number of hits. */
+int ol_client_kv_get(struct ol_client *c, const struct ol_client_kv_key *keys, void *const *bufs,
+                     const uint64_t *caps, unsigned n, int64_t *result);
+/* How many leading keys are present (stops at the first absent one); with
+ * pin, those are pinned against eviction for lease_ms (0: 30 s) or until
+ * ol_client_kv_release. */
+int ol_client_kv_match_prefix(struct ol_client *c, const struct ol_client_kv_key *keys,
+                              unsigned n, int pin, unsigned lease_ms);
+/* Drops one pin of each key; returns how many were dropped. */
+int ol_client_kv_release(struct ol_client *c, const struct ol_client_kv_key *keys, unsigned n);
+/* The chain keys of tokens[0..ntokens) in blocks of block_tokens (docs/KV.md,
+ * "Keys"): out gets 32 bytes per block (the last one partial when partial
+ * is set and the tokens do not fill it).  salt (may be NULL) selects the
+ * root.  Returns the number of keys, or -ERANGE for a token outside int32,
+ * -EINVAL. */
+int ol_client_kv_chain(const int64_t *tokens, size_t ntokens, size_t block_tokens,
+                       const void *salt, size_t salt_len, int partial, uint8_t *out,
+                       size_t out_keys);
+
 /* ---- S3 over RDMA (docs/PROTOCOL.md "S3 over RDMA") ----
  *
  * The value of the x-amz-rdma-token header for a signed S3 GET (the server

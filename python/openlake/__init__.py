@@ -219,6 +219,11 @@ class Client:
 
     # ---- objects ----
 
+    def kv(self, replicas=1):
+        """The KV-cache namespace (openlake.kv.KV; docs/KV.md)."""
+        from .kv import KV
+        return KV(self, replicas)
+
     def head(self, bucket, key):
         info = _lib.Info()
         rc = _L.ol_client_head(self._h, _b(bucket), _b(key), ctypes.byref(info))

@@ -84,6 +84,12 @@ for name, res, args in [
     ("ol_client_mem_reg", ctypes.c_int, [_P, _P, ctypes.c_size_t, ctypes.c_int,
                                          ctypes.POINTER(_P)]),
     ("ol_client_mem_dereg", None, [_P, _P]),
+    ("ol_client_kv_replicas", ctypes.c_int, [_P, ctypes.c_uint]),
+    ("ol_client_kv_put", ctypes.c_int, [_P, _P, _P, _P, ctypes.c_uint, _P]),
+    ("ol_client_kv_get", ctypes.c_int, [_P, _P, _P, _P, ctypes.c_uint, _P]),
+    ("ol_client_kv_match_prefix", ctypes.c_int, [_P, _P, ctypes.c_uint, ctypes.c_int,
+                                                 ctypes.c_uint]),
+    ("ol_client_kv_release", ctypes.c_int, [_P, _P, ctypes.c_uint]),
 ]:
     f = getattr(lib, name)
     f.restype = res
@@ -107,3 +113,7 @@ get_buffer.argtypes = [ctypes.py_object, ctypes.POINTER(PyBuffer), ctypes.c_int]
 release_buffer = ctypes.pythonapi.PyBuffer_Release
 release_buffer.restype = None
 release_buffer.argtypes = [ctypes.POINTER(PyBuffer)]
+
+
+class KVKey(ctypes.Structure):
+    _fields_ = [("p", ctypes.c_void_p), ("len", ctypes.c_size_t)]

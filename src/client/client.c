@@ -188,6 +188,7 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
         return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->batch_mu, NULL);
+    c->kv_replicas = 1;
     snprintf(c->access_key, sizeof(c->access_key), "%s", o->access_key);
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : OLC_TIMEOUT_MS;
     int rc = 0;

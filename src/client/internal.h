@@ -35,6 +35,7 @@ struct ol_client {
     unsigned timeout_ms;
     uint8_t *waddr; /* this client's UCX worker address, once asked (mu) */
     size_t waddr_len;
+    _Atomic unsigned kv_replicas; /* ol_client_kv_replicas (1 or 2) */
     struct olc_batch *batch; /* started on first submit */
     pthread_mutex_t batch_mu;
 };
