@@ -35,9 +35,9 @@ struct job {
     struct olc_batch *b;
     struct ol_client_op **ops;
     unsigned n;
-    bool grouped;        /* a GET_BATCH of n small GETs */
-    bool async;          /* one message: an ol_net_call_async */
-    struct waiter *w;    /* ol_client_run's; NULL: to the done list */
+    bool grouped;     /* a GET_BATCH of n small GETs */
+    bool async;       /* one message: an ol_net_call_async */
+    struct waiter *w; /* ol_client_run's; NULL: to the done list */
 };
 
 struct olc_batch {

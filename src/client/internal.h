@@ -18,8 +18,8 @@
 enum {
     OLC_MAX_NODES = 64,
     OLC_TIMEOUT_MS = 30000,
-    OLC_POOL_THREADS = 8,   /* batch workers (ops of several messages) */
-    OLC_ASYNC_MAX = 1024,   /* a batch's single-message calls in flight */
+    OLC_POOL_THREADS = 8,    /* batch workers (ops of several messages) */
+    OLC_ASYNC_MAX = 1024,    /* a batch's single-message calls in flight */
     OLC_SMALL_GET = 1 << 20, /* batch GETs up to this go in GET_BATCH messages */
 };
 

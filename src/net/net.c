@@ -1374,8 +1374,8 @@ int ol_net_rkey_pack(struct ol_net *net, void *memh, void *out, size_t cap, size
 {
     if (!memh)
         return -EINVAL;
-    struct exec e = {.it.kind = IT_EXEC, .fn = exec_rkey_pack, .memh = memh, .out = out,
-                     .cap = cap};
+    struct exec e = {
+        .it.kind = IT_EXEC, .fn = exec_rkey_pack, .memh = memh, .out = out, .cap = cap};
     int rc = run_exec(net, &e);
     *len = rc == 0 || rc == -ENOSPC ? e.len : 0;
     return rc;

@@ -24,13 +24,15 @@ struct ol_obj_reader {
 struct ol_obj_writer {
     struct ol_store_writer *sd;
     struct ol_ec_writer *ec;
-    /* The target, for the one drive's commit (the key is borrowed from the
-     * caller until then). */
+    /* The target, for the one drive's commit: copied (a caller's key may
+     * be gone by then: the native port's PUT sessions commit in a later
+     * request), the key's bytes after the struct. */
     char bucket[64];
     const char *key;
     size_t key_len;
     char upload_id[40];
     uint32_t part_no;
+    char key_bytes[];
 };
 
 struct ol_obj_iter {
@@ -137,12 +139,15 @@ uint64_t ol_obj_write_buffer_bytes(struct ol_obj *o, const struct ol_obj_target 
 int ol_obj_write_begin(struct ol_obj *o, const struct ol_obj_target *t, int64_t size_hint,
                        struct ol_obj_writer **out)
 {
-    struct ol_obj_writer *w = calloc(1, sizeof(*w));
+    size_t kl = t->key ? t->key_len : 0;
+    struct ol_obj_writer *w = calloc(1, sizeof(*w) + kl + 1);
     if (!w)
         return -ENOMEM;
     snprintf(w->bucket, sizeof(w->bucket), "%s", t->bucket);
-    w->key = t->key;
-    w->key_len = t->key_len;
+    if (kl)
+        memcpy(w->key_bytes, t->key, kl);
+    w->key = t->key ? w->key_bytes : NULL;
+    w->key_len = kl;
     if (t->upload_id)
         snprintf(w->upload_id, sizeof(w->upload_id), "%s", t->upload_id);
     w->part_no = t->part_no;

@@ -77,6 +77,7 @@ struct ol_obj_target {
 /* The most buffer memory a writer of size_hint bytes (-1: unknown) holds. */
 uint64_t ol_obj_write_buffer_bytes(struct ol_obj *o, const struct ol_obj_target *t,
                                    int64_t size_hint);
+/* t (and the strings it names) is copied: the writer may outlive it. */
 int ol_obj_write_begin(struct ol_obj *o, const struct ol_obj_target *t, int64_t size_hint,
                        struct ol_obj_writer **out);
 int ol_obj_write(struct ol_obj_writer *w, const void *buf, size_t len);

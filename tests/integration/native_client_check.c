@@ -120,9 +120,13 @@ static void batches(struct ol_client *c, const char *bucket)
     for (int i = 0; i < NOPS; i++) {
         /* Offsets all over the object, some ranges cut short by its end. */
         uint64_t off = ((uint64_t)i * 7919u) % OBJ;
-        ops[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
-                                       .key = keys[i % NOBJ], .buf = bufs + (size_t)i * LEN,
-                                       .offset = off, .len = LEN, .user_data = (uint64_t)i};
+        ops[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET,
+                                       .bucket = bucket,
+                                       .key = keys[i % NOBJ],
+                                       .buf = bufs + (size_t)i * LEN,
+                                       .offset = off,
+                                       .len = LEN,
+                                       .user_data = (uint64_t)i};
         pp[i] = &ops[i];
     }
     ops[500].key = "batch/missing";
@@ -172,21 +176,28 @@ static void batches(struct ol_client *c, const char *bucket)
     uint8_t mbuf[4][OBJ];
     for (int i = 0; i < 4; i++) {
         snprintf(mkeys[i], sizeof(mkeys[i]), "mixed/%d", i);
-        mixed[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_PUT, .bucket = bucket,
-                                         .key = mkeys[i], .buf = objs[i], .len = OBJ};
+        mixed[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_PUT,
+                                         .bucket = bucket,
+                                         .key = mkeys[i],
+                                         .buf = objs[i],
+                                         .len = OBJ};
         mp[i] = &mixed[i];
     }
     CHECK_RC(ol_client_run(c, mp, 4), 0);
     for (int i = 0; i < 4; i++)
         CHECK(mixed[i].info.size == OBJ);
-    mixed[0] = (struct ol_client_op){.opcode = OL_CLIENT_OP_HEAD, .bucket = bucket,
-                                     .key = mkeys[0]};
-    mixed[1] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
-                                     .key = mkeys[1], .buf = mbuf[1], .len = OBJ};
-    mixed[2] = (struct ol_client_op){.opcode = OL_CLIENT_OP_DELETE, .bucket = bucket,
-                                     .key = mkeys[2]};
-    mixed[3] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
-                                     .key = mkeys[3], .buf = mbuf[3], .offset = 100, .len = 5000};
+    mixed[0] =
+        (struct ol_client_op){.opcode = OL_CLIENT_OP_HEAD, .bucket = bucket, .key = mkeys[0]};
+    mixed[1] = (struct ol_client_op){
+        .opcode = OL_CLIENT_OP_GET, .bucket = bucket, .key = mkeys[1], .buf = mbuf[1], .len = OBJ};
+    mixed[2] =
+        (struct ol_client_op){.opcode = OL_CLIENT_OP_DELETE, .bucket = bucket, .key = mkeys[2]};
+    mixed[3] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET,
+                                     .bucket = bucket,
+                                     .key = mkeys[3],
+                                     .buf = mbuf[3],
+                                     .offset = 100,
+                                     .len = 5000};
     CHECK_RC(ol_client_run(c, mp, 4), 0);
     CHECK(mixed[0].info.size == OBJ);
     CHECK(mixed[1].result == OBJ && memcmp(mbuf[1], objs[1], OBJ) == 0);
@@ -200,8 +211,10 @@ static void batches(struct ol_client *c, const char *bucket)
     struct ol_client_op *heads = calloc(NHEAD, sizeof(*heads));
     struct ol_client_op **hp = calloc(NHEAD, sizeof(*hp));
     for (int i = 0; i < NHEAD; i++) {
-        heads[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_HEAD, .bucket = bucket,
-                                         .key = keys[i % NOBJ], .user_data = (uint64_t)i};
+        heads[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_HEAD,
+                                         .bucket = bucket,
+                                         .key = keys[i % NOBJ],
+                                         .user_data = (uint64_t)i};
         hp[i] = &heads[i];
     }
     CHECK_RC(ol_client_submit(c, hp, NHEAD), NHEAD);
@@ -212,8 +225,8 @@ static void batches(struct ol_client *c, const char *bucket)
         if (n <= 0)
             break;
         for (int j = 0; j < n; j++)
-            hok += done[j]->result == 0 && done[j]->info.size == OBJ &&
-                   done[j]->info.etag[0] == '"';
+            hok +=
+                done[j]->result == 0 && done[j]->info.size == OBJ && done[j]->info.etag[0] == '"';
         hseen += n;
     }
     CHECK_RC(hseen, NHEAD);
@@ -229,13 +242,19 @@ static void batches(struct ol_client *c, const char *bucket)
         struct ol_client_op bo[5];
         struct ol_client_op *bp[5];
         for (int i = 0; i < 4; i++) {
-            bo[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
-                                          .key = "rt/67108865", .buf = r2 + ((size_t)i << 21),
-                                          .offset = ((uint64_t)i * 7) << 20, .len = 2u << 20};
+            bo[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET,
+                                          .bucket = bucket,
+                                          .key = "rt/67108865",
+                                          .buf = r2 + ((size_t)i << 21),
+                                          .offset = ((uint64_t)i * 7) << 20,
+                                          .len = 2u << 20};
             bp[i] = &bo[i];
         }
-        bo[4] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET, .bucket = bucket,
-                                      .key = "rt/67108865", .buf = got, .len = big};
+        bo[4] = (struct ol_client_op){.opcode = OL_CLIENT_OP_GET,
+                                      .bucket = bucket,
+                                      .key = "rt/67108865",
+                                      .buf = got,
+                                      .len = big};
         bp[4] = &bo[4];
         CHECK_RC(ol_client_run(c, bp, 5), 0);
         for (int i = 0; i < 4; i++)
@@ -268,8 +287,8 @@ static void listing(struct ol_client *c, const char *bucket)
             snprintf(keys[i], 32, "list/a/%05d", i);
         else
             snprintf(keys[i], 32, "list/b/%d", i - NKEYS);
-        ops[i] = (struct ol_client_op){.opcode = OL_CLIENT_OP_PUT, .bucket = bucket,
-                                       .key = keys[i], .buf = "x", .len = 1};
+        ops[i] = (struct ol_client_op){
+            .opcode = OL_CLIENT_OP_PUT, .bucket = bucket, .key = keys[i], .buf = "x", .len = 1};
         pp[i] = &ops[i];
     }
     CHECK_RC(ol_client_run(c, pp, NKEYS + 10), 0);
@@ -329,8 +348,7 @@ int main(int argc, char **argv)
     w.access_key = "no-such-user";
     CHECK_RC(ol_client_open(&w, &bad), -EACCES);
 
-    CHECK_RC(ol_client_get(c, bucket, "never-put", 0, (uint8_t[4]){0}, 4, NULL),
-             -OL_CLIENT_ENOKEY);
+    CHECK_RC(ol_client_get(c, bucket, "never-put", 0, (uint8_t[4]){0}, 4, NULL), -OL_CLIENT_ENOKEY);
     CHECK_RC(ol_client_get(c, "no-such-bucket-here", "k", 0, (uint8_t[4]){0}, 4, NULL),
              -OL_CLIENT_ENOBUCKET);
     CHECK(ol_client_cuda_direct(c) == 0 || ol_client_cuda_direct(c) == 1);

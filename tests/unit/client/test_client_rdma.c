@@ -116,8 +116,8 @@ int main(void)
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", ol_native_server_port(srv));
     struct ol_client *c;
-    struct ol_client_opts co = {.endpoint = addr, .access_key = "rdma-ak",
-                                .secret_key = "rdma-secret"};
+    struct ol_client_opts co = {
+        .endpoint = addr, .access_key = "rdma-ak", .secret_key = "rdma-secret"};
     rc = ol_client_open(&co, &c);
     CHECK_RC(rc, 0);
     if (rc < 0)

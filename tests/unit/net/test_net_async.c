@@ -122,8 +122,12 @@ int main(void)
     /* A synchronous call meanwhile. */
     {
         uint8_t b[16];
-        struct ol_net_call c = {.addr = addr, .op = 7, .data = "sync", .data_len = 4,
-                                .rep_data = b, .rep_data_cap = sizeof(b)};
+        struct ol_net_call c = {.addr = addr,
+                                .op = 7,
+                                .data = "sync",
+                                .data_len = 4,
+                                .rep_data = b,
+                                .rep_data_cap = sizeof(b)};
         CHECK_RC(ol_net_call(cnet, &c), 7);
         CHECK(c.rep_data_len == 4 && memcmp(b, "sync", 4) == 0);
     }
