@@ -24,6 +24,8 @@ PKGS=(
   # the Python package (python/): pip installs it from the checkout; numpy and
   # PyTorch (CPU) for its buffer, safetensors and checkpoint tests
   python3-pip python3-setuptools python3-numpy python3-torch
+  # the KV-cache benchmark's reference (bench/kv_redis.py): LMCache's default store
+  redis-server python3-redis
 )
 # The AWS SDK for JavaScript check (tests/js, tests/integration/test_js_sdk.py):
 # node and npm from Debian when the commands are missing.  Asked for by
