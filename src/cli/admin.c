@@ -43,7 +43,7 @@ static void admin_usage(void)
 
 /* Percent-encodes everything but A-Z a-z 0-9 - _ . ~ (SigV4's canonical
  * query form, so the signed and the sent query are the same bytes). */
-static void qenc(const char *s, char *out, size_t cap)
+void ol_admin_qenc(const char *s, char *out, size_t cap)
 {
     static const char hx[] = "0123456789ABCDEF";
     size_t n = 0;
@@ -312,11 +312,11 @@ int ol_admin_main(int argc, char **argv)
         path = "/_openlake/admin/heal";
         /* Query parameters in sorted order (bucket < key). */
         if (bucket) {
-            qenc(bucket, a, sizeof(a));
+            ol_admin_qenc(bucket, a, sizeof(a));
             snprintf(query, sizeof(query), "bucket=%s", a);
         }
         if (bucket && key) {
-            qenc(key, b, sizeof(b));
+            ol_admin_qenc(key, b, sizeof(b));
             size_t ql = strlen(query);
             snprintf(query + ql, sizeof(query) - ql, "&key=%s", b);
         }
@@ -326,8 +326,8 @@ int ol_admin_main(int argc, char **argv)
             admin_usage();
             return 2;
         }
-        qenc(index, a, sizeof(a));
-        qenc(state, b, sizeof(b));
+        ol_admin_qenc(index, a, sizeof(a));
+        ol_admin_qenc(state, b, sizeof(b));
         snprintf(query, sizeof(query), "index=%s&state=%s", a, b);
     }
     struct admin_target t = {.ak = ak, .sk = sk, .region = region};

@@ -28,25 +28,6 @@ static void usage(void)
             "  without --secret a secret is generated; add and rotate print it once.\n");
 }
 
-/* Percent-encodes an access key for the query (the key's own characters
- * need none, but a bad one should reach the server's check intact). */
-static void qenc(const char *s, char *out, size_t cap)
-{
-    static const char hx[] = "0123456789ABCDEF";
-    size_t n = 0;
-    for (; *s && n + 4 < cap; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-            c == '-' || c == '_' || c == '.' || c == '~') {
-            out[n++] = (char)c;
-        } else {
-            out[n++] = '%';
-            out[n++] = hx[c >> 4];
-            out[n++] = hx[c & 15];
-        }
-    }
-    out[n] = 0;
-}
 
 int ol_admin_user_main(int argc, char **argv)
 {
@@ -125,7 +106,7 @@ int ol_admin_user_main(int argc, char **argv)
 
     char query[512] = "", enc[400];
     if (name) {
-        qenc(name, enc, sizeof(enc));
+        ol_admin_qenc(name, enc, sizeof(enc));
         snprintf(query, sizeof(query), "access_key=%s", enc);
     }
     const char *method = "POST", *path = "/_openlake/admin/users";
