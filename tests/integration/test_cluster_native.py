@@ -32,6 +32,12 @@ def test_native_cluster_node_down():
         s3.create_bucket(Bucket=bucket)
         c = openlake.Client(n1.endpoint)
         try:
+            # The KV namespace: keys spread over the three nodes.
+            from openlake.kv import chain_keys
+            kv = c.kv()
+            keys = chain_keys(range(64 * 16), 16)
+            blocks = [bytes([i]) * 1000 for i in range(len(keys))]
+            assert kv.put(keys, blocks) == ["stored"] * len(keys)
             objs = {f"o/{n}": body(n, n % 97) for n in (0, 1, 4096, 3 * MIB + 7, 70 * MIB + 1)}
             for k, v in objs.items():
                 c.put(bucket, k, v)
@@ -47,5 +53,13 @@ def test_native_cluster_node_down():
             assert c.get(bucket, "after") == b"written with n1 down"
             res = c.get_many([(bucket, "o/4096", bytearray(100), i * 10) for i in range(200)])
             assert res == [100] * 200
+            # n1's KV blocks are misses now, never errors or wrong bytes; the
+            # other nodes' are hits.
+            bufs = [bytearray(1000) for _ in keys]
+            got = kv.get(keys, bufs)
+            hits = [i for i, g in enumerate(got) if g is not None]
+            assert 0 < len(hits) < len(keys), got
+            assert all(got[i] == 1000 and bytes(bufs[i]) == blocks[i] for i in hits)
+            assert kv.match_prefix(keys) <= len(keys)
         finally:
             c.close()
