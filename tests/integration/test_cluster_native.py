@@ -3,7 +3,8 @@ four drives still make the write quorum): given
 one node, it learns the others (HELLO), spreads its calls over them, and
 when the node it was given is killed it goes on through the others, reading
 every object byte-identical (the serving node rebuilds the lost shards) and
-writing new ones."""
+writing new ones.  KV blocks placed on the killed node become misses; the
+others still hit, and nothing is an error."""
 import os
 import sys
 from pathlib import Path
