@@ -12,6 +12,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import sys
 import random
 import re
 import shutil
@@ -773,3 +774,18 @@ def modes():
     "sd" and "ec"."""
     import pytest
     return pytest.mark.parametrize("mode_server", ["sd", "ec"], indirect=True)
+
+
+def import_openlake():
+    """The Python package `openlake` of this checkout (python/), over the
+    libopenlake.so built next to the openlake binary under test (unless
+    OPENLAKE_LIB names one); skips the calling module when it cannot load."""
+    import pytest
+    pkg = str(REPO_ROOT / "python")
+    if pkg not in sys.path:
+        sys.path.insert(0, pkg)
+    if not os.environ.get("OPENLAKE_LIB"):
+        lib = Path(openlake_binary()).parent / "libopenlake.so"
+        if lib.exists():
+            os.environ["OPENLAKE_LIB"] = str(lib)
+    return pytest.importorskip("openlake")

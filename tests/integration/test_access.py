@@ -515,13 +515,7 @@ def test_native_port_keeps_the_same_rules(mode_server, clients):
     """The native port (libopenlake) is held to the same owners and
     policies as the S3 port: bob can neither read, write, list nor delete in
     alice's bucket until her policy lets him read."""
-    import os
-    import sys
-    sys.path.insert(0, str(h.REPO_ROOT / "python"))
-    lib = h.openlake_binary().parent / "libopenlake.so"
-    if lib.exists():
-        os.environ.setdefault("OPENLAKE_LIB", str(lib))
-    openlake = pytest.importorskip("openlake")
+    openlake = h.import_openlake()
     bucket = new_bucket(clients)
     clients["alice"].put_object(Bucket=bucket, Key="doc", Body=b"alice's")
     with openlake.Client(mode_server.endpoint, *ALICE) as alice, \

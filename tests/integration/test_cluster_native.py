@@ -5,22 +5,13 @@ when the node it was given is killed it goes on through the others, reading
 every object byte-identical (the serving node rebuilds the lost shards) and
 writing new ones.  KV blocks placed on the killed node become misses; the
 others still hit, and nothing is an error."""
-import os
-import sys
-from pathlib import Path
 
-import pytest
 
 from cluster_harness import Cluster, body, needs_etcd
-from helpers import REPO_ROOT, make_client, openlake_binary, unique_bucket
+from helpers import make_client, unique_bucket, import_openlake
 
 pytestmark = needs_etcd
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-openlake = pytest.importorskip("openlake")
+openlake = import_openlake()
 
 MIB = 1 << 20
 

@@ -3,20 +3,12 @@ calls) against a real server: the key helper's known answers (the same as
 src/kv/hash.c's unit test), batched put / get / match_prefix with dedup,
 pins and releases, misses, bad keys refused, and a memory tier small enough
 to evict: pinned blocks stay, unpinned old ones go."""
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, openlake_binary
+from helpers import import_openlake
 
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-openlake = pytest.importorskip("openlake")
+openlake = import_openlake()
 from openlake.kv import chain_keys, external_key, root_key  # noqa: E402
 
 SERVER_CONFIG = [("kv_memory_bytes", "4194304")]  # 4 MiB: evictions are easy to cause

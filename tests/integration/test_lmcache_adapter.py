@@ -2,22 +2,14 @@
 RemoteConnector contract (not against LMCache itself: it cannot be
 installed here, no PyPI): put / get / exists round trips of chunks with
 their shape, dtype and format, batched calls, prefix lookup with pins."""
-import os
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from helpers import REPO_ROOT, openlake_binary
+from helpers import import_openlake
 
 torch = pytest.importorskip("torch")
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-pytest.importorskip("openlake")
+import_openlake()
 from openlake.lmcache import OpenLakeConnector, run  # noqa: E402
 
 

@@ -8,18 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, make_client, openlake_binary, unique_bucket
+from helpers import REPO_ROOT, openlake_binary, unique_bucket, import_openlake
 
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-openlake = pytest.importorskip("openlake")
+openlake = import_openlake()
 
 MIB = 1 << 20
 

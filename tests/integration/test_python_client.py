@@ -5,20 +5,12 @@ wrong keys and `pip install` in both storage modes): how buffers are taken
 CUDA tensors direct and staged (where a GPU is), the error classes, listing in
 pages, put streams as context managers, a closed client."""
 import hashlib
-import os
-import sys
-from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, Server, make_client, openlake_binary, unique_bucket
+from helpers import Server, make_client, unique_bucket, import_openlake
 
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-openlake = pytest.importorskip("openlake")
+openlake = import_openlake()
 
 MIB = 1 << 20
 

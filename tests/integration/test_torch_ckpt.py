@@ -8,19 +8,13 @@ import json
 import os
 import struct
 import sys
-from pathlib import Path
 
 import pytest
 
-from helpers import REPO_ROOT, openlake_binary, unique_bucket
+from helpers import REPO_ROOT, unique_bucket, import_openlake
 
 torch = pytest.importorskip("torch")
-sys.path.insert(0, str(REPO_ROOT / "python"))
-if not os.environ.get("OPENLAKE_LIB"):
-    _lib = Path(openlake_binary()).parent / "libopenlake.so"
-    if _lib.exists():
-        os.environ["OPENLAKE_LIB"] = str(_lib)
-openlake = pytest.importorskip("openlake")
+openlake = import_openlake()
 from openlake.torch import SafetensorsError, load_safetensors, save_state_dict  # noqa: E402
 
 

@@ -178,15 +178,7 @@ def test_restart_keeps_users(mode_server):
 
 
 def native_module():
-    import os
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(helpers.REPO_ROOT / "python"))
-    if not os.environ.get("OPENLAKE_LIB"):
-        lib = Path(helpers.openlake_binary()).parent / "libopenlake.so"
-        if lib.exists():
-            os.environ["OPENLAKE_LIB"] = str(lib)
-    return pytest.importorskip("openlake")
+    return helpers.import_openlake()
 
 
 def test_native_port(mode_server):
