@@ -12,6 +12,7 @@ node for a whole batch, and the chain hash that makes keys from token ids.
 A block that is lost (evicted, a node down, bad bytes) is a miss, never an
 error: the engine recomputes it.
 """
+import contextlib
 import ctypes
 import hashlib
 import struct
@@ -91,28 +92,32 @@ class KV:
             arr[i].len = len(k)
         return arr, keys  # keys keeps the bytes alive
 
-    def put(self, keys, buffers):
-        """Stores blocks (any readable buffers or CPU tensors).  Returns per
-        key "stored", "present" (a dedup: not written again) or an Error."""
+    def _batch(self, call, keys, buffers, writable, out_type, what):
+        """Runs one batched call over keys and their buffers (each held
+        through the call); returns the per-key outputs."""
         from . import _region
         n = len(keys)
         if n != len(buffers):
             raise ValueError("keys and buffers differ in number")
+        out = (out_type * n)()
         if n == 0:
-            return []
+            return out
         karr, keep = self._keys(keys)
         ptrs = (ctypes.c_void_p * n)()
-        sizes = (ctypes.c_uint64 * n)()
-        status = (ctypes.c_int * n)()
-        import contextlib
+        lens = (ctypes.c_uint64 * n)()
         with contextlib.ExitStack() as st:
             for i, b in enumerate(buffers):
-                addr, ln = st.enter_context(_region(b, False))
-                ptrs[i], sizes[i] = addr, ln
-            rc = _L.ol_client_kv_put(self._c._h, karr, ptrs, sizes, n, status)
+                ptrs[i], lens[i] = st.enter_context(_region(b, writable))
+            rc = call(self._c._h, karr, ptrs, lens, n, out)
         del keep
         if rc < 0:
-            raise self._error(rc, "kv put")
+            raise self._error(rc, what)
+        return out
+
+    def put(self, keys, buffers):
+        """Stores blocks (any readable buffers or CPU tensors).  Returns per
+        key "stored", "present" (a dedup: not written again) or an Error."""
+        status = self._batch(_L.ol_client_kv_put, keys, buffers, False, ctypes.c_int, "kv put")
         return ["stored" if s == 0 else "present" if s == 1 else self._error(s, "kv put")
                 for s in status]
 
@@ -120,25 +125,7 @@ class KV:
         """Reads blocks into writable buffers.  Returns per key the bytes
         read, or None for a miss (an Error for a buffer too small or a full
         reply: ask again)."""
-        from . import _region
-        n = len(keys)
-        if n != len(buffers):
-            raise ValueError("keys and buffers differ in number")
-        if n == 0:
-            return []
-        karr, keep = self._keys(keys)
-        ptrs = (ctypes.c_void_p * n)()
-        caps = (ctypes.c_uint64 * n)()
-        res = (ctypes.c_int64 * n)()
-        import contextlib
-        with contextlib.ExitStack() as st:
-            for i, b in enumerate(buffers):
-                addr, ln = st.enter_context(_region(b, True))
-                ptrs[i], caps[i] = addr, ln
-            rc = _L.ol_client_kv_get(self._c._h, karr, ptrs, caps, n, res)
-        del keep
-        if rc < 0:
-            raise self._error(rc, "kv get")
+        res = self._batch(_L.ol_client_kv_get, keys, buffers, True, ctypes.c_int64, "kv get")
         return [int(r) if r >= 0 else None if r == -ENOENT else self._error(int(r), "kv get")
                 for r in res]
 
