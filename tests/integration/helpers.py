@@ -190,6 +190,19 @@ class Server:
             self.proc.kill()
         self.proc.wait()
         self._forget()
+        # The killed process's io_uring keeps its listening socket for a
+        # moment after the process is reaped (the kernel tears the ring down
+        # asynchronously).  A start() right away would take that socket's
+        # handshake for the new server's readiness, and the first request
+        # would then find nobody listening.  Wait until the port is free.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+            except OSError:
+                return
+            time.sleep(0.05)
 
     def restart(self, kill=False):
         if kill:
