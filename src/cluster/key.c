@@ -15,13 +15,14 @@
 
 enum { KEY_FILE_MAX = 4096, KEY_FILE_MIN = 16 };
 
-static int from_file(const char *path, uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen)
+int ol_key_file_read(const char *path, const char *what, size_t min,
+                     uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen)
 {
     uint8_t buf[KEY_FILE_MAX + 1];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        snprintf(why, whylen, "cluster_key_file %s: %s", path, strerror(e));
+        snprintf(why, whylen, "%s %s: %s", what, path, strerror(e));
         return -e;
     }
     size_t n = 0;
@@ -32,7 +33,7 @@ static int from_file(const char *path, uint8_t key[OL_CLUSTER_KEY_BYTES], char *
         if (r < 0) {
             int e = errno;
             close(fd);
-            snprintf(why, whylen, "cluster_key_file %s: %s", path, strerror(e));
+            snprintf(why, whylen, "%s %s: %s", what, path, strerror(e));
             return -e;
         }
         if (r == 0 || (n += (size_t)r) == sizeof(buf))
@@ -45,9 +46,9 @@ static int from_file(const char *path, uint8_t key[OL_CLUSTER_KEY_BYTES], char *
     while (b > a && isspace(buf[b - 1]))
         b--;
     int rc = 0;
-    if (n > KEY_FILE_MAX || b - a < KEY_FILE_MIN) {
-        snprintf(why, whylen, "cluster_key_file %s: give %d to %d bytes of secret", path,
-                 KEY_FILE_MIN, KEY_FILE_MAX);
+    if (n > KEY_FILE_MAX || b - a < min) {
+        snprintf(why, whylen, "%s %s: give %zu to %d bytes of secret", what, path, min,
+                 KEY_FILE_MAX);
         rc = -EINVAL;
     } else {
         rc = ol_sha256(buf + a, b - a, key);
@@ -82,7 +83,7 @@ int ol_cluster_key(struct ol_etcd *etcd, const char *cluster, const char *key_fi
 {
     why[0] = '\0';
     if (key_file && key_file[0])
-        return from_file(key_file, key, why, whylen);
+        return ol_key_file_read(key_file, "cluster_key_file", KEY_FILE_MIN, key, why, whylen);
     char name[160];
     snprintf(name, sizeof(name), OL_KEY_KEY_FMT, cluster);
     /* Two rounds at most: read; absent, create (or lose the race to a node

@@ -34,5 +34,11 @@
  * hex digits), -errno reading the file, etcd's errors. */
 int ol_cluster_key(struct ol_etcd *etcd, const char *cluster, const char *key_file,
                    uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen);
+/* A key file (cluster_key_file, sse_key_file): the SHA-256 of its contents,
+ * leading and trailing white space ignored, which must hold at least min
+ * bytes (and at most 4 KiB).  0, or -EINVAL / -errno with a reason in why
+ * naming the setting `what`. */
+int ol_key_file_read(const char *path, const char *what, size_t min,
+                     uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen);
 
 #endif

@@ -93,6 +93,7 @@ static const struct cfg_row rows[] = {
     S(kv_dir, "", "KV cache: directory of the disk tier's spill files (emptied at start); empty = DATA_DIR/kv-cache"),
     I(kv_high_watermark_pct, 1, 100, "95", "KV cache: a tier starts evicting (LRU) when a put would pass this share of it"),
     I(kv_low_watermark_pct, 1, 100, "85", "KV cache: ... and evicts down to this share (at most the high watermark)"),
+    S(sse_key_file, "", "encryption at rest (SSE-S3): a file whose contents (at least 32 bytes; its SHA-256 is the master key) wrap every object's data key, the same file on every node; keep it off the data drives. Empty: a cluster derives the key from the cluster key, a single node makes a random one and keeps it on its drives (see docs/SECURITY.md)"),
     S(admin_users, "", "access keys with the admin role, comma-separated: they see and may do everything; the first one owns buckets created before ownership was recorded (else the first configured user does)"),
 };
 

@@ -30,6 +30,8 @@ static const char *const ol_err_names[] = {
     [OL_EETCD - OL_ERR_BASE] = "etcd refused the request",
     [OL_EMAP - OL_ERR_BASE] = "invalid cluster map",
     [OL_EFENCED - OL_ERR_BASE] = "node fenced (lease lost)",
+    [OL_ESSENEEDKEY - OL_ERR_BASE] = "object encrypted with a customer key: give the key",
+    [OL_ESSEWRONGKEY - OL_ERR_BASE] = "not the customer key the object was encrypted with",
 };
 
 const char *ol_strerror(int err)

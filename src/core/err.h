@@ -37,6 +37,8 @@ enum ol_err {
     OL_EETCD,          /* etcd refused a request (an error with no closer errno) */
     OL_EMAP,           /* a cluster map is malformed or inconsistent */
     OL_EFENCED,        /* this node lost its lease and may not acknowledge writes */
+    OL_ESSENEEDKEY,    /* the object is encrypted with a customer key (SSE-C) none was given for */
+    OL_ESSEWRONGKEY,   /* the customer key given is not the object's */
     OL_ERR_END,
 };
 

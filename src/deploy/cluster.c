@@ -25,6 +25,7 @@
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/sha256.h"
 #include "core/md5.h"
 #include "deploy/deploy.h"
 #include "ec/placement.h"
@@ -992,6 +993,12 @@ fail:
 struct ol_deploy *ol_cluster_deploy(struct ol_cluster *cl)
 {
     return cl->dp;
+}
+
+void ol_cluster_derive_key(const struct ol_cluster *cl, const char *label, uint8_t out[32])
+{
+    struct ol_bytes m[1] = {{label, strlen(label)}};
+    ol_hmac_sha256(cl->key, sizeof(cl->key), m, 1, out);
 }
 
 void ol_cluster_close(struct ol_cluster *cl)

@@ -64,6 +64,9 @@ int ol_cluster_open(const struct ol_cfg *cfg, const char *const *dirs, unsigned 
                     size_t errlen);
 /* The deployment (owned by the cluster). */
 struct ol_deploy *ol_cluster_deploy(struct ol_cluster *cl);
+/* A key derived from the cluster key (cluster/key.h) for one purpose,
+ * named by label: HMAC-SHA256(cluster key, label).  The same on every node. */
+void ol_cluster_derive_key(const struct ol_cluster *cl, const char *label, uint8_t out[32]);
 /* Leaves the cluster (revokes the lease), stops serving drives, closes. */
 void ol_cluster_close(struct ol_cluster *cl);
 

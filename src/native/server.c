@@ -23,6 +23,7 @@
 #include "net/net.h"
 #include "obj/obj.h"
 #include "s3/meta.h"
+#include "s3/sse.h"
 
 enum {
     MAX_WORKERS = 64,
@@ -43,9 +44,10 @@ struct pooled {
     struct pooled *next;
 };
 
-/* The stored metadata of a native PUT: its content type and, for a large
- * one, its part sizes (native/etag.h). */
-enum { OL_NATIVE_META_CAP = OL_NATIVE_MAX_CTYPE + 128 };
+/* The stored metadata of a native PUT: its content type, for a large one
+ * its part sizes (native/etag.h), and in a bucket with default encryption
+ * its ":sse" entry (obj/sse.h). */
+enum { OL_NATIVE_META_CAP = OL_NATIVE_MAX_CTYPE + 128 + OL_SSE_ENTRY_MAX + 8 };
 
 struct session {
     uint64_t id; /* 0: free slot */
@@ -596,6 +598,26 @@ static int commit(struct ol_native_server *s, struct ol_obj_writer *w, struct ol
     return put_info(out, size, info.mtime_ns, info.etag, vid, meta, meta_len);
 }
 
+/* A bucket with default encryption (s3/sse.h, ?encryption) seals native
+ * PUTs too: the entry goes into meta and *so opens it for the writer. */
+static int default_seal(struct ol_native_server *s, const char *bucket, uint8_t *meta,
+                        size_t cap, uint32_t *meta_len, struct ol_sse_obj *so)
+{
+    memset(so, 0, sizeof(*so));
+    if (!ol_s3_sse_bucket_default(s->o.obj, bucket))
+        return 0;
+    char entry[OL_SSE_ENTRY_MAX];
+    struct ol_sse_spec spec = {.mode = OL_SSE_S3};
+    int rc = ol_sse_entry_new(ol_obj_sse_master(s->o.obj), &spec, 's', entry, so);
+    if (rc < 0)
+        return rc;
+    size_t l = *meta_len;
+    if (ol_s3_meta_add(meta, cap, &l, OL_SSE_META, entry, strlen(entry)) < 0)
+        return -EINVAL;
+    *meta_len = (uint32_t)l;
+    return 0;
+}
+
 static int op_put(struct ol_native_server *s, struct ol_net_req *req, const char *ak,
                   struct ol_rbuf *r, struct out *out)
 {
@@ -610,9 +632,15 @@ static int op_put(struct ol_native_server *s, struct ol_net_req *req, const char
     if (rc < 0)
         return rc;
     uint64_t len = ol_net_req_hdr(req)->data_len;
-    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len};
+    struct ol_sse_obj so;
+    rc = default_seal(s, n.bucket, meta, sizeof(meta), &meta_len, &so);
+    if (rc < 0)
+        return rc;
+    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len,
+                               .sse = &so};
     struct ol_obj_writer *w;
     rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)len, &w);
+    OPENSSL_cleanse(&so, sizeof(so));
     if (rc < 0)
         return rc;
     struct ol_etag et;
@@ -708,13 +736,18 @@ static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, cons
     snprintf(x->access_key, sizeof(x->access_key), "%s", ak);
     x->conn = ol_net_req_conn(req);
     x->total = total;
+    struct ol_sse_obj so;
+    int rc = default_seal(s, n.bucket, meta, sizeof(meta), &meta_len, &so);
     memcpy(x->meta, meta, meta_len);
     x->meta_len = meta_len;
-    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len};
+    struct ol_obj_target tg = {.bucket = n.bucket, .key = n.key, .key_len = n.key_len,
+                               .sse = &so};
     x->etag.md5 = NULL;
-    int rc = ol_etag_init(&x->etag, total);
+    if (rc == 0)
+        rc = ol_etag_init(&x->etag, total);
     if (rc == 0)
         rc = ol_obj_write_begin(s->o.obj, &tg, (int64_t)total, &x->w);
+    OPENSSL_cleanse(&so, sizeof(so));
     if (rc < 0) {
         x->w = NULL;
         end_session(s, x, false);

@@ -1,5 +1,6 @@
 /* The object layer over erasure sets: see obj/ec.h. */
 #include "obj/ec.h"
+#include "obj/sse.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -67,8 +68,57 @@ void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
         return;
     char *end = NULL;
     *meta_len = strtoull(sep + 1, &end, 10);
-    if (end && *end == ':')
+    if (end && *end == ':' && end[1] >= '0' && end[1] <= '9')
         *manifest_size = strtoull(end + 1, NULL, 10);
+}
+
+uint64_t ol_ec_etag_plain(const char *field, uint64_t size)
+{
+    const char *p = field;
+    for (int i = 0; i < 3; i++) {
+        p = strchr(p, ':');
+        if (!p)
+            return UINT64_MAX;
+        p++;
+    }
+    if (p[0] == 's' && p[1] == 0) {
+        int64_t plain = ol_sse_plain_len(size);
+        return plain < 0 ? 0 : (uint64_t)plain;
+    }
+    char *end = NULL;
+    uint64_t overhead = strtoull(p, &end, 16);
+    if (end == p || *end || overhead > size)
+        return UINT64_MAX;
+    return size - overhead;
+}
+
+void ol_ec_field(char *out, size_t cap, const char *etag, uint64_t manifest_size,
+                 const uint8_t *meta, size_t meta_len, uint64_t stored)
+{
+    const uint8_t *v;
+    size_t vl;
+    bool sealed = meta && ol_s3_meta_get(meta, meta_len, OL_SSE_META, &v, &vl) == 0;
+    char ms[24] = "";
+    if (manifest_size != UINT64_MAX)
+        snprintf(ms, sizeof(ms), "%" PRIu64, manifest_size);
+    if (!sealed) {
+        if (manifest_size != UINT64_MAX)
+            snprintf(out, cap, "%s:0:%s", etag, ms);
+        else
+            snprintf(out, cap, "%s", etag);
+        return;
+    }
+    /* The field is at most 63 bytes on the drives (struct ol_shard_meta):
+     * a one-stream object says only "s" (its plaintext size follows from
+     * its stored size), a manifest the sealing overhead in hex. */
+    enum ol_sse_mode mode;
+    char layout = 's';
+    (void)ol_sse_entry_peek(v, vl, &mode, &layout);
+    if (layout == 's')
+        snprintf(out, cap, "%s:0:%s:s", etag, ms);
+    else
+        snprintf(out, cap, "%s:0:%s:%" PRIx64, etag, ms,
+                 stored - ol_sse_object_size(meta, meta_len, stored));
 }
 
 /* ---- buckets ---- */
@@ -527,6 +577,7 @@ struct ol_ec_writer {
     void *release_ctx;
     uint8_t *lo, *hi;
     size_t room;
+    uint64_t bytes; /* appended so far (an encrypted object's field) */
 };
 
 uint64_t ol_ec_write_buffer_bytes(struct ol_deploy *dp, const struct ol_obj_target *t,
@@ -595,6 +646,7 @@ static void give_back(struct ol_ec_writer *w)
 int ol_ec_write(struct ol_ec_writer *w, const void *buf, size_t len)
 {
     give_back(w);
+    w->bytes += len;
     return quorum_err(w->dp, ol_eset_put_write(w->p, buf, len));
 }
 
@@ -631,6 +683,7 @@ int ol_ec_write_advance(struct ol_ec_writer *w, size_t n)
         w->hi = p + n;
     if (n == w->room)
         give_back(w); /* this fills the stripe: it is written and reused */
+    w->bytes += n;
     return quorum_err(w->dp, ol_eset_put_advance(w->p, n));
 }
 
@@ -660,7 +713,10 @@ int ol_ec_write_commit_object(struct ol_ec_writer *w, const struct ol_obj_info *
     if (rc == 0 && h.h && !ol_ec_cond_held(&h))
         rc = -EBUSY; /* the lock may have run out: commit nothing */
     if (rc == 0) {
-        struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
+        char field[112];
+        ol_ec_field(field, sizeof(field), info->etag, UINT64_MAX, info->meta, info->meta_len,
+                    w->bytes);
+        struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns,
                                     .meta = blob, .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
         rc = ol_eset_put_commit2(w->p, &ci, &o);
         w->p = NULL;
@@ -1090,8 +1146,9 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
         goto out;
     }
     if (rd->mf) {
-        char field[80];
-        snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, info->size);
+        char field[112];
+        ol_ec_field(field, sizeof(field), info->etag, info->size, info->meta, info->meta_len,
+                    info->size);
         struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns, .meta = blob,
                                     .meta_len = blen, .flags = ol_ec_ver_flags(ver)};
         struct ol_eset_put *p = NULL;
@@ -1105,7 +1162,10 @@ static int copy_ref(struct ol_deploy *dp, struct ol_ec_reader *rd, const char *d
                 ol_eset_put_abort(p);
         }
     } else {
-        struct ol_eset_commit ci = {.etag = info->etag, .mtime_ns = info->mtime_ns,
+        char field[112];
+        ol_ec_field(field, sizeof(field), info->etag, UINT64_MAX, info->meta, info->meta_len,
+                    info->size);
+        struct ol_eset_commit ci = {.etag = field, .mtime_ns = info->mtime_ns,
                                     .meta = blob, .meta_len = blen,
                                     .flags = ol_ec_ver_flags(ver)};
         rc = ol_eset_copy(es, rd->bucket, rd->key, rd->klen, &rd->o.vid, db, dk, dl, &ci, &o);
@@ -1434,6 +1494,9 @@ static int iter_cb(void *ctx, const char *key, size_t klen, const struct ol_eset
     uint64_t ml, msize;
     ol_ec_etag_split(o->etag, e->etag, &ml, &msize);
     e->size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
+    uint64_t plain = ol_ec_etag_plain(o->etag, e->size);
+    if (plain != UINT64_MAX)
+        e->size = plain; /* an encrypted object's plaintext size */
     e->mtime_ns = o->mtime_ns;
     return it->ntmp >= EC_ITER_PAGE * it->nsets ? 1 : 0;
 }
@@ -1647,6 +1710,9 @@ int ol_ec_viter_next(struct ol_ec_viter *it, const char **key, size_t *key_len,
         uint64_t ml, msize;
         ol_ec_etag_split(o->etag, vi->info.etag, &ml, &msize);
         vi->info.size = msize != UINT64_MAX ? msize : o->size >= ml ? o->size - ml : 0;
+        uint64_t plain = ol_ec_etag_plain(o->etag, vi->info.size);
+        if (plain != UINT64_MAX)
+            vi->info.size = plain;
     }
     vi->info.mtime_ns = o->mtime_ns;
     it->pos++;

@@ -33,6 +33,16 @@ struct ol_ec_iter;
  * size (UINT64_MAX when the object is not a manifest). */
 void ol_ec_etag_split(const char *field, char etag[64], uint64_t *meta_len,
                       uint64_t *manifest_size);
+/* An encrypted object's plaintext size (obj/sse.h) from the field's fourth
+ * part ("etag:0:[manifest size]:s" or ":<sealing overhead, hex>") and the
+ * version's stored size, or UINT64_MAX: what a listing reports, since it
+ * sees the field and not the blob. */
+uint64_t ol_ec_etag_plain(const char *field, uint64_t size);
+/* Composes a version's etag field: the etag; ":0:manifest_size" for a
+ * manifest (UINT64_MAX: none); and for a blob with an ":sse" entry the
+ * plaintext size of `stored` sealed bytes as the fourth part. */
+void ol_ec_field(char *out, size_t cap, const char *etag, uint64_t manifest_size,
+                 const uint8_t *meta, size_t meta_len, uint64_t stored);
 /* The blob of a version with info's metadata and attributes (malloc'ed). */
 int ol_ec_blob_of(const struct ol_obj_info *info, uint8_t **out, size_t *len);
 /* Conditional commits of one key, one at a time across every node that

@@ -973,9 +973,8 @@ int ol_ec_upload_complete(struct ol_deploy *ec, const char *bucket, const char *
     memcpy(obj + sizeof(h), m.parts, (size_t)n * sizeof(struct mf_part));
     uint32_t crc = ol_crc32c(obj, len);
     memcpy(obj + offsetof(struct mf_head, crc), &crc, sizeof(crc));
-    char field[80];
-    int fl = snprintf(field, sizeof(field), "%s:0:%" PRIu64, info->etag, m.size);
-    OL_ASSERT(fl > 0 && (size_t)fl < sizeof(field));
+    char field[112];
+    ol_ec_field(field, sizeof(field), info->etag, m.size, info->meta, info->meta_len, m.size);
     rc = ol_ec_blob_of(info, &blob, &blen);
     if (rc < 0)
         goto out;

@@ -1,5 +1,7 @@
 /* The object layer's dispatch: see obj/obj.h.  One drive goes straight to
- * the store; erasure sets go to obj/ec.c.  Nothing else lives here. */
+ * the store; erasure sets go to obj/ec.c.  Encrypted objects' sealing and
+ * opening (obj/sse.c) wrap both here, so every mode and every caller gets
+ * them the same way. */
 #include "obj/obj.h"
 
 #include <errno.h>
@@ -7,23 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "core/err.h"
 #include "deploy/deploy.h"
 #include "obj/ec.h"
+#include "obj/sse.h"
+#include "s3/meta.h"
 
 struct ol_obj {
     struct ol_store *st;   /* one drive, or NULL */
     struct ol_deploy *dp;  /* erasure sets, or NULL */
+    bool has_master;
+    uint8_t master[OL_SSE_KEY]; /* SSE-S3's master key */
 };
 
 struct ol_obj_reader {
     struct ol_store_reader *sd;
     struct ol_ec_reader *ec;
+    struct ol_sse_reader *sse;  /* an encrypted object: its plaintext */
+    struct ol_obj_info info;    /* with sse: the backend's, plaintext size */
 };
 
 struct ol_obj_writer {
     struct ol_store_writer *sd;
     struct ol_ec_writer *ec;
+    struct ol_sse_writer *sse;  /* sealing the bytes on their way to sd/ec */
     /* The target, for the one drive's commit: copied (a caller's key may
      * be gone by then: the native port's PUT sessions commit in a later
      * request), the key's bytes after the struct. */
@@ -68,7 +79,20 @@ int ol_obj_open_ec(struct ol_deploy *dp, struct ol_obj **out)
 
 void ol_obj_close(struct ol_obj *o)
 {
+    if (o)
+        OPENSSL_cleanse(o->master, sizeof(o->master));
     free(o);
+}
+
+void ol_obj_set_sse_master(struct ol_obj *o, const uint8_t key[OL_SSE_KEY])
+{
+    memcpy(o->master, key, OL_SSE_KEY);
+    o->has_master = true;
+}
+
+const uint8_t *ol_obj_sse_master(const struct ol_obj *o)
+{
+    return o->has_master ? o->master : NULL;
 }
 
 struct ol_deploy *ol_obj_deploy(const struct ol_obj *o)
@@ -132,8 +156,21 @@ int ol_obj_versioning_get(struct ol_obj *o, const char *bucket, enum ol_versioni
 uint64_t ol_obj_write_buffer_bytes(struct ol_obj *o, const struct ol_obj_target *t,
                                    int64_t size_hint)
 {
-    return o->st ? ol_store_write_buffer_bytes(o->st, size_hint)
-                 : ol_ec_write_buffer_bytes(o->dp, t, size_hint);
+    uint64_t extra = 0;
+    if (t->sse && t->sse->mode != OL_SSE_NONE) {
+        extra = ol_sse_writer_bytes();
+        if (size_hint >= 0)
+            size_hint = (int64_t)ol_sse_sealed_len((uint64_t)size_hint);
+    }
+    return extra + (o->st ? ol_store_write_buffer_bytes(o->st, size_hint)
+                          : ol_ec_write_buffer_bytes(o->dp, t, size_hint));
+}
+
+/* The backend append that a sealing writer hands its sealed bytes to. */
+static int backend_write(void *arg, const void *buf, size_t len)
+{
+    struct ol_obj_writer *w = arg;
+    return w->sd ? ol_store_write(w->sd, buf, len) : ol_ec_write(w->ec, buf, len);
 }
 
 int ol_obj_write_begin(struct ol_obj *o, const struct ol_obj_target *t, int64_t size_hint,
@@ -151,9 +188,15 @@ int ol_obj_write_begin(struct ol_obj *o, const struct ol_obj_target *t, int64_t 
     if (t->upload_id)
         snprintf(w->upload_id, sizeof(w->upload_id), "%s", t->upload_id);
     w->part_no = t->part_no;
-    int rc = o->st ? ol_store_write_begin(o->st, size_hint, &w->sd)
+    bool sealed = t->sse && t->sse->mode != OL_SSE_NONE;
+    if (sealed && size_hint >= 0)
+        size_hint = (int64_t)ol_sse_sealed_len((uint64_t)size_hint);
+    int rc = sealed ? ol_sse_writer_new(t->sse, &w->sse) : 0;
+    if (rc == 0)
+        rc = o->st ? ol_store_write_begin(o->st, size_hint, &w->sd)
                    : ol_ec_write_begin(o->dp, t, size_hint, &w->ec);
     if (rc < 0) {
+        ol_sse_writer_free(w->sse);
         free(w);
         return rc;
     }
@@ -163,7 +206,9 @@ int ol_obj_write_begin(struct ol_obj *o, const struct ol_obj_target *t, int64_t 
 
 int ol_obj_write(struct ol_obj_writer *w, const void *buf, size_t len)
 {
-    return w->sd ? ol_store_write(w->sd, buf, len) : ol_ec_write(w->ec, buf, len);
+    if (w->sse)
+        return ol_sse_write(w->sse, backend_write, w, buf, len);
+    return backend_write(w, buf, len);
 }
 
 void ol_obj_write_hold(struct ol_obj_writer *w, uint64_t reserved_bytes)
@@ -176,7 +221,11 @@ void ol_obj_write_hold(struct ol_obj_writer *w, uint64_t reserved_bytes)
 
 void ol_obj_write_set_release(struct ol_obj_writer *w, ol_store_release_fn fn, void *ctx)
 {
-    if (w->sd)
+    /* Sealed: the caller's bytes are in the sealing writer's stage, and the
+     * backend's buffers hold only sealed bytes nobody reads back. */
+    if (w->sse)
+        ol_sse_writer_set_release(w->sse, fn, ctx);
+    else if (w->sd)
         ol_store_write_set_release(w->sd, fn, ctx);
     else
         ol_ec_write_set_release(w->ec, fn, ctx);
@@ -184,38 +233,64 @@ void ol_obj_write_set_release(struct ol_obj_writer *w, ol_store_release_fn fn, v
 
 int ol_obj_write_room(struct ol_obj_writer *w, uint8_t **p, size_t *len)
 {
+    if (w->sse)
+        return ol_sse_write_room(w->sse, backend_write, w, p, len);
     return w->sd ? ol_store_write_room(w->sd, p, len) : ol_ec_write_room(w->ec, p, len);
 }
 
 int ol_obj_write_advance(struct ol_obj_writer *w, size_t n)
 {
+    if (w->sse)
+        return ol_sse_write_advance(w->sse, n);
     return w->sd ? ol_store_write_advance(w->sd, n) : ol_ec_write_advance(w->ec, n);
+}
+
+/* Seals the last package of an encrypted write before its commit. */
+static int seal_finish(struct ol_obj_writer *w)
+{
+    if (!w->sse)
+        return 0;
+    int rc = ol_sse_write_finish(w->sse, backend_write, w);
+    ol_sse_writer_set_release(w->sse, NULL, NULL);
+    return rc;
 }
 
 int ol_obj_write_commit_object_v(struct ol_obj_writer *w, const struct ol_obj_info *info,
                                  const struct ol_store_cond *cond, char vid[OL_STORE_VID_MAX])
 {
-    int rc;
+    int rc = seal_finish(w);
+    if (rc < 0) {
+        ol_obj_write_abort(w);
+        return rc;
+    }
     if (w->sd) {
         rc = ol_store_write_commit_object_v(w->sd, w->bucket, w->key, w->key_len, info, cond,
                                             vid);
     } else {
         rc = ol_ec_write_commit_object(w->ec, info, cond, vid);
     }
+    ol_sse_writer_free(w->sse);
     free(w);
     return rc;
 }
 
 int ol_obj_write_commit_part(struct ol_obj_writer *w, const char *etag)
 {
-    int rc = w->sd ? ol_store_write_commit_part(w->sd, w->upload_id, w->part_no, etag)
+    int rc = seal_finish(w);
+    if (rc < 0) {
+        ol_obj_write_abort(w);
+        return rc;
+    }
+    rc = w->sd ? ol_store_write_commit_part(w->sd, w->upload_id, w->part_no, etag)
                    : ol_ec_write_commit_part(w->ec, etag);
+    ol_sse_writer_free(w->sse);
     free(w);
     return rc;
 }
 
 void ol_obj_write_abort(struct ol_obj_writer *w)
 {
+    ol_sse_writer_free(w->sse);
     if (w->sd)
         ol_store_write_abort(w->sd);
     else
@@ -243,13 +318,43 @@ int ol_obj_read_open_v(struct ol_obj *o, const char *bucket, const char *key, si
         free(r);
         return rc;
     }
+    const struct ol_obj_info *bi = r->sd ? ol_store_read_info(r->sd) : ol_ec_read_info(r->ec);
+    const uint8_t *v;
+    size_t vl;
+    if (bi->meta && ol_s3_meta_get(bi->meta, bi->meta_len, OL_SSE_META, &v, &vl) == 0) {
+        rc = ol_sse_reader_new(bi->meta, bi->meta_len, bi->size, ol_obj_sse_master(o), &r->sse);
+        if (rc < 0) {
+            ol_obj_read_close(r);
+            return rc;
+        }
+        r->info = *bi;
+        r->info.size = ol_sse_reader_size(r->sse);
+    }
     *out = r;
     return 0;
 }
 
 const struct ol_obj_info *ol_obj_read_info(const struct ol_obj_reader *r)
 {
+    if (r->sse)
+        return &r->info;
     return r->sd ? ol_store_read_info(r->sd) : ol_ec_read_info(r->ec);
+}
+
+enum ol_sse_mode ol_obj_read_sse(const struct ol_obj_reader *r)
+{
+    return r->sse ? ol_sse_reader_mode(r->sse) : OL_SSE_NONE;
+}
+
+int ol_obj_read_unlock(struct ol_obj_reader *r, const uint8_t ckey[OL_SSE_KEY])
+{
+    return r->sse ? ol_sse_reader_unlock(r->sse, ckey) : 0;
+}
+
+static ssize_t backend_read(void *arg, uint64_t off, size_t max, const uint8_t **data)
+{
+    struct ol_obj_reader *r = arg;
+    return r->sd ? ol_store_read(r->sd, off, max, data) : ol_ec_read(r->ec, off, max, data);
 }
 
 int ol_obj_read_attr(const struct ol_obj_reader *r, const char *name, const uint8_t **val,
@@ -265,18 +370,24 @@ int ol_obj_read_vid(const struct ol_obj_reader *r, char vid[OL_STORE_VID_MAX])
 
 ssize_t ol_obj_read(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data)
 {
-    return r->sd ? ol_store_read(r->sd, off, max, data) : ol_ec_read(r->ec, off, max, data);
+    if (r->sse)
+        return ol_sse_read(r->sse, backend_read, r, off, max, data);
+    return backend_read(r, off, max, data);
 }
 
 ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int *fd,
                          uint64_t *foff)
 {
+    if (r->sse)
+        return -EAGAIN; /* the file holds sealed bytes */
     return r->sd ? ol_store_read_file(r->sd, off, max, fd, foff)
                  : ol_ec_read_file(r->ec, off, max, fd, foff);
 }
 
 ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data)
 {
+    if (r->sse)
+        return -EAGAIN;
     return r->sd ? ol_store_read_map(r->sd, off, max, data) : -EAGAIN;
 }
 
@@ -284,9 +395,10 @@ void ol_obj_read_close(struct ol_obj_reader *r)
 {
     if (!r)
         return;
+    ol_sse_reader_free(r->sse);
     if (r->sd)
         ol_store_read_close(r->sd);
-    else
+    else if (r->ec)
         ol_ec_read_close(r->ec);
     free(r);
 }
@@ -335,8 +447,12 @@ int ol_obj_iter_open(struct ol_obj *o, const char *bucket, const char *from, siz
 int ol_obj_iter_next(struct ol_obj_iter *it, const char **key, size_t *key_len,
                      struct ol_obj_info *info)
 {
-    return it->sd ? ol_store_iter_next(it->sd, key, key_len, info)
-                  : ol_ec_iter_next(it->ec, key, key_len, info);
+    if (!it->sd)
+        return ol_ec_iter_next(it->ec, key, key_len, info); /* plaintext sizes already */
+    int rc = ol_store_iter_next(it->sd, key, key_len, info);
+    if (rc == 0)
+        info->size = ol_sse_object_size(info->meta, info->meta_len, info->size);
+    return rc;
 }
 
 int ol_obj_iter_seek(struct ol_obj_iter *it, const char *from, size_t from_len, bool inclusive)
@@ -380,8 +496,12 @@ int ol_obj_viter_seek(struct ol_obj_viter *it, const char *from, size_t from_len
 int ol_obj_viter_next(struct ol_obj_viter *it, const char **key, size_t *key_len,
                       struct ol_version_info *vi)
 {
-    return it->sd ? ol_store_viter_next(it->sd, key, key_len, vi)
-                  : ol_ec_viter_next(it->ec, key, key_len, vi);
+    if (!it->sd)
+        return ol_ec_viter_next(it->ec, key, key_len, vi);
+    int rc = ol_store_viter_next(it->sd, key, key_len, vi);
+    if (rc == 0 && !vi->is_marker)
+        vi->info.size = ol_sse_object_size(vi->info.meta, vi->info.meta_len, vi->info.size);
+    return rc;
 }
 
 void ol_obj_viter_close(struct ol_obj_viter *it)
@@ -436,9 +556,42 @@ int ol_obj_upload_get(struct ol_obj *o, const char *bucket, const char *upload_i
     return rc == 0 && a.other ? -OL_ENOUPLOAD : rc;
 }
 
+static int upload_sealed_cb(void *arg, const struct ol_upload_info *u)
+{
+    const uint8_t *v;
+    size_t vl;
+    *(bool *)arg = u->meta && ol_s3_meta_get(u->meta, u->meta_len, OL_SSE_META, &v, &vl) == 0;
+    return 0;
+}
+
+struct part_plain {
+    int (*fn)(void *ctx, const struct ol_part_info *p);
+    void *ctx;
+};
+
+/* An encrypted upload's parts are sealed streams: their sizes are given as
+ * the plaintext's (ListParts, and the sizes Complete records in ":parts"). */
+static int part_plain_cb(void *arg, const struct ol_part_info *p)
+{
+    struct part_plain *a = arg;
+    struct ol_part_info q = *p;
+    int64_t plain = ol_sse_plain_len(p->size);
+    q.size = plain < 0 ? 0 : (uint64_t)plain;
+    return a->fn(a->ctx, &q);
+}
+
 int ol_obj_part_list(struct ol_obj *o, const char *bucket, const char *upload_id, uint32_t after,
                      int (*fn)(void *ctx, const struct ol_part_info *p), void *ctx)
 {
+    bool sealed = false;
+    int rc = ol_obj_upload_get(o, bucket, upload_id, upload_sealed_cb, &sealed);
+    if (rc < 0)
+        return rc;
+    struct part_plain a = {fn, ctx};
+    if (sealed) {
+        fn = part_plain_cb;
+        ctx = &a;
+    }
     return o->st ? ol_store_part_list(o->st, upload_id, after, fn, ctx)
                  : ol_ec_part_list(o->dp, bucket, upload_id, after, fn, ctx);
 }

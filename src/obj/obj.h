@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "obj/sse.h"
 #include "store/store.h"
 
 struct ol_obj;
@@ -48,6 +49,10 @@ void ol_obj_close(struct ol_obj *o);
 /* The deployment, or NULL on one drive (the admin routes only: no handler
  * may go around the layer). */
 struct ol_deploy *ol_obj_deploy(const struct ol_obj *o);
+/* SSE-S3's master key (obj/sse.h), set once at start before any request;
+ * NULL while none is set (SSE-S3 writes then fail with -ENOKEY). */
+void ol_obj_set_sse_master(struct ol_obj *o, const uint8_t key[OL_SSE_KEY]);
+const uint8_t *ol_obj_sse_master(const struct ol_obj *o);
 
 /* ---- buckets ---- */
 
@@ -73,6 +78,11 @@ struct ol_obj_target {
     size_t key_len;
     const char *upload_id;
     uint32_t part_no;
+    /* Encryption (obj/sse.h): an opened ":sse" entry whose data key seals
+     * the bytes (NULL or mode OL_SSE_NONE: stored as given).  The caller
+     * puts the entry in the object's blob (an upload's, for a part); the
+     * layer seals, and readers open, transparently. */
+    const struct ol_sse_obj *sse;
 };
 /* The most buffer memory a writer of size_hint bytes (-1: unknown) holds. */
 uint64_t ol_obj_write_buffer_bytes(struct ol_obj *o, const struct ol_obj_target *t,
@@ -104,7 +114,16 @@ int ol_obj_read_attr(const struct ol_obj_reader *r, const char *name, const uint
                      size_t *len);
 int ol_obj_read_vid(const struct ol_obj_reader *r, char vid[OL_STORE_VID_MAX]);
 ssize_t ol_obj_read(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data);
-/* -EAGAIN where the backend has no file to send from (read with ol_obj_read). */
+/* Encrypted objects (an ":sse" entry in the blob): ol_obj_read_info's size
+ * and ol_obj_read's bytes are the plaintext.  An SSE-S3 object opens with
+ * the master key; ol_obj_read_open fails with -ENOKEY when there is none or
+ * it is not the one the object was written under.  An SSE-C object's reads
+ * fail with -OL_ESSENEEDKEY until ol_obj_read_unlock is given its key
+ * (-OL_ESSEWRONGKEY for another).  Listings report plaintext sizes too. */
+enum ol_sse_mode ol_obj_read_sse(const struct ol_obj_reader *r);
+int ol_obj_read_unlock(struct ol_obj_reader *r, const uint8_t ckey[OL_SSE_KEY]);
+/* -EAGAIN where the backend has no file to send from (read with ol_obj_read),
+ * and for every encrypted object (the file holds sealed bytes). */
 ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int *fd,
                          uint64_t *foff);
 /* -EAGAIN where the backend cannot point at verified bytes in place

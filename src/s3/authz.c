@@ -58,6 +58,9 @@ static const char *action_of(const struct ol_s3_req *r, char *special)
             return get          ? "s3:GetBucketOwnershipControls"
                    : put || del ? "s3:PutBucketOwnershipControls"
                                 : NULL;
+        if (HAS("encryption"))
+            return get ? "s3:GetEncryptionConfiguration"
+                       : put || del ? "s3:PutEncryptionConfiguration" : NULL;
         if (HAS("tagging"))
             return get ? "s3:GetBucketTagging" : put || del ? "s3:PutBucketTagging" : NULL;
         if (HAS("attributes"))
@@ -118,7 +121,7 @@ static struct ol_access_req access_req(const struct ol_s3_req *r, const char *ac
         .key = key,
         .key_len = key_len,
         .source_ip = r->http->remote,
-        .secure_transport = false, /* no TLS listener yet */
+        .secure_transport = r->http->secure,
         .prefix = prefix && !key ? prefix->value : NULL,
     };
 }

@@ -63,6 +63,8 @@ static const struct ol_s3_code_row ol_s3_codes[OL_S3_CODE_COUNT] = {
     OL_S3_ROW(AccessControlListNotSupported, 400),
     OL_S3_ROW(OwnershipControlsNotFoundError, 404),
     OL_S3_ROW(MalformedACLError, 400),
+    OL_S3_ROW(InvalidEncryptionAlgorithmError, 400),
+    OL_S3_ROW(ServerSideEncryptionConfigurationNotFoundError, 404),
     OL_S3_ROW(SlowDown, 503),
     OL_S3_ROW(XAmzContentSHA256Mismatch, 400),
     /* S3 has no code for a full store (it never fills).  A 500 or 503 would
@@ -103,6 +105,8 @@ enum ol_s3_code ol_s3_code_from_err(int err)
     switch (err) {
     case -OL_ENOBUCKET: return OL_S3_NoSuchBucket;
     case -OL_ENOKEY: return OL_S3_NoSuchKey;
+    case -OL_ESSENEEDKEY: return OL_S3_InvalidRequest;
+    case -OL_ESSEWRONGKEY: return OL_S3_AccessDenied;
     /* A single-tenant store: every existing bucket is the caller's. */
     case -OL_EBUCKETEXISTS: return OL_S3_BucketAlreadyOwnedByYou;
     case -OL_EBUCKETNOTEMPTY: return OL_S3_BucketNotEmpty;

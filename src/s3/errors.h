@@ -55,6 +55,9 @@ enum ol_s3_code {
     OL_S3_AccessControlListNotSupported,
     OL_S3_OwnershipControlsNotFoundError,
     OL_S3_MalformedACLError,
+    /* encryption (s3/sse.c) */
+    OL_S3_InvalidEncryptionAlgorithmError,
+    OL_S3_ServerSideEncryptionConfigurationNotFoundError,
     OL_S3_CODE_COUNT,
 };
 

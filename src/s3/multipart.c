@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -20,8 +22,12 @@
 #include "obj/obj.h"
 #include "s3/authz.h"
 #include "s3/s3.h"
+#include "s3/sse.h"
 #include "store/store.h"
 
+/* An upload's blob: its headers, and the internal entries added here
+ * (checksum, tags, ACL, encryption). */
+#define UPLOAD_META_MAX (OL_S3_META_MAX + 128 + OL_SSE_ENTRY_MAX + 8)
 #define MAX_PARTS 10000
 #define COMPLETE_BODY_MAX (4u << 20)
 
@@ -80,7 +86,7 @@ static enum ol_ck_algo meta_checksum(const uint8_t *meta, size_t len, bool *full
 
 int ol_s3_create_multipart(struct ol_s3_req *r)
 {
-    uint8_t meta[OL_S3_META_MAX + 128];
+    uint8_t meta[UPLOAD_META_MAX];
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
         return ol_s3_meta_error(r, ml);
@@ -113,6 +119,14 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     if (acl != OL_ACL_PRIVATE &&
         ol_s3_meta_add(meta, sizeof(meta), &mlen, OL_S3_META_ACL, an, strlen(an)) < 0)
         return ol_s3_meta_error(r, -E2BIG);
+    /* Encryption: one data key for the upload, each part its own stream
+     * (obj/sse.h, layout 'p'). */
+    struct ol_s3_sse sse;
+    struct ol_sse_obj so;
+    if (ol_s3_sse_for_write(r, &sse) < 0 ||
+        ol_s3_sse_seal(r, &sse, 'p', meta, sizeof(meta), &mlen, &so) < 0)
+        return 0;
+    OPENSSL_cleanse(&so, sizeof(so));
     char id[40];
     rc = ol_obj_upload_create(r->ctx->obj, r->bucket, r->key, r->key_len, meta,
                                 (uint32_t)mlen, r->now_ns, id);
@@ -125,16 +139,20 @@ int ol_s3_create_multipart(struct ol_s3_req *r)
     ol_xml_text(&x, "Key", r->key, r->key_len);
     ol_xml_str(&x, "UploadId", id);
     ol_xml_end_doc(&x);
-    if (x.failed || algo == OL_CK_NONE) {
+    if (x.failed) {
         rc = ol_s3_send_xml(r, 200, &x);
     } else {
-        struct ol_http_hdr h[] = {
+        struct ol_http_hdr h[6] = {
             {"Content-Type", "application/xml"},
             {"x-amz-request-id", r->request_id},
-            {"x-amz-checksum-algorithm", ol_ck_name(algo)},
-            {"x-amz-checksum-type", type},
         };
-        rc = ol_http_respond(r->conn, 200, h, 4, x.buf, x.len);
+        size_t nh = 2;
+        if (algo != OL_CK_NONE) {
+            h[nh++] = (struct ol_http_hdr){"x-amz-checksum-algorithm", ol_ck_name(algo)};
+            h[nh++] = (struct ol_http_hdr){"x-amz-checksum-type", type};
+        }
+        nh += ol_s3_sse_hdrs(sse.spec.mode, &sse, h + nh);
+        rc = ol_http_respond(r->conn, 200, h, nh, x.buf, x.len);
     }
     ol_xml_free(&x);
     return rc;
@@ -152,7 +170,7 @@ static int match_upload(void *ctx, const struct ol_upload_info *u)
     struct upload_match *m = ctx;
     m->ok = strcmp(u->bucket, m->r->bucket) == 0 && u->key_len == m->r->key_len &&
             memcmp(u->key, m->r->key, u->key_len) == 0;
-    if (m->ok && m->meta && u->meta_len <= OL_S3_META_MAX + 128) {
+    if (m->ok && m->meta && u->meta_len <= UPLOAD_META_MAX) {
         memcpy(m->meta, u->meta, u->meta_len);
         m->meta_len = u->meta_len;
     }
@@ -193,24 +211,41 @@ int ol_s3_upload_part(struct ol_s3_req *r)
         return ol_s3_error(r, OL_S3_InvalidArgument,
                            "Part number must be an integer between 1 and 10000, inclusive.");
     int err;
-    uint8_t *umeta = malloc(OL_S3_META_MAX + 128);
+    uint8_t *umeta = malloc(UPLOAD_META_MAX);
     if (!umeta)
         return ol_s3_error(r, OL_S3_InternalError, "out of memory");
     uint32_t umeta_len = 0;
     const char *id = upload_of_request(r, &err, umeta, &umeta_len);
     bool full;
     enum ol_ck_algo algo = id ? meta_checksum(umeta, umeta_len, &full) : OL_CK_NONE;
-    free(umeta);
-    if (!id)
+    if (!id) {
+        free(umeta);
         return ol_s3_error_from(r, err);
+    }
+    /* An encrypted upload's data key seals the part (SSE-C: the request
+     * must carry the upload's key). */
+    struct ol_s3_sse sse;
+    struct ol_sse_obj so;
+    int krc = ol_s3_sse_parse(r, false, &sse);
+    if (krc == 0 && sse.spec.mode == OL_SSE_S3)
+        sse.spec.mode = OL_SSE_NONE; /* the upload decides */
+    if (krc == 0)
+        krc = ol_s3_sse_upload_key(r, umeta, umeta_len, &sse, &so);
+    free(umeta);
+    OPENSSL_cleanse(sse.spec.ckey, sizeof(sse.spec.ckey));
+    if (krc < 0)
+        return 0;
     struct ol_s3_body_ck ck;
     int rc = ol_s3_body_ck_parse(r, algo, &ck);
     if (rc < 0)
         return ol_s3_receive_fail(r, rc, &ck);
     struct ol_obj_writer *w;
     char etag[33];
-    struct ol_obj_target tg = {.bucket = r->bucket, .upload_id = id, .part_no = (uint32_t)part};
+    struct ol_obj_target tg = {.bucket = r->bucket, .upload_id = id, .part_no = (uint32_t)part,
+                               .sse = &so};
+    enum ol_sse_mode so_mode = so.mode;
     rc = ol_s3_receive_body_ck(r, &tg, &w, etag, &ck);
+    OPENSSL_cleanse(&so, sizeof(so));
     if (rc < 0)
         return ol_s3_receive_fail(r, rc, &ck);
     char stored[64];
@@ -220,12 +255,13 @@ int ol_s3_upload_part(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[4];
+    struct ol_http_hdr h[6];
     size_t nh = 0;
     char rdma_buf[64];
     if (rdma)
         nh += ol_s3_rdma_reply_hdrs(200, (uint64_t)ol_s3_body_length(r), rdma_buf, h + nh);
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
+    nh += ol_s3_sse_hdrs(so_mode, &sse, h + nh);
     if (ck.algo != OL_CK_NONE)
         h[nh++] = (struct ol_http_hdr){ol_ck_header(ck.algo), ck.b64};
     return ol_s3_send_empty(r, 200, h, nh);
@@ -596,7 +632,8 @@ static bool done_lookup(struct ol_s3_req *r, char etag[64], char vid[OL_STORE_VI
 /* The CompleteMultipartUploadResult (ckval "" when the object has no
  * additional checksum). */
 static int complete_result(struct ol_s3_req *r, const char *etag, const char *vid,
-                           enum ol_ck_algo algo, bool full, const char *ckval)
+                           enum ol_ck_algo algo, bool full, const char *ckval,
+                           enum ol_sse_mode sse_mode)
 {
     struct ol_xml x;
     ol_xml_init(&x);
@@ -616,8 +653,14 @@ static int complete_result(struct ol_s3_req *r, const char *etag, const char *vi
         ol_xml_str(&x, "ChecksumType", full ? "FULL_OBJECT" : "COMPOSITE");
     }
     ol_xml_end_doc(&x);
-    struct ol_http_hdr vh[] = {{"x-amz-version-id", vid}};
-    int rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, vid[0] ? 1 : 0);
+    struct ol_http_hdr vh[3];
+    size_t nvh = 0;
+    if (vid[0])
+        vh[nvh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
+    /* SSE-C's key MD5 is not known here (Complete carries no key). */
+    if (sse_mode == OL_SSE_S3)
+        nvh += ol_s3_sse_hdrs(sse_mode, NULL, vh + nvh);
+    int rc = ol_s3_send_xml_hdrs(r, 200, &x, vh, nvh);
     ol_xml_free(&x);
     return rc;
 }
@@ -636,7 +679,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         free(meta);
         char done_etag[64], done_vid[OL_STORE_VID_MAX];
         if (err == -OL_ENOUPLOAD && done_lookup(r, done_etag, done_vid))
-            return complete_result(r, done_etag, done_vid, OL_CK_NONE, false, "");
+            return complete_result(r, done_etag, done_vid, OL_CK_NONE, false, "", OL_SSE_NONE);
         return ol_s3_error_from(r, err);
     }
     struct ol_store_cond cond;
@@ -740,7 +783,25 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
     if (ol_s3_meta_get(meta, meta_len, OL_S3_META_ACL, &av, &avl) != 0 ||
         ol_acl_parse((const char *)av, avl, &acl) != 0)
         acl = OL_ACL_PRIVATE;
+    /* The upload's encryption entry outlives the strip: it opens the
+     * object, whose parts are its sealed streams ('p'). */
+    char sse_entry[OL_SSE_ENTRY_MAX];
+    size_t sse_len = 0;
+    const uint8_t *sv;
+    size_t svl;
+    if (ol_s3_meta_get(meta, meta_len, OL_SSE_META, &sv, &svl) == 0 && svl < sizeof(sse_entry)) {
+        memcpy(sse_entry, sv, svl);
+        sse_len = svl;
+    }
+    enum ol_sse_mode sse_mode = OL_SSE_NONE;
+    char sse_layout;
+    if (sse_len)
+        (void)ol_sse_entry_peek((const uint8_t *)sse_entry, sse_len, &sse_mode, &sse_layout);
     size_t mlen = ol_s3_meta_strip_internal(meta, meta_len);
+    if (sse_len && ol_s3_meta_add(meta, meta_cap, &mlen, OL_SSE_META, sse_entry, sse_len) < 0) {
+        rc = ol_s3_meta_error(r, -E2BIG);
+        goto out;
+    }
     char ckval[OL_CK_B64_MAX] = "";
     if (algo != OL_CK_NONE && sizes_known &&
         complete_checksum(algo, full, sp, d.parts, d.n, ckval)) {
@@ -760,9 +821,18 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         ckval[0] = 0;
     }
     char *rle = malloc(PARTS_META_MAX);
-    if (rle && sizes_known && parts_rle(sp, d.parts, d.n, rle, PARTS_META_MAX))
-        (void)ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_PARTS, rle, strlen(rle));
+    bool have_parts = rle && sizes_known && parts_rle(sp, d.parts, d.n, rle, PARTS_META_MAX) &&
+                      ol_s3_meta_add(meta, meta_cap, &mlen, OL_S3_META_PARTS, rle,
+                                     strlen(rle)) == 0;
     free(rle);
+    /* An encrypted object cannot be read without its parts' sizes. */
+    if (sse_len && !have_parts) {
+        rc = sizes_known ? ol_s3_error(r, OL_S3_InvalidRequest,
+                                       "Too many distinct part sizes for an encrypted "
+                                       "multipart upload.")
+                         : ol_s3_complete_error(r, -OL_EINVALIDPART);
+        goto out;
+    }
     struct ol_obj_attr attrs[2];
     uint32_t nattrs = 0;
     if (tags.attr.val)
@@ -791,7 +861,7 @@ int ol_s3_complete_multipart(struct ol_s3_req *r)
         goto out;
     }
     done_record(r, id, info.etag, vid);
-    rc = complete_result(r, info.etag, vid, algo, full, ckval);
+    rc = complete_result(r, info.etag, vid, algo, full, ckval, sse_mode);
 out:
     ol_s3_tag_attr_free(&tags);
     free(sp);

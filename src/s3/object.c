@@ -7,6 +7,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -18,6 +20,7 @@
 #include "s3/authz.h"
 #include "s3/s3.h"
 #include "s3/sigv4.h"
+#include "s3/sse.h"
 #include "store/store.h"
 
 /* ---- write preconditions (If-Match / If-None-Match on PUT and Complete) ---- */
@@ -108,10 +111,18 @@ int ol_s3_put_object(struct ol_s3_req *r)
     if (ol_s3_body_length(r) < 0 && !r->http->chunked)
         return ol_s3_error(r, OL_S3_MissingContentLength,
                            "You must provide the Content-Length HTTP header.");
-    uint8_t meta[OL_S3_META_MAX + 256];
+    uint8_t meta[OL_S3_META_MAX + 256 + OL_SSE_ENTRY_MAX + 8];
     int ml = ol_s3_meta_encode(r, meta, OL_S3_META_MAX);
     if (ml < 0)
         return ol_s3_meta_error(r, ml);
+    size_t mlen = (size_t)ml;
+    /* Encryption (s3/sse.h): the request's or the bucket's default; the
+     * ":sse" entry goes in the blob and the writer seals the body. */
+    struct ol_s3_sse sse;
+    struct ol_sse_obj so;
+    if (ol_s3_sse_for_write(r, &sse) < 0 ||
+        ol_s3_sse_seal(r, &sse, 's', meta, sizeof(meta), &mlen, &so) < 0)
+        return 0;
     struct ol_s3_body_ck ck;
     int rc = ol_s3_body_ck_parse(r, OL_CK_NONE, &ck);
     if (rc < 0)
@@ -143,13 +154,14 @@ int ol_s3_put_object(struct ol_s3_req *r)
     }
     struct ol_obj_writer *w;
     char etag[33];
-    struct ol_obj_target tg = {.bucket = r->bucket, .key = r->key, .key_len = r->key_len};
+    struct ol_obj_target tg = {.bucket = r->bucket, .key = r->key, .key_len = r->key_len,
+                               .sse = &so};
     rc = ol_s3_receive_body_ck(r, &tg, &w, etag, &ck);
+    OPENSSL_cleanse(&so, sizeof(so));
     if (rc < 0) {
         ol_s3_tag_attr_free(&tags);
         return ol_s3_receive_fail(r, rc, &ck);
     }
-    size_t mlen = (size_t)ml;
     if (ck.algo != OL_CK_NONE &&
         meta_add_checksum(meta, sizeof(meta), &mlen, ck.algo, "FULL_OBJECT", ck.b64) < 0) {
         ol_obj_write_abort(w);
@@ -180,12 +192,13 @@ int ol_s3_put_object(struct ol_s3_req *r)
         return ol_s3_error_from(r, rc);
     char qetag[40];
     snprintf(qetag, sizeof(qetag), "\"%s\"", etag);
-    struct ol_http_hdr h[6];
+    struct ol_http_hdr h[8];
     size_t nh = 0;
     char rdma_buf[64];
     if (rdma)
         nh += ol_s3_rdma_reply_hdrs(200, (uint64_t)ol_s3_body_length(r), rdma_buf, h + nh);
     h[nh++] = (struct ol_http_hdr){"ETag", qetag};
+    nh += ol_s3_sse_hdrs(sse.spec.mode, &sse, h + nh);
     if (vid[0])
         h[nh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
     if (ck.algo != OL_CK_NONE) {
@@ -426,13 +439,34 @@ int ol_s3_get_object(struct ol_s3_req *r)
             return rdma_sent;
     }
 
+    /* SSE-C: the key that opens the object (s3/sse.h). */
+    struct ol_s3_sse sse;
+    if (ol_s3_sse_parse(r, false, &sse) < 0) {
+        free(rx);
+        return 0;
+    }
+    if (sse.spec.mode == OL_SSE_S3) {
+        free(rx);
+        return ol_s3_error(r, OL_S3_InvalidArgument,
+                           "x-amz-server-side-encryption header is not supported for this "
+                           "operation.");
+    }
     struct ol_obj_reader *rd = NULL;
     struct ol_http_hdr *h = NULL;
     const char *want_vid = ol_s3_version_param(r);
     int rc = ol_obj_read_open_v(r->ctx->obj, r->bucket, r->key, r->key_len, want_vid, &rd);
     if (rc < 0) {
         free(rx);
+        int sent;
+        if (ol_s3_sse_error(r, rc, &sent))
+            return sent;
         return ol_s3_version_open_error(r, rc, want_vid);
+    }
+    rc = ol_s3_sse_unlock(r, rd, &sse);
+    OPENSSL_cleanse(sse.spec.ckey, sizeof(sse.spec.ckey));
+    if (rc < 0) {
+        rc = 0;
+        goto out;
     }
     const struct ol_obj_info *info = ol_obj_read_info(rd);
     char vid[OL_STORE_VID_MAX];
@@ -522,7 +556,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
 
     /* Room for every header: the fixed ones, each stored one (the blob's
      * size bounds their count), the overrides, Content-Type and CORS. */
-    size_t hcap = 14 + ol_s3_meta_count(info->meta, info->meta_len) + NOVERRIDES + 2 +
+    size_t hcap = 16 + ol_s3_meta_count(info->meta, info->meta_len) + NOVERRIDES + 2 +
                   OL_S3_CORS_MAX_HDRS;
     h = malloc(hcap * sizeof(*h));
     if (!h) {
@@ -536,6 +570,7 @@ int ol_s3_get_object(struct ol_s3_req *r)
     h[nh++] = (struct ol_http_hdr){"Accept-Ranges", "bytes"};
     if (has_vid)
         h[nh++] = (struct ol_http_hdr){"x-amz-version-id", vid};
+    nh += ol_s3_sse_hdrs(ol_obj_read_sse(rd), &sse, h + nh);
     if (ranged > 0) {
         snprintf(crange, sizeof(crange), "bytes %" PRIu64 "-%" PRIu64 "/%" PRIu64, start, end,
                  info->size);

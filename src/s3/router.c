@@ -9,6 +9,7 @@
  * request.c's.
  */
 #include "s3/router.h"
+#include "s3/sse.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -120,7 +121,7 @@ static const char *const known_params[] = {
     /* sub-resources */
     "location", "uploads", "uploadId", "partNumber", "versionId", "delete", "tagging",
     "versioning", "versions", "cors", "lifecycle", "attributes", "acl", "policy",
-    "ownershipControls",
+    "ownershipControls", "encryption",
     /* listing arguments */
     "list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
     "encoding-type", "fetch-owner", "marker", "key-marker", "upload-id-marker", "max-uploads",
@@ -136,10 +137,7 @@ static const char *const known_params[] = {
  * them would be a wrong success (an object meant to be encrypted or locked
  * stored as a plain one). */
 static const char *const unsupported_headers[] = {
-    "x-amz-server-side-encryption",
-    "x-amz-server-side-encryption-customer-algorithm",
     "x-amz-server-side-encryption-aws-kms-key-id",
-    "x-amz-copy-source-server-side-encryption-customer-algorithm",
     "x-amz-object-lock-mode",
     "x-amz-object-lock-retain-until-date",
     "x-amz-object-lock-legal-hold",
@@ -296,6 +294,10 @@ static int dispatch_bucket(struct ol_s3_req *r, bool get, bool head, bool put, b
         return get ? ol_s3_get_bucket_ownership(r)
                    : put ? ol_s3_put_bucket_ownership(r)
                          : del ? ol_s3_delete_bucket_ownership(r) : not_allowed(r);
+    if (ol_s3_has_param(r, "encryption"))
+        return get ? ol_s3_get_bucket_encryption(r)
+                   : put ? ol_s3_put_bucket_encryption(r)
+                         : del ? ol_s3_delete_bucket_encryption(r) : not_allowed(r);
     if (ol_s3_has_param(r, "tagging"))
         return get ? ol_s3_get_bucket_tagging(r)
                    : put ? ol_s3_put_bucket_tagging(r)

@@ -178,6 +178,7 @@ bool ol_s3_tagging_header_ok(struct ol_s3_req *r, const char **msg);
  * transaction.  attr.name is the tags attribute; attr.val is NULL when the
  * set is empty (a copy passes that to remove the source's tags; a commit
  * passes no attribute). */
+#define OL_TAGS_ATTR "tags" /* the object attribute that holds its tag set */
 struct ol_s3_tag_attr {
     struct ol_obj_attr attr;
     char *blob; /* owns attr.val */

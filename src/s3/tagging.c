@@ -39,7 +39,6 @@
 #include "s3/sigv4.h"
 #include "store/store.h"
 
-#define OL_TAGS_ATTR "tags"
 #define OL_TAGS_MAX 10
 #define OL_TAG_KEY_CHARS 128
 #define OL_TAG_VALUE_CHARS 256

@@ -41,6 +41,7 @@
 #include "native/server.h"
 #include "kv/kv.h"
 #include "obj/obj.h"
+#include "obj/sse_master.h"
 #include "users/users.h"
 #include "s3/router.h"
 #include "store/store.h"
@@ -898,6 +899,11 @@ opened:
         return 1;
     }
     srv.router.ctx.users = srv.users;
+    rc = ol_sse_master_load(srv.obj, cfg, srv.cl, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "openlake: %s\n", err[0] ? err : ol_strerror(rc));
+        return 1;
+    }
     if (start_kv(&srv, err, sizeof(err)) < 0 || start_native(&srv, err, sizeof(err)) < 0) {
         fprintf(stderr, "openlake: %s\n", err);
         return 1;

@@ -1,0 +1,799 @@
+/* Encryption at rest: see obj/sse.h.  AES-256-GCM and HMAC-SHA256 come
+ * from OpenSSL (EVP); nothing cryptographic is written here, only the
+ * framing around it. */
+#include "obj/sse.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "core/err.h"
+#include "core/sha256.h"
+#include "s3/meta.h"
+
+#define WRAP_LEN (12 + OL_SSE_KEY + 16) /* nonce, wrapped key, tag */
+#define SALT_LEN 16
+#define MAX_PARTS 10000
+
+/* ---- small helpers ---- */
+
+static void to_hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[2 * n] = 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Exactly n bytes of lowercase hex at p (2n digits). */
+static bool from_hex(const char *p, size_t plen, uint8_t *out, size_t n)
+{
+    if (plen != 2 * n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        int a = hexval(p[2 * i]), b = hexval(p[2 * i + 1]);
+        if (a < 0 || b < 0)
+            return false;
+        out[i] = (uint8_t)(a << 4 | b);
+    }
+    return true;
+}
+
+static int random_bytes(uint8_t *p, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(p + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -EIO;
+        }
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* AES-256-GCM of one short message with a 12-byte nonce (key wrapping). */
+static int gcm_once(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
+                    size_t aad_len, const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
+{
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    int len = 0, fin = 0, ok = 0;
+    if (!c)
+        return -ENOMEM;
+    if (enc) {
+        ok = EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+             EVP_EncryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
+             EVP_EncryptUpdate(c, out, &len, in, (int)n) == 1 &&
+             EVP_EncryptFinal_ex(c, out + len, &fin) == 1 &&
+             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1;
+    } else {
+        ok = EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+             EVP_DecryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
+             EVP_DecryptUpdate(c, out, &len, in, (int)n) == 1 &&
+             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
+             EVP_DecryptFinal_ex(c, out + len, &fin) == 1;
+    }
+    EVP_CIPHER_CTX_free(c);
+    return ok ? 0 : -EBADMSG;
+}
+
+/* The wrapping's associated data names the scheme and the mode, so an
+ * SSE-S3 record cannot be passed off as an SSE-C one or the reverse. */
+static const uint8_t *wrap_aad(enum ol_sse_mode m, size_t *len)
+{
+    static const uint8_t s3[] = "openlake sse v1 S3", c[] = "openlake sse v1 C";
+    *len = m == OL_SSE_S3 ? sizeof(s3) - 1 : sizeof(c) - 1;
+    return m == OL_SSE_S3 ? s3 : c;
+}
+
+static void ssec_kek(const uint8_t ckey[32], const uint8_t salt[SALT_LEN], uint8_t kek[32])
+{
+    static const char label[] = "openlake sse-c kek";
+    struct ol_bytes m[2] = {{label, sizeof(label) - 1}, {salt, SALT_LEN}};
+    ol_hmac_sha256(ckey, 32, m, 2, kek);
+}
+
+static void ssec_check(const uint8_t ckey[32], const uint8_t salt[SALT_LEN], uint8_t out[32])
+{
+    struct ol_bytes m[1] = {{ckey, 32}};
+    ol_hmac_sha256(salt, SALT_LEN, m, 1, out);
+}
+
+void ol_sse_key_id(const uint8_t master[OL_SSE_KEY], char id[17])
+{
+    static const char label[] = "openlake sse key id";
+    struct ol_bytes m[1] = {{label, sizeof(label) - 1}};
+    uint8_t h[32];
+    ol_hmac_sha256(master, OL_SSE_KEY, m, 1, h);
+    to_hex(h, 8, id);
+    OPENSSL_cleanse(h, sizeof(h));
+}
+
+/* ---- the ":sse" entry ----
+ *   "1 S3 <layout> <key id: 16 hex> <wrapped: 120 hex>"
+ *   "1 C <layout> <salt: 32 hex> <check: 64 hex> <wrapped: 120 hex>" */
+
+int ol_sse_entry_new(const uint8_t *master, const struct ol_sse_spec *spec, char layout,
+                     char out[OL_SSE_ENTRY_MAX], struct ol_sse_obj *obj)
+{
+    if (spec->mode == OL_SSE_S3 && !master)
+        return -ENOKEY;
+    memset(obj, 0, sizeof(*obj));
+    obj->mode = spec->mode;
+    obj->layout = layout;
+    uint8_t wrap[WRAP_LEN], kek[32];
+    uint8_t salt[SALT_LEN];
+    if (random_bytes(obj->dk, sizeof(obj->dk)) < 0 || random_bytes(wrap, 12) < 0 ||
+        random_bytes(salt, sizeof(salt)) < 0)
+        return -EIO;
+    if (spec->mode == OL_SSE_S3)
+        memcpy(kek, master, 32);
+    else
+        ssec_kek(spec->ckey, salt, kek);
+    size_t al;
+    const uint8_t *aad = wrap_aad(spec->mode, &al);
+    int rc = gcm_once(true, kek, wrap, aad, al, obj->dk, OL_SSE_KEY, wrap + 12,
+                      wrap + 12 + OL_SSE_KEY);
+    OPENSSL_cleanse(kek, sizeof(kek));
+    if (rc < 0)
+        return -EIO;
+    char wh[2 * WRAP_LEN + 1];
+    to_hex(wrap, WRAP_LEN, wh);
+    if (spec->mode == OL_SSE_S3) {
+        char id[17];
+        ol_sse_key_id(master, id);
+        snprintf(out, OL_SSE_ENTRY_MAX, "1 S3 %c %s %s", layout, id, wh);
+    } else {
+        uint8_t chk[32];
+        char sh[2 * SALT_LEN + 1], ch[65];
+        ssec_check(spec->ckey, salt, chk);
+        to_hex(salt, SALT_LEN, sh);
+        to_hex(chk, 32, ch);
+        snprintf(out, OL_SSE_ENTRY_MAX, "1 C %c %s %s %s", layout, sh, ch, wh);
+    }
+    return 0;
+}
+
+void ol_sse_entry_relayout(char *entry, size_t len, char layout)
+{
+    /* "1 S3 s ..." / "1 C s ...": the layout follows the second space. */
+    const char *sp = memchr(entry, ' ', len);
+    sp = sp ? memchr(sp + 1, ' ', len - (size_t)(sp + 1 - entry)) : NULL;
+    if (sp && (size_t)(sp + 1 - entry) < len)
+        entry[sp + 1 - entry] = layout;
+}
+
+/* Splits the entry into up to 6 space-separated fields. */
+static int split(const uint8_t *val, size_t len, const char *f[6], size_t fl[6])
+{
+    const char *p = (const char *)val, *e = p + len;
+    int n = 0;
+    while (p < e && n < 6) {
+        const char *sp = memchr(p, ' ', (size_t)(e - p));
+        const char *end = sp ? sp : e;
+        f[n] = p;
+        fl[n] = (size_t)(end - p);
+        n++;
+        p = sp ? sp + 1 : e;
+    }
+    return p < e ? -1 : n;
+}
+
+int ol_sse_entry_peek(const uint8_t *val, size_t len, enum ol_sse_mode *mode, char *layout)
+{
+    const char *f[6];
+    size_t fl[6];
+    int n = split(val, len, f, fl);
+    if (n < 5 || fl[0] != 1 || f[0][0] != '1' || fl[2] != 1 ||
+        (f[2][0] != 's' && f[2][0] != 'p'))
+        return -OL_ECORRUPT;
+    if (fl[1] == 2 && memcmp(f[1], "S3", 2) == 0 && n == 5)
+        *mode = OL_SSE_S3;
+    else if (fl[1] == 1 && f[1][0] == 'C' && n == 6)
+        *mode = OL_SSE_C;
+    else
+        return -OL_ECORRUPT;
+    *layout = f[2][0];
+    return 0;
+}
+
+int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
+                      const uint8_t *ckey, struct ol_sse_obj *obj)
+{
+    memset(obj, 0, sizeof(*obj));
+    int rc = ol_sse_entry_peek(val, len, &obj->mode, &obj->layout);
+    if (rc < 0)
+        return rc;
+    const char *f[6];
+    size_t fl[6];
+    split(val, len, f, fl);
+    uint8_t wrap[WRAP_LEN], kek[32];
+    if (obj->mode == OL_SSE_S3) {
+        if (!master)
+            return -ENOKEY;
+        char id[17];
+        ol_sse_key_id(master, id);
+        if (fl[3] != 16 || memcmp(f[3], id, 16) != 0)
+            return -ENOKEY;
+        if (!from_hex(f[4], fl[4], wrap, WRAP_LEN))
+            return -OL_ECORRUPT;
+        memcpy(kek, master, 32);
+    } else {
+        if (!ckey)
+            return -OL_ESSENEEDKEY;
+        uint8_t salt[SALT_LEN], chk[32], want[32];
+        if (!from_hex(f[3], fl[3], salt, SALT_LEN) || !from_hex(f[4], fl[4], want, 32) ||
+            !from_hex(f[5], fl[5], wrap, WRAP_LEN))
+            return -OL_ECORRUPT;
+        ssec_check(ckey, salt, chk);
+        if (CRYPTO_memcmp(chk, want, 32) != 0)
+            return -OL_ESSEWRONGKEY;
+        ssec_kek(ckey, salt, kek);
+    }
+    size_t al;
+    const uint8_t *aad = wrap_aad(obj->mode, &al);
+    rc = gcm_once(false, kek, wrap, aad, al, wrap + 12, OL_SSE_KEY, obj->dk,
+                  wrap + 12 + OL_SSE_KEY);
+    OPENSSL_cleanse(kek, sizeof(kek));
+    if (rc < 0) {
+        OPENSSL_cleanse(obj->dk, sizeof(obj->dk));
+        return obj->mode == OL_SSE_C ? -OL_ESSEWRONGKEY : -OL_ECORRUPT;
+    }
+    return 0;
+}
+
+/* ---- stream lengths ---- */
+
+uint64_t ol_sse_sealed_len(uint64_t plain)
+{
+    uint64_t pk = (plain + OL_SSE_PKG - 1) / OL_SSE_PKG;
+    return OL_SSE_HDR + plain + pk * OL_SSE_TAG;
+}
+
+int64_t ol_sse_plain_len(uint64_t sealed)
+{
+    if (sealed < OL_SSE_HDR)
+        return -1;
+    uint64_t s = sealed - OL_SSE_HDR;
+    uint64_t full = OL_SSE_PKG + OL_SSE_TAG;
+    uint64_t pk = (s + full - 1) / full;
+    uint64_t rest = s % full;
+    if (rest != 0 && rest <= OL_SSE_TAG)
+        return -1; /* a package with no plaintext */
+    return (int64_t)(s - pk * OL_SSE_TAG);
+}
+
+/* The plaintext sizes of a 'p' object's parts, from ":parts"
+ * ("size*count,..."), into sizes[] (room for MAX_PARTS).  The count, or -1. */
+static int parts_sizes(const uint8_t *meta, size_t meta_len, uint64_t *sizes)
+{
+    const uint8_t *v;
+    size_t vl;
+    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_PARTS, &v, &vl) < 0)
+        return -1;
+    const char *p = (const char *)v, *e = p + vl;
+    int n = 0;
+    while (p < e) {
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *end = comma ? comma : e;
+        char buf[48];
+        size_t l = (size_t)(end - p);
+        if (l >= sizeof(buf))
+            return -1;
+        memcpy(buf, p, l);
+        buf[l] = 0;
+        unsigned long long size, count;
+        char extra;
+        if (sscanf(buf, "%llu*%llu%c", &size, &count, &extra) != 2 || count == 0 ||
+            count > (unsigned long long)(MAX_PARTS - n))
+            return -1;
+        for (unsigned long long i = 0; i < count; i++)
+            sizes[n++] = size;
+        p = end + 1;
+    }
+    return n;
+}
+
+uint64_t ol_sse_object_size(const uint8_t *meta, size_t meta_len, uint64_t stored)
+{
+    const uint8_t *v;
+    size_t vl;
+    enum ol_sse_mode mode;
+    char layout;
+    if (!meta || ol_s3_meta_get(meta, meta_len, OL_SSE_META, &v, &vl) < 0 ||
+        ol_sse_entry_peek(v, vl, &mode, &layout) < 0)
+        return stored;
+    if (layout == 's') {
+        int64_t p = ol_sse_plain_len(stored);
+        return p < 0 ? 0 : (uint64_t)p;
+    }
+    const uint8_t *pv;
+    size_t pvl;
+    if (ol_s3_meta_get(meta, meta_len, OL_S3_META_PARTS, &pv, &pvl) < 0)
+        return 0;
+    /* Sum without expanding: "size*count,...". */
+    uint64_t total = 0;
+    const char *p = (const char *)pv, *e = p + pvl;
+    while (p < e) {
+        unsigned long long size = 0, count = 0;
+        char buf[48];
+        const char *comma = memchr(p, ',', (size_t)(e - p));
+        const char *end = comma ? comma : e;
+        size_t l = (size_t)(end - p);
+        if (l >= sizeof(buf) || (memcpy(buf, p, l), buf[l] = 0,
+                                 sscanf(buf, "%llu*%llu", &size, &count) != 2))
+            return 0;
+        total += (uint64_t)size * count;
+        p = end + 1;
+    }
+    return total;
+}
+
+/* ---- package sealing ---- */
+
+/* A stream's package context: the package key from the data key and the
+ * stream id, loaded into a cipher context that each package re-inits with
+ * its nonce only. */
+static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
+                      const uint8_t id[OL_SSE_HDR])
+{
+    uint8_t k[32];
+    struct ol_bytes m[1] = {{id, OL_SSE_HDR}};
+    ol_hmac_sha256(dk, 32, m, 1, k);
+    int ok = enc ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, k, NULL)
+                 : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, k, NULL);
+    OPENSSL_cleanse(k, sizeof(k));
+    return ok == 1 ? 0 : -EIO;
+}
+
+static void pkg_nonce(uint64_t idx, uint8_t nonce[12])
+{
+    memset(nonce, 0, 4);
+    for (int i = 0; i < 8; i++)
+        nonce[4 + i] = (uint8_t)(idx >> (56 - 8 * i));
+}
+
+/* Seals n plaintext bytes (one package) into out[n + tag]. */
+static int seal_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
+                    uint8_t *out)
+{
+    uint8_t nonce[12], aad = last ? 1 : 0;
+    int len = 0, fin = 0;
+    pkg_nonce(idx, nonce);
+    if (EVP_EncryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
+        EVP_EncryptUpdate(c, NULL, &len, &aad, 1) != 1 ||
+        EVP_EncryptUpdate(c, out, &len, in, (int)n) != 1 ||
+        EVP_EncryptFinal_ex(c, out + len, &fin) != 1 ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OL_SSE_TAG, out + n) != 1)
+        return -EIO;
+    return 0;
+}
+
+/* Opens one sealed package in[n + tag] into out[n]. */
+static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
+                    uint8_t *out)
+{
+    uint8_t nonce[12], aad = last ? 1 : 0;
+    uint8_t tag[OL_SSE_TAG];
+    int len = 0, fin = 0;
+    memcpy(tag, in + n, OL_SSE_TAG);
+    pkg_nonce(idx, nonce);
+    if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
+        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1 ||
+        EVP_DecryptUpdate(c, out, &len, in, (int)n) != 1 ||
+        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
+        EVP_DecryptFinal_ex(c, out + len, &fin) != 1)
+        return -OL_ECORRUPT;
+    return 0;
+}
+
+/* ---- reading ---- */
+
+struct ol_sse_reader {
+    struct ol_sse_obj k;
+    bool locked;
+    uint8_t entry[OL_SSE_ENTRY_MAX];
+    size_t entry_len;
+    uint64_t size;          /* plaintext */
+    uint32_t nstreams;
+    uint64_t *pstart;       /* [nstreams + 1] plaintext offsets of the streams */
+    uint64_t *sstart;       /* [nstreams] stored offsets */
+    EVP_CIPHER_CTX *c;
+    int64_t keyed;          /* the stream the context is keyed for, -1: none */
+    uint8_t *win;           /* decrypted window */
+    uint64_t win_off;
+    size_t win_len;
+    uint8_t *asm_buf;       /* a package that straddles two source chunks */
+};
+
+void ol_sse_reader_free(struct ol_sse_reader *s)
+{
+    if (!s)
+        return;
+    OPENSSL_cleanse(s->k.dk, sizeof(s->k.dk));
+    EVP_CIPHER_CTX_free(s->c);
+    free(s->pstart);
+    free(s->sstart);
+    free(s->win);
+    free(s->asm_buf);
+    free(s);
+}
+
+int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
+                      const uint8_t *master, struct ol_sse_reader **out)
+{
+    const uint8_t *v;
+    size_t vl;
+    *out = NULL;
+    if (ol_s3_meta_get(meta, meta_len, OL_SSE_META, &v, &vl) < 0 || vl >= OL_SSE_ENTRY_MAX)
+        return -OL_ECORRUPT;
+    struct ol_sse_reader *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    memcpy(s->entry, v, vl);
+    s->entry_len = vl;
+    s->keyed = -1;
+    int rc = ol_sse_entry_peek(v, vl, &s->k.mode, &s->k.layout);
+    if (rc < 0)
+        goto fail;
+    uint64_t *sizes = NULL;
+    int n = 1;
+    if (s->k.layout == 'p') {
+        sizes = malloc(MAX_PARTS * sizeof(*sizes));
+        if (!sizes) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        n = parts_sizes(meta, meta_len, sizes);
+        if (n <= 0) {
+            free(sizes);
+            rc = -OL_ECORRUPT;
+            goto fail;
+        }
+    }
+    s->nstreams = (uint32_t)n;
+    s->pstart = calloc((size_t)n + 1, sizeof(uint64_t));
+    s->sstart = calloc((size_t)n, sizeof(uint64_t));
+    if (!s->pstart || !s->sstart) {
+        free(sizes);
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if (s->k.layout == 's') {
+        int64_t p = ol_sse_plain_len(stored);
+        if (p < 0) {
+            rc = -OL_ECORRUPT;
+            goto fail;
+        }
+        s->pstart[1] = (uint64_t)p;
+    } else {
+        uint64_t so = 0;
+        for (int i = 0; i < n; i++) {
+            s->sstart[i] = so;
+            s->pstart[i + 1] = s->pstart[i] + sizes[i];
+            so += ol_sse_sealed_len(sizes[i]);
+        }
+        free(sizes);
+        if (so != stored) {
+            rc = -OL_ECORRUPT;
+            goto fail;
+        }
+    }
+    s->size = s->pstart[n];
+    s->c = EVP_CIPHER_CTX_new();
+    if (!s->c) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    s->locked = true;
+    if (s->k.mode == OL_SSE_S3) {
+        rc = ol_sse_entry_open(s->entry, s->entry_len, master, NULL, &s->k);
+        if (rc < 0)
+            goto fail;
+        s->locked = false;
+    }
+    *out = s;
+    return 0;
+fail:
+    ol_sse_reader_free(s);
+    return rc;
+}
+
+enum ol_sse_mode ol_sse_reader_mode(const struct ol_sse_reader *s)
+{
+    return s->k.mode;
+}
+
+uint64_t ol_sse_reader_size(const struct ol_sse_reader *s)
+{
+    return s->size;
+}
+
+int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY])
+{
+    if (s->k.mode != OL_SSE_C)
+        return 0;
+    int rc = ol_sse_entry_open(s->entry, s->entry_len, NULL, ckey, &s->k);
+    s->locked = rc < 0;
+    return rc;
+}
+
+/* Reads exactly n sealed bytes at off into dst (a package straddling two
+ * source chunks). */
+static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *dst, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        const uint8_t *d;
+        ssize_t r = fn(src, off + got, n - got, &d);
+        if (r < 0)
+            return (int)r;
+        if (r == 0)
+            return -OL_ECORRUPT; /* shorter than its layout says */
+        memcpy(dst + got, d, (size_t)r);
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* Keys the context for stream i (reads its id). */
+static int key_stream(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint32_t i)
+{
+    if (s->keyed == (int64_t)i)
+        return 0;
+    uint8_t id[OL_SSE_HDR];
+    int rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id));
+    if (rc < 0)
+        return rc;
+    rc = stream_key(s->c, false, s->k.dk, id);
+    if (rc < 0)
+        return rc;
+    s->keyed = i;
+    return 0;
+}
+
+ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
+                    size_t max, const uint8_t **data)
+{
+    if (s->locked)
+        return -OL_ESSENEEDKEY;
+    if (off >= s->size || max == 0)
+        return 0;
+    if (!(off >= s->win_off && off < s->win_off + s->win_len)) {
+        if (!s->win && !(s->win = malloc((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)))
+            return -ENOMEM;
+        /* The stream holding off (streams are few: a binary search). */
+        uint32_t lo = 0, hi = s->nstreams - 1;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi + 1) / 2;
+            if (s->pstart[mid] <= off)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        uint32_t i = lo;
+        int rc = key_stream(s, fn, src, i);
+        if (rc < 0)
+            return rc;
+        uint64_t plen = s->pstart[i + 1] - s->pstart[i];
+        uint64_t npk = (plen + OL_SSE_PKG - 1) / OL_SSE_PKG;
+        uint64_t first = (off - s->pstart[i]) / OL_SSE_PKG;
+        uint64_t last = first + OL_SSE_WINDOW_PKGS;
+        if (last > npk)
+            last = npk;
+        /* The window's sealed bytes are contiguous: read them in as few
+         * source calls as the source allows, opening each package straight
+         * from the source's buffer when it holds the whole package. */
+        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
+        size_t wl = 0;
+        s->win_len = 0;
+        for (uint64_t pk = first; pk < last; pk++) {
+            size_t n = (size_t)(plen - pk * OL_SSE_PKG < OL_SSE_PKG ? plen - pk * OL_SSE_PKG
+                                                                    : OL_SSE_PKG);
+            const uint8_t *d;
+            ssize_t r = fn(src, so, n + OL_SSE_TAG, &d);
+            if (r < 0)
+                return r;
+            if (r == 0)
+                return -OL_ECORRUPT;
+            if ((size_t)r < n + OL_SSE_TAG) {
+                if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_PKG + OL_SSE_TAG)))
+                    return -ENOMEM;
+                memcpy(s->asm_buf, d, (size_t)r);
+                rc = src_read_exact(fn, src, so + (uint64_t)r, s->asm_buf + r,
+                                    n + OL_SSE_TAG - (size_t)r);
+                if (rc < 0)
+                    return rc;
+                d = s->asm_buf;
+            }
+            rc = open_pkg(s->c, pk, pk + 1 == npk, d, n, s->win + wl);
+            if (rc < 0)
+                return rc;
+            wl += n;
+            so += n + OL_SSE_TAG;
+        }
+        s->win_off = s->pstart[i] + first * OL_SSE_PKG;
+        s->win_len = wl;
+    }
+    size_t avail = (size_t)(s->win_off + s->win_len - off);
+    *data = s->win + (off - s->win_off);
+    return (ssize_t)(avail < max ? avail : max);
+}
+
+/* ---- writing ---- */
+
+#define STAGE_BYTES ((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)
+
+struct ol_sse_writer {
+    struct ol_sse_obj k;
+    EVP_CIPHER_CTX *c;
+    uint8_t id[OL_SSE_HDR];
+    bool id_sent;
+    uint64_t next_pkg;      /* index of the stage's first package */
+    uint64_t total;         /* plaintext appended */
+    uint8_t *stage;         /* plaintext, STAGE_BYTES */
+    size_t fill;
+    uint8_t *out;           /* sealed packages */
+    ol_sse_release_fn rel;
+    void *rel_ctx;
+};
+
+uint64_t ol_sse_writer_bytes(void)
+{
+    return STAGE_BYTES + OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG) + OL_SSE_HDR;
+}
+
+int ol_sse_writer_new(const struct ol_sse_obj *obj, struct ol_sse_writer **out)
+{
+    struct ol_sse_writer *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->k = *obj;
+    s->c = EVP_CIPHER_CTX_new();
+    s->stage = malloc(STAGE_BYTES);
+    s->out = malloc(OL_SSE_HDR + OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG));
+    if (!s->c || !s->stage || !s->out) {
+        ol_sse_writer_free(s);
+        return -ENOMEM;
+    }
+    int rc = random_bytes(s->id, sizeof(s->id));
+    if (rc == 0)
+        rc = stream_key(s->c, true, s->k.dk, s->id);
+    if (rc < 0) {
+        ol_sse_writer_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void ol_sse_writer_free(struct ol_sse_writer *s)
+{
+    if (!s)
+        return;
+    OPENSSL_cleanse(s->k.dk, sizeof(s->k.dk));
+    EVP_CIPHER_CTX_free(s->c);
+    free(s->stage);
+    free(s->out);
+    free(s);
+}
+
+void ol_sse_writer_set_release(struct ol_sse_writer *s, ol_sse_release_fn fn, void *ctx)
+{
+    s->rel = fn;
+    s->rel_ctx = ctx;
+}
+
+/* Seals the stage's first npk packages (the last of them final when
+ * `final`) and hands them to the sink, the stream id first. */
+static int seal_out(struct ol_sse_writer *s, size_t npk, size_t bytes, bool final,
+                    ol_sse_sink_fn fn, void *sink)
+{
+    size_t o = 0;
+    if (!s->id_sent) {
+        memcpy(s->out, s->id, OL_SSE_HDR);
+        o = OL_SSE_HDR;
+        s->id_sent = true;
+    }
+    size_t in = 0;
+    for (size_t i = 0; i < npk; i++) {
+        size_t n = bytes - in < OL_SSE_PKG ? bytes - in : OL_SSE_PKG;
+        int rc = seal_pkg(s->c, s->next_pkg, final && i + 1 == npk, s->stage + in, n,
+                          s->out + o);
+        if (rc < 0)
+            return rc;
+        s->next_pkg++;
+        in += n;
+        o += n + OL_SSE_TAG;
+    }
+    return o ? fn(sink, s->out, o) : 0;
+}
+
+/* A full stage: all packages but the last go out (the last may turn out to
+ * be the stream's final one, sealed differently), and the last moves to the
+ * front once the caller has stopped reading the stage. */
+static int flush_full(struct ol_sse_writer *s, ol_sse_sink_fn fn, void *sink)
+{
+    int rc = seal_out(s, OL_SSE_WINDOW_PKGS - 1, STAGE_BYTES - OL_SSE_PKG, false, fn, sink);
+    if (rc < 0)
+        return rc;
+    if (s->rel)
+        s->rel(s->rel_ctx, s->stage, STAGE_BYTES);
+    memmove(s->stage, s->stage + STAGE_BYTES - OL_SSE_PKG, OL_SSE_PKG);
+    s->fill = OL_SSE_PKG;
+    return 0;
+}
+
+int ol_sse_write_room(struct ol_sse_writer *s, ol_sse_sink_fn fn, void *sink, uint8_t **p,
+                      size_t *len)
+{
+    if (s->fill == STAGE_BYTES) {
+        int rc = flush_full(s, fn, sink);
+        if (rc < 0)
+            return rc;
+    }
+    *p = s->stage + s->fill;
+    *len = STAGE_BYTES - s->fill;
+    return 0;
+}
+
+int ol_sse_write_advance(struct ol_sse_writer *s, size_t n)
+{
+    if (n > STAGE_BYTES - s->fill)
+        return -EINVAL;
+    s->fill += n;
+    s->total += n;
+    return 0;
+}
+
+int ol_sse_write(struct ol_sse_writer *s, ol_sse_sink_fn fn, void *sink, const void *buf,
+                 size_t len)
+{
+    const uint8_t *b = buf;
+    while (len) {
+        uint8_t *p;
+        size_t room;
+        int rc = ol_sse_write_room(s, fn, sink, &p, &room);
+        if (rc < 0)
+            return rc;
+        size_t n = len < room ? len : room;
+        memcpy(p, b, n);
+        ol_sse_write_advance(s, n);
+        b += n;
+        len -= n;
+    }
+    return 0;
+}
+
+int ol_sse_write_finish(struct ol_sse_writer *s, ol_sse_sink_fn fn, void *sink)
+{
+    size_t npk = (s->fill + OL_SSE_PKG - 1) / OL_SSE_PKG;
+    int rc = seal_out(s, npk, s->fill, true, fn, sink);
+    if (rc == 0 && s->rel)
+        s->rel(s->rel_ctx, s->stage, STAGE_BYTES);
+    s->fill = 0;
+    return rc;
+}
+
+uint64_t ol_sse_write_size(const struct ol_sse_writer *s)
+{
+    return s->total;
+}
