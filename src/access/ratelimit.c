@@ -111,14 +111,13 @@ static void user_init(struct ol_rl_user *u, int64_t rps, int64_t bps)
     ol_rl_bucket_init(&u->req, (uint64_t)rps);
     ol_rl_bucket_init(&u->bytes, (uint64_t)bps);
     uint64_t c = (uint64_t)bps / 8;
-    u->chunk = bps == 0 ? SIZE_MAX
+    u->chunk = bps == 0              ? SIZE_MAX
                : c < OL_RL_CHUNK_MIN ? OL_RL_CHUNK_MIN
                : c > OL_RL_CHUNK_MAX ? OL_RL_CHUNK_MAX
                                      : (size_t)c;
 }
 
-static bool bps_ok(const struct ol_cfg *cfg, int64_t bps, const char *who, char *err,
-                   size_t errlen)
+static bool bps_ok(const struct ol_cfg *cfg, int64_t bps, const char *who, char *err, size_t errlen)
 {
     if (bps == 0 || bps >= cfg->min_body_rate_bytes_per_sec)
         return true;
@@ -196,8 +195,8 @@ struct ol_rl_user *ol_rl_user_get(struct ol_rl *rl, const char *access_key)
         struct ol_rl_user *u = &rl->slots[(h + i) & (OL_RL_MAX_USERS - 1)];
         uint32_t st = __atomic_load_n(&u->state, __ATOMIC_ACQUIRE);
         if (st == SLOT_EMPTY) {
-            if (__atomic_compare_exchange_n(&u->state, &st, SLOT_FILLING, false,
-                                            __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+            if (__atomic_compare_exchange_n(&u->state, &st, SLOT_FILLING, false, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_ACQUIRE)) {
                 int64_t rps, bps;
                 limits_of(rl, key, &rps, &bps);
                 user_init(u, rps, bps);
@@ -225,8 +224,8 @@ bool ol_rl_request(struct ol_rl *rl, struct ol_rl_user *u, enum ol_rl_port port)
     if (!u)
         return true;
     int64_t now = (int64_t)ol_mono_ns();
-    bool ok = (port != OL_RL_NATIVE || !ol_rl_in_debt(&u->bytes, now)) &&
-              ol_rl_take(&u->req, 1, now);
+    bool ok =
+        (port != OL_RL_NATIVE || !ol_rl_in_debt(&u->bytes, now)) && ol_rl_take(&u->req, 1, now);
     if (!ok)
         __atomic_fetch_add(&rl->throttled[port], 1, __ATOMIC_RELAXED);
     return ok;

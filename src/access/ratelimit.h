@@ -46,7 +46,7 @@ struct ol_cfg;
 enum {
     OL_RL_MAX_USERS = 2048, /* slots (a power of two); above OL_USERS_MAX + OL_CFG_MAX_USERS */
     OL_RL_CAS_TRIES = 64,
-    OL_RL_CHUNK_MIN = 4096,      /* pacing granularity, bytes (ol_rl_chunk) */
+    OL_RL_CHUNK_MIN = 4096, /* pacing granularity, bytes (ol_rl_chunk) */
     OL_RL_CHUNK_MAX = 256 << 10,
 };
 
@@ -81,9 +81,9 @@ struct ol_rl_user;
 enum ol_rl_port { OL_RL_S3, OL_RL_NATIVE };
 
 struct ol_rl_stats {
-    uint64_t throttled_s3;      /* S3 requests refused with 503 SlowDown (rate) */
-    uint64_t throttled_native;  /* native requests refused with -EBUSY (rate or bytes in debt) */
-    uint64_t paced_ns;          /* time S3 bodies waited for their user's bandwidth */
+    uint64_t throttled_s3;     /* S3 requests refused with 503 SlowDown (rate) */
+    uint64_t throttled_native; /* native requests refused with -EBUSY (rate or bytes in debt) */
+    uint64_t paced_ns;         /* time S3 bodies waited for their user's bandwidth */
 };
 
 /* Builds the table from cfg (borrowed only during the call).  With no

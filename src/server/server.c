@@ -562,7 +562,7 @@ static void kv_metrics(struct ol_kv *kv, char *b, size_t cap, size_t *np)
 static void metrics(void *ctx, char **text, size_t *len)
 {
     struct server *srv = ctx;
-    size_t cap = 8192 + (srv->kv ? 4096 : 0);
+    size_t cap = 8192 + (srv->kv ? 4096 : 0) + (srv->router.ctx.rl ? 512 : 0);
     char *b = malloc(cap);
     if (!b)
         return;

@@ -56,7 +56,7 @@ static void test_take(void)
 static void test_charge(void)
 {
     struct ol_rl_bucket b;
-    ol_rl_bucket_init(&b, 1000); /* 1000 bytes a second */
+    ol_rl_bucket_init(&b, 1000);            /* 1000 bytes a second */
     CHECK(ol_rl_charge(&b, 1000, T0) == 0); /* the burst */
     CHECK(!ol_rl_in_debt(&b, T0));
     CHECK(ol_rl_charge(&b, 500, T0) == SEC / 2);
