@@ -1,7 +1,8 @@
 """Per-user limits (access/ratelimit.h, docs/SECURITY.md "Limits") on one
 drive: a user over its request rate gets 503 SlowDown while another user is
 served in the same second, and is served again a second later; the native
-port answers such a user EBUSY; a bandwidth-limited user's PUT and GET take
+port answers such a user EBUSY, and a user that owes bandwidth time EBUSY
+until it has passed; a bandwidth-limited user's PUT and GET take
 about size/rate (less the one-second burst of a rested bucket) while an
 unlimited user's do not; the refusals show in the metrics; bad limits stop
 the server at start with a clear message.  The clients here never retry
@@ -130,8 +131,34 @@ def test_bandwidth(srv):
     t0 = time.monotonic()
     bob.put_object(Bucket=bb, Key="k", Body=data)
     assert bob.get_object(Bucket=bb, Key="k")["Body"].read() == data
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 2.5  # paced, it would take 6 s or more
     assert metric(srv, "openlake_ratelimit_paced_seconds_total") >= 0.8 * (put_s + get_s) - 2
+
+
+def test_native_bandwidth(srv):
+    """The native port does not pace: a user's large PUT goes through and is
+    charged after it, and the user's next requests get EBUSY until the
+    time it owes has passed (after test_bandwidth: carol's bucket is at
+    most full)."""
+    openlake = helpers.import_openlake()
+    b = helpers.unique_bucket("rln")
+    client(srv, *CAROL).create_bucket(Bucket=b)
+    with openlake.Client(srv.endpoint, access_key=CAROL[0], secret_key=CAROL[1]) as c:
+        c.put(b, "big", helpers.content_for("rln", 3 * MIB))
+        t0 = time.monotonic()
+        with pytest.raises(openlake.Error) as e:
+            c.head(b, "big")
+        assert e.value.code == -errno.EBUSY
+        # Owed: 3 MiB at 1 MiB/s less the burst, 2 s at most.
+        while time.monotonic() - t0 < 4:
+            try:
+                assert c.head(b, "big").size == 3 * MIB
+                break
+            except openlake.Error as e2:
+                assert e2.code == -errno.EBUSY
+                time.sleep(0.2)
+        took = time.monotonic() - t0
+        assert 1.0 <= took <= 3.0, took
 
 
 @pytest.mark.parametrize("lines,message", [
