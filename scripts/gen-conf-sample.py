@@ -21,6 +21,10 @@ TAIL = """
 # Users: repeat for each.  Without any, the server accepts openlake / openlake-secret.
 #user AKIAEXAMPLE0001 change-this-secret
 #
+# One user's limits, over user_requests_per_sec and user_bytes_per_sec
+# (0 = none; (anonymous) for requests without credentials), e.g.
+#limit AKIAEXAMPLE0001 100 50m
+#
 # Access control: a bucket belongs to the user who created it; other users
 # (and anonymous requests) get 403 unless the bucket's policy or a canned ACL
 # lets them in.  Users named in admin_users see and may do everything, e.g.

@@ -94,6 +94,8 @@ static const struct cfg_row rows[] = {
     I(kv_high_watermark_pct, 1, 100, "95", "KV cache: a tier starts evicting (LRU) when a put would pass this share of it"),
     I(kv_low_watermark_pct, 1, 100, "85", "KV cache: ... and evicts down to this share (at most the high watermark)"),
     S(sse_key_file, "", "encryption at rest (SSE-S3): a file whose contents (at least 32 bytes; its SHA-256 is the master key) wrap every object's data key, the same file on every node; keep it off the data drives. Empty: a cluster derives the key from the cluster key, a single node makes a random one and keeps it on its drives (see docs/SECURITY.md)"),
+    I(user_requests_per_sec, 0, 1000000, "0", "requests a second each user may make (one second's worth may come at once); past it 503 SlowDown (native port: EBUSY); anonymous requests share one user; 0 = no limit; a 'limit' line sets one user's"),
+    Z(user_bytes_per_sec, 0, 1 * TiB, "0", "body bytes a second each user may move, in and out (one second's worth at once); S3 bodies are paced to it, the native port refuses (EBUSY) while a user owes time; at least min_body_rate_bytes_per_sec; 0 = no limit"),
     S(admin_users, "", "access keys with the admin role, comma-separated: they see and may do everything; the first one owns buckets created before ownership was recorded (else the first configured user does)"),
 };
 
@@ -231,6 +233,48 @@ int ol_cfg_add_user(struct ol_cfg *c, const char *access_key, const char *secret
     return 0;
 }
 
+static bool access_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+    if (n < 3 || n > 128)
+        return false;
+    for (const char *p = k; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+            return false;
+    return true;
+}
+
+int ol_cfg_add_limit(struct ol_cfg *c, const char *access_key, const char *rps, const char *bps,
+                     char *err, size_t errlen)
+{
+    if (strcmp(access_key, OL_CFG_ANONYMOUS) != 0 && !access_key_ok(access_key)) {
+        snprintf(err, errlen, "limit: '%.64s' is not an access key (3-128 of A-Za-z0-9._-) "
+                 "or " OL_CFG_ANONYMOUS, access_key);
+        return -EINVAL;
+    }
+    /* The two numbers are checked as the default rows check theirs. */
+    struct ol_cfg tmp;
+    char sub[200];
+    if (ol_cfg_set(&tmp, "user_requests_per_sec", rps, sub, sizeof(sub)) < 0 ||
+        ol_cfg_set(&tmp, "user_bytes_per_sec", bps, sub, sizeof(sub)) < 0) {
+        snprintf(err, errlen, "limit %s: %s (give REQ_PER_SEC BYTES_PER_SEC)", access_key, sub);
+        return -EINVAL;
+    }
+    size_t i = 0;
+    while (i < c->nlimits && strcmp(c->limits[i].access_key, access_key) != 0)
+        i++;
+    if (i == OL_CFG_MAX_LIMITS) {
+        snprintf(err, errlen, "limit: more than %d users", OL_CFG_MAX_LIMITS);
+        return -ENOSPC;
+    }
+    snprintf(c->limits[i].access_key, sizeof(c->limits[i].access_key), "%s", access_key);
+    c->limits[i].requests_per_sec = tmp.user_requests_per_sec;
+    c->limits[i].bytes_per_sec = tmp.user_bytes_per_sec;
+    if (i == c->nlimits)
+        c->nlimits++;
+    return 0;
+}
+
 const struct ol_cfg_user *ol_cfg_find_user(const struct ol_cfg *c, const char *access_key,
                                            size_t len)
 {
@@ -291,6 +335,29 @@ int ol_cfg_load_file(struct ol_cfg *c, const char *path, char *err, size_t errle
             }
             continue;
         }
+        if (strcmp(name, "limit") == 0) {
+            /* limit ACCESS_KEY REQ_PER_SEC BYTES_PER_SEC */
+            char *fld[4] = {0};
+            int nf = 0;
+            char *save = NULL;
+            for (char *t = strtok_r(value, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+                if (nf < 4)
+                    fld[nf] = t;
+                nf++;
+            }
+            if (nf != 3) {
+                snprintf(err, errlen, "%s:%d: limit needs ACCESS_KEY REQ_PER_SEC BYTES_PER_SEC",
+                         path, lineno);
+                rc = -EINVAL;
+                break;
+            }
+            rc = ol_cfg_add_limit(c, fld[0], fld[1], fld[2], sub, sizeof(sub));
+            if (rc) {
+                snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
+                break;
+            }
+            continue;
+        }
         rc = ol_cfg_set(c, name, value, sub, sizeof(sub));
         if (rc) {
             snprintf(err, errlen, "%s:%d: %s", path, lineno, sub);
@@ -320,4 +387,7 @@ void ol_cfg_print_help(void)
             printf("  %-*s %s (default '%s')\n", w, r->name, r->help, r->def);
     }
     printf("  %-*s a user: 'user ACCESS_KEY SECRET' (repeatable, config file only)\n", w, "user");
+    printf("  %-*s one user's limits: 'limit ACCESS_KEY REQ_PER_SEC BYTES_PER_SEC' (0 = none; "
+           "ACCESS_KEY " OL_CFG_ANONYMOUS " for anonymous requests; repeatable, config file only)\n",
+           w, "limit");
 }

@@ -16,6 +16,18 @@ struct ol_cfg_user {
     char secret_key[129];
 };
 
+/* A user's own limits (access/ratelimit.h): a "limit ACCESS_KEY
+ * REQ_PER_SEC BYTES_PER_SEC" line; 0 = no limit.  OL_CFG_ANONYMOUS as the
+ * key: the one entry anonymous requests share. */
+#define OL_CFG_MAX_LIMITS 64
+#define OL_CFG_ANONYMOUS "(anonymous)"
+
+struct ol_cfg_limit {
+    char access_key[129];
+    int64_t requests_per_sec;
+    int64_t bytes_per_sec;
+};
+
 struct ol_cfg {
     char data_dir[1024];
     char listen[256];         /* host:port; "off" = no plain HTTP listener */
@@ -94,6 +106,11 @@ struct ol_cfg {
     char sse_key_file[4096];  /* SSE-S3 master key file (obj/sse.h); empty: derived or kept on the drives */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];
     size_t nusers;
+    /* per-user limits (access/ratelimit.h); 0 = off */
+    int64_t user_requests_per_sec; /* every user's default */
+    int64_t user_bytes_per_sec;
+    struct ol_cfg_limit limits[OL_CFG_MAX_LIMITS];
+    size_t nlimits;
 };
 
 /* Fills every setting with its default. */
@@ -102,10 +119,15 @@ void ol_cfg_defaults(struct ol_cfg *c);
  * -EINVAL and writes a message into err. */
 int ol_cfg_set(struct ol_cfg *c, const char *name, const char *value, char *err, size_t errlen);
 /* Reads a config file: "name value" lines, '#' comments, and repeated
- * "user ACCESS SECRET" lines. */
+ * "user ACCESS SECRET" and "limit ACCESS REQ_PER_SEC BYTES_PER_SEC" lines. */
 int ol_cfg_load_file(struct ol_cfg *c, const char *path, char *err, size_t errlen);
 /* Adds a user; -ENOSPC past OL_CFG_MAX_USERS, -EINVAL for bad keys. */
 int ol_cfg_add_user(struct ol_cfg *c, const char *access_key, const char *secret_key);
+/* Sets one user's limits from text ("limit" line: rps a number, bps a
+ * size such as 10m); a key given twice keeps the last.  -EINVAL with a
+ * message in err, -ENOSPC past OL_CFG_MAX_LIMITS. */
+int ol_cfg_add_limit(struct ol_cfg *c, const char *access_key, const char *rps, const char *bps,
+                     char *err, size_t errlen);
 /* Looks a user's secret up; NULL when unknown. */
 const struct ol_cfg_user *ol_cfg_find_user(const struct ol_cfg *c, const char *access_key,
                                            size_t len);

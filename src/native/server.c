@@ -14,6 +14,7 @@
 #include <openssl/crypto.h>
 
 #include "access/access.h"
+#include "access/ratelimit.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -969,8 +970,13 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
     struct out out = {0};
     int rc;
     count(s, ST_REQ, 1);
+    struct ol_rl_user *lim = NULL;
     if (!access_key_of(r.p, r.len, ak)) {
         rc = -EACCES; /* key_fn let nothing else through */
+    } else if (h->op != OL_COP_HELLO && (lim = ol_rl_user_get(s->o.rl, ak)) &&
+               !ol_rl_request(s->o.rl, lim, OL_RL_NATIVE)) {
+        rc = -EBUSY; /* over the user's rate (access/ratelimit.h) */
+        lim = NULL;
     } else {
         size_t n;
         ol_rbuf_str(&r, OL_NATIVE_MAX_ACCESS_KEY, &n);
@@ -1019,6 +1025,8 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
             rc = -ENOTSUP;
         }
     }
+    if (lim)
+        ol_rl_bytes(lim, h->data_len + (rc < 0 ? 0 : out.data_len));
     if (rc < 0) {
         count(s, ST_ERR, 1);
         /* An error carries no data (a partial read never passes as one). */

@@ -40,6 +40,7 @@
 struct ol_obj;
 struct ol_hlc;
 struct ol_kv;
+struct ol_rl;
 struct ol_native_server;
 
 enum {
@@ -76,6 +77,13 @@ struct ol_native_server_opts {
      * outlives the server; NULL: those ops answer -ENOTSUP. */
     struct ol_kv *kv;
     unsigned workers;   /* 0: OL_NATIVE_SERVER_WORKERS */
+    /* Per-user limits (access/ratelimit.h), shared with the S3 port;
+     * borrowed, outlives the server; NULL: none.  A request (all but HELLO)
+     * over its user's request rate, or made while the user's bandwidth is
+     * in debt, is answered -EBUSY before any work; the bytes of a request
+     * and its reply are charged after it (no pacing: a worker never
+     * sleeps for one user). */
+    struct ol_rl *rl;
 };
 
 /* Starts listening.  -EADDRINUSE, -EIO (UCX cannot start), -ENOMEM. */

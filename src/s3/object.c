@@ -19,6 +19,7 @@
 #include "obj/obj.h"
 #include "s3/authz.h"
 #include "s3/s3.h"
+#include "access/ratelimit.h"
 #include "s3/sigv4.h"
 #include "s3/sse.h"
 #include "store/store.h"
@@ -683,6 +684,11 @@ int ol_s3_get_object(struct ol_s3_req *r)
             }
         }
         size_t take = (size_t)n < left ? (size_t)n : (size_t)left;
+        /* Under a bandwidth limit (access/ratelimit.h), a chunk at a time,
+         * each followed by the wait it calls for. */
+        size_t chunk = ol_rl_chunk(r->rl_user);
+        if (take > chunk)
+            take = chunk;
         if (zfd >= 0) {
             /* Sent at once after the check; what the socket did not take
              * is checked again next round (the wait for room may let the
@@ -701,8 +707,15 @@ int ol_s3_get_object(struct ol_s3_req *r)
         }
         off += take;
         left -= take;
-        data = NULL;
+        if (data && (size_t)n > take) {
+            data += take; /* the rest of this read, after a paced chunk */
+            n -= (ssize_t)take;
+        } else {
+            data = NULL;
+        }
         zfd = -1;
+        if (r->rl_user)
+            ol_rl_pace(r->ctx->rl, r->rl_user, take);
     }
 out:
     free(h);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "access/ratelimit.h"
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
@@ -224,7 +225,23 @@ static ssize_t read_aws_chunked(struct ol_s3_req *r, struct s3_body *b, char *ou
     return -OL_EBADREQUEST;
 }
 
+static ssize_t body_read(struct ol_s3_req *r, void *buf, size_t len);
+
+/* Under a bandwidth limit (access/ratelimit.h) a body is read a chunk at a
+ * time, each charged to the user and followed by the wait it calls for:
+ * the client's sends then stall on a full socket, at the user's rate. */
 ssize_t ol_s3_body_read(struct ol_s3_req *r, void *buf, size_t len)
+{
+    if (!r->rl_user)
+        return body_read(r, buf, len);
+    size_t chunk = ol_rl_chunk(r->rl_user);
+    ssize_t n = body_read(r, buf, len < chunk ? len : chunk);
+    if (n > 0)
+        ol_rl_pace(r->ctx->rl, r->rl_user, (uint64_t)n);
+    return n;
+}
+
+static ssize_t body_read(struct ol_s3_req *r, void *buf, size_t len)
 {
     struct s3_body *b = r->body_decoder;
     if (!b)

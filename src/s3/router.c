@@ -25,6 +25,7 @@
 #include "core/loop.h"
 #include "s3/auth.h"
 #include "access/access.h"
+#include "access/ratelimit.h"
 #include "s3/authz.h"
 #include "obj/obj.h"
 #include "s3/s3.h"
@@ -542,6 +543,17 @@ int ol_s3_handle(void *vctx, struct ol_http_conn *c, struct ol_http_req *http)
     if (arc != 0) {
         rc = ol_s3_error_elem(r, code, msg, "HeadersNotSigned", not_signed);
         goto out;
+    }
+    /* The user's limits (access/ratelimit.h), once it is known who asks:
+     * over the request rate, 503 SlowDown as Amazon S3 answers it; the
+     * bandwidth limit paces the body (request.c, object.c). */
+    if (rt->ctx.rl) {
+        struct ol_rl_user *u = ol_rl_user_get(rt->ctx.rl, r->access_key);
+        if (!ol_rl_request(rt->ctx.rl, u, OL_RL_S3)) {
+            rc = ol_s3_error(r, OL_S3_SlowDown, "Please reduce your request rate.");
+            goto out;
+        }
+        r->rl_user = u;
     }
     if (r->key && r->key_len > 1024) {
         rc = ol_s3_error(r, OL_S3_KeyTooLongError, "Your key is too long.");

@@ -52,6 +52,8 @@ struct ol_s3_param {
 struct ol_obj;
 struct ol_kv;
 struct ol_users;
+struct ol_rl;
+struct ol_rl_user;
 
 struct ol_s3_ctx {
     struct ol_obj *obj; /* the object layer (obj/obj.h): every mode, one path */
@@ -59,6 +61,7 @@ struct ol_s3_ctx {
     struct ol_users *users; /* who may sign requests (users/users.h) */
     uint16_t native_port; /* the native client port (native/server.h); 0: none */
     struct ol_kv *kv;     /* the KV-cache store (kv/kv.h), for admin info; NULL: none */
+    struct ol_rl *rl;     /* per-user limits (access/ratelimit.h); NULL: none */
 };
 
 struct ol_s3_req {
@@ -75,6 +78,9 @@ struct ol_s3_req {
     const char *access_key; /* authenticated user (NULL: anonymous, allowed by config) */
     char access_key_buf[129]; /* where access_key points once authenticated */
     int64_t now_ns;         /* wall clock at request start */
+    /* The user's bandwidth limit (access/ratelimit.h), once authenticated:
+     * bodies in and out are paced to it.  NULL: none. */
+    struct ol_rl_user *rl_user;
     /* Body decoding chosen by auth: aws-chunked bodies are decoded (and
      * verified) by ol_s3_body_read. */
     void *body_decoder;

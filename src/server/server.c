@@ -44,6 +44,7 @@
 #include "obj/sse_master.h"
 #include "users/users.h"
 #include "s3/router.h"
+#include "access/ratelimit.h"
 #include "store/store.h"
 
 #define DEFAULT_ACCESS_KEY "openlake"
@@ -562,7 +563,7 @@ static void kv_metrics(struct ol_kv *kv, char *b, size_t cap, size_t *np)
 static void metrics(void *ctx, char **text, size_t *len)
 {
     struct server *srv = ctx;
-    size_t cap = 8192 + (srv->kv ? 4096 : 0);
+    size_t cap = 8192 + (srv->kv ? 4096 : 0) + (srv->router.ctx.rl ? 512 : 0);
     char *b = malloc(cap);
     if (!b)
         return;
@@ -605,6 +606,18 @@ static void metrics(void *ctx, char **text, size_t *len)
         EMIT("openlake_native_get_bytes_total %" PRIu64 "\n", ns.get_bytes);
         EMIT("openlake_native_put_bytes_total %" PRIu64 "\n", ns.put_bytes);
         EMIT("openlake_native_put_sessions_aborted_total %" PRIu64 "\n", ns.sessions_aborted);
+    }
+    if (srv->router.ctx.rl) {
+        /* Per-user limits (access/ratelimit.h): requests refused for their
+         * user's rate, and the time bodies waited for their bandwidth. */
+        struct ol_rl_stats rs;
+        ol_rl_stats(srv->router.ctx.rl, &rs);
+        EMIT("# TYPE openlake_ratelimit_throttled_total counter\n");
+        EMIT("openlake_ratelimit_throttled_total{port=\"s3\"} %" PRIu64 "\n", rs.throttled_s3);
+        EMIT("openlake_ratelimit_throttled_total{port=\"native\"} %" PRIu64 "\n",
+             rs.throttled_native);
+        EMIT("# TYPE openlake_ratelimit_paced_seconds_total counter\n");
+        EMIT("openlake_ratelimit_paced_seconds_total %.3f\n", (double)rs.paced_ns / 1e9);
     }
     if (srv->kv)
         kv_metrics(srv->kv, b, cap, &n);
@@ -754,6 +767,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
         .peers = srv->cl ? ol_native_cluster_peers : NULL,
         .kv = srv->kv,
+        .rl = srv->router.ctx.rl,
     };
     int rc = ol_native_server_create(&o, &srv->native);
     if (rc < 0) {
@@ -794,6 +808,15 @@ int ol_server_run(struct ol_cfg *cfg)
         fprintf(stderr, "openlake: a cluster node keeps its plain listener (put listen on a "
                         "private address); listen off is for a single node\n");
         return 2;
+    }
+    /* Per-user limits (access/ratelimit.h): a bad combination is a
+     * configuration error, reported before anything opens. */
+    {
+        char rerr[512] = "";
+        if (ol_rl_create(cfg, &srv.router.ctx.rl, rerr, sizeof(rerr)) < 0) {
+            fprintf(stderr, "openlake: %s\n", rerr[0] ? rerr : "out of memory");
+            return 2;
+        }
     }
     if (cfg->tls_listen[0]) {
         /* Before the drives open: a missing or broken certificate is a
@@ -1037,6 +1060,7 @@ opened:
                 close(srv.workers[i].lis[j].fd);
     }
     ol_native_server_destroy(srv.native);
+    ol_rl_destroy(srv.router.ctx.rl);
     ol_kv_destroy(srv.kv);
     ol_users_close(srv.users);
     ol_obj_close(srv.obj);
