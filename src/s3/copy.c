@@ -279,7 +279,8 @@ static int copy_streamed(struct ol_s3_req *r, struct ol_obj_reader *rd,
         return 1;
     struct ol_obj_attr attrs[2];
     uint32_t nattrs = 0;
-    attrs[nattrs++] = ol_s3_acl_attr(acl);
+    if (acl != OL_ACL_PRIVATE) /* a commit's attributes: as PutObject sets them */
+        attrs[nattrs++] = ol_s3_acl_attr(acl);
     const uint8_t *tv;
     size_t tl;
     if (tags) {
