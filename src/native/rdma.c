@@ -770,8 +770,8 @@ int ol_rdma_confirm(struct ol_rdma *rd, const struct ol_rdma_token *t,
     confirmed_hash(t, key, h);
     if (confirmed_has(rd, h, t))
         return 0;
-    struct ol_rdma_challenge c = {.addr = t->addr, .len = t->len, .rkey = t->rkey,
-                                  .rkey_len = t->rkey_len};
+    struct ol_rdma_challenge c = {
+        .addr = t->addr, .len = t->len, .rkey = t->rkey, .rkey_len = t->rkey_len};
     memcpy(c.tag, t->tag, OL_RDMA_TOKEN_TAG_BYTES);
     if (RAND_bytes(c.nonce, OL_RDMA_NONCE_BYTES) != 1)
         return -EIO;
@@ -792,9 +792,9 @@ int ol_rdma_confirm(struct ol_rdma *rd, const struct ol_rdma_token *t,
         rc = submit_job(rd, &j);
     }
     struct ol_rdma_answer a = {0};
-    if (rc == 0 && (ol_rdma_answer_decode(msg + OL_RDMA_CHALLENGE_MAX, OL_RDMA_ANSWER_BYTES,
-                                          &a) < 0 ||
-                    !ol_rdma_answer_confirms(key, msg, (size_t)n, &a, t->addr, t->len)))
+    if (rc == 0 &&
+        (ol_rdma_answer_decode(msg + OL_RDMA_CHALLENGE_MAX, OL_RDMA_ANSWER_BYTES, &a) < 0 ||
+         !ol_rdma_answer_confirms(key, msg, (size_t)n, &a, t->addr, t->len)))
         rc = -EACCES;
     free(msg);
     pthread_mutex_lock(&rd->mu);

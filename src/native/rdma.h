@@ -53,6 +53,8 @@
  * remembered by (worker, rkey, user) with the region the worker confirmed
  * (OL_RDMA_MAX_CONFIRMED, for OL_RDMA_CONFIRM_TTL_MS), so a stream of
  * requests on one registered buffer pays the round trip once per TTL.
+ * ol_rdma_move does not look for a confirmation (it has no user key):
+ * its callers confirm first (s3/rdma.c, ol_s3_rdma_parse).
  *
  * Errors (ol_rdma_move): 0, or -EINVAL (range outside the token, rkey UCX
  * cannot unpack), -EHOSTUNREACH (no endpoint to the worker: address UCX

@@ -124,8 +124,8 @@ void ol_rdma_answer_encode(const uint8_t key[OL_NET_KEY_BYTES], const void *chal
 int ol_rdma_answer_decode(const void *m, size_t n, struct ol_rdma_answer *a)
 {
     const uint8_t *p = m;
-    if (n != OL_RDMA_ANSWER_BYTES || get32(p) != ANSWER_MAGIC ||
-        p[4] != OL_RDMA_CONFIRM_VERSION || p[5] > 1 || get16(p + 6) != 0)
+    if (n != OL_RDMA_ANSWER_BYTES || get32(p) != ANSWER_MAGIC || p[4] != OL_RDMA_CONFIRM_VERSION ||
+        p[5] > 1 || get16(p + 6) != 0)
         return -EINVAL;
     a->yes = p[5] == 1;
     memcpy(a->nonce, p + 8, OL_RDMA_NONCE_BYTES);
@@ -136,8 +136,8 @@ int ol_rdma_answer_decode(const void *m, size_t n, struct ol_rdma_answer *a)
 }
 
 bool ol_rdma_answer_confirms(const uint8_t key[OL_NET_KEY_BYTES], const void *challenge,
-                             size_t challenge_len, const struct ol_rdma_answer *a,
-                             uint64_t t_addr, uint64_t t_len)
+                             size_t challenge_len, const struct ol_rdma_answer *a, uint64_t t_addr,
+                             uint64_t t_len)
 {
     struct ol_rdma_challenge c;
     if (ol_rdma_challenge_decode(challenge, challenge_len, &c) < 0 || !a->yes ||

@@ -95,7 +95,7 @@ int ol_rdma_answer_decode(const void *m, size_t n, struct ol_rdma_answer *a);
  * challenge whose exact bytes are challenge, under key, and its region
  * covers [t_addr, t_addr+t_len).  Constant-time MAC comparison. */
 bool ol_rdma_answer_confirms(const uint8_t key[OL_NET_KEY_BYTES], const void *challenge,
-                             size_t challenge_len, const struct ol_rdma_answer *a,
-                             uint64_t t_addr, uint64_t t_len);
+                             size_t challenge_len, const struct ol_rdma_answer *a, uint64_t t_addr,
+                             uint64_t t_len);
 
 #endif

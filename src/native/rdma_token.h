@@ -61,8 +61,8 @@ struct ol_rdma_token {
     size_t worker_len;
     const uint8_t *rkey;
     size_t rkey_len;
-    uint64_t addr; /* the client's virtual address */
-    uint64_t len;  /* bytes the server may move, from addr */
+    uint64_t addr;                        /* the client's virtual address */
+    uint64_t len;                         /* bytes the server may move, from addr */
     uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES]; /* the client's secret for this memory */
 };
 

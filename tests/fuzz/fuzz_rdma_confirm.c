@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct ol_rdma_challenge c;
         if (ol_rdma_challenge_decode(m, n, &c) == 0) {
             FUZZ_CHECK(c.rkey_len >= 1 && c.rkey_len <= OL_RDMA_TOKEN_MAX_RKEY);
-            FUZZ_CHECK(c.rkey == m + OL_RDMA_CHALLENGE_FIXED && n == OL_RDMA_CHALLENGE_FIXED + c.rkey_len);
+            FUZZ_CHECK(c.rkey == m + OL_RDMA_CHALLENGE_FIXED &&
+                       n == OL_RDMA_CHALLENGE_FIXED + c.rkey_len);
             static uint8_t out[OL_RDMA_CHALLENGE_MAX];
             int k = ol_rdma_challenge_encode(&c, out, sizeof(out));
             FUZZ_CHECK(k > 0 && (size_t)k == n && memcmp(out, m, n) == 0);

@@ -74,8 +74,8 @@ static ucs_status_t on_challenge(void *arg, const void *header, size_t header_le
     memcpy(a.nonce, c.nonce, sizeof(a.nonce));
     uint64_t b = (uint64_t)(uintptr_t)mem;
     if (mem && c.rkey_len == mem_rkey_len && memcmp(c.rkey, mem_rkey, c.rkey_len) == 0 &&
-        memcmp(c.tag, tag, sizeof(tag)) == 0 &&
-        c.addr >= b && c.addr - b <= mem_len && c.len <= mem_len - (c.addr - b)) {
+        memcmp(c.tag, tag, sizeof(tag)) == 0 && c.addr >= b && c.addr - b <= mem_len &&
+        c.len <= mem_len - (c.addr - b)) {
         a.yes = true;
         a.base = b;
         a.size = mem_len;
@@ -89,8 +89,8 @@ static ucs_status_t on_challenge(void *arg, const void *header, size_t header_le
         .cb.send = answer_sent,
         .user_data = out,
     };
-    void *r = ucp_am_send_nbx(param->reply_ep, OL_RDMA_AM_ANSWER, NULL, 0, out,
-                              OL_RDMA_ANSWER_BYTES, &p);
+    void *r =
+        ucp_am_send_nbx(param->reply_ep, OL_RDMA_AM_ANSWER, NULL, 0, out, OL_RDMA_ANSWER_BYTES, &p);
     if (!UCS_PTR_IS_PTR(r))
         free(out);
     return UCS_OK;
@@ -198,8 +198,7 @@ static void handle(char *line)
     else if (strncmp(line, "confirm ", 8) == 0) {
         silent = strcmp(line + 8, "silent") == 0;
         printf("ok\n");
-    }
-    else if (!mem && strncmp(line, "quit", 4) != 0)
+    } else if (!mem && strncmp(line, "quit", 4) != 0)
         printf("err no memory\n");
     else if (sscanf(line, "set %d", &v) == 1) {
         memset(mem, v, mem_len);
