@@ -67,7 +67,8 @@ router)
     # (the sources of libopenlake-core in meson.build, less the server).
     srcs="$conn_sim $(ls src/core/*.c src/s3/*.c src/obj/*.c src/deploy/*.c src/store/*.c \
         src/ec/*.c src/access/*.c | grep -v -e src/core/log.c -e src/core/err.c -e src/core/loop.c \
-        -e src/core/msg.c -e src/core/clock.c) src/native/rdma.c src/native/rdma_token.c"
+        -e src/core/msg.c -e src/core/clock.c) src/native/rdma.c src/native/rdma_token.c \
+        src/native/rdma_confirm.c src/native/proto.c"
     libs="$conn_sim_libs -llmdb -lisal -lcrypto -lexpat -lcjson -lpthread -lucp -lucs"
     ;;
 policy)
@@ -78,6 +79,11 @@ policy)
 rdma_token)
     srcs="src/native/rdma_token.c"
     libs=""
+    ;;
+rdma_confirm)
+    # The confirmation messages of S3 over RDMA (HMAC from core/sha256.c).
+    srcs="src/native/rdma_confirm.c src/core/sha256.c"
+    libs="-lcrypto -lpthread"
     ;;
 wire)
     # The drive protocol's decoders; the target stands in for net.c's

@@ -249,9 +249,16 @@ int ol_client_kv_chain(const int64_t *tokens, size_t ntokens, size_t block_token
  * The value of the x-amz-rdma-token header for a signed S3 GET (the server
  * writes the body into [addr, addr+len)) or PUT (it reads it from there):
  * this process's UCX worker address, the memory's remote key, address and
- * length.  The memory must be registered (ol_client_mem_reg) and stay so
- * until the HTTP request has been answered.  Returns the token's length
- * (written to out, NUL-terminated), or -ENOSPC when cap is too small. */
+ * length, and the memory's tag (random, drawn at registration).  The memory
+ * must be registered (ol_client_mem_reg) and stay so until the HTTP request
+ * has been answered.  Before it moves any byte, the server asks this
+ * client's worker to confirm the token; the client answers (on its own
+ * thread) yes for tokens of memory it made one for, MACed with its access
+ * and secret keys: so the HTTP request must be signed by the same user as
+ * the client was opened with (else 403).  A token is a capability for the
+ * whole registered memory until ol_client_mem_dereg: give it only to whom
+ * may write there.  Returns the token's length (written to out,
+ * NUL-terminated), or -ENOSPC when cap is too small. */
 int ol_client_rdma_token(struct ol_client *c, struct ol_client_mem *m, void *addr, uint64_t len,
                          char *out, size_t cap);
 

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -172,6 +173,10 @@ static int hello(struct ol_client *c)
     return 0;
 }
 
+static bool rma_confirm(void *arg, const uint8_t *rkey, size_t rkey_len,
+                        const uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES], uint64_t addr, uint64_t len,
+                        uint64_t *base, uint64_t *size);
+
 OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **out)
 {
     *out = NULL;
@@ -188,6 +193,7 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
         return -ENOMEM;
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->batch_mu, NULL);
+    pthread_mutex_init(&c->mem_mu, NULL);
     c->kv_replicas = 1;
     snprintf(c->access_key, sizeof(c->access_key), "%s", o->access_key);
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : OLC_TIMEOUT_MS;
@@ -203,7 +209,11 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
     ol_native_key(o->access_key, o->secret_key, key);
     /* rma: registered memory can be the target of S3 over RDMA
      * (ol_client_rdma_token). */
-    struct ol_net_opts no = {.timeout_ms = c->timeout_ms, .key = key, .rma = true};
+    struct ol_net_opts no = {.timeout_ms = c->timeout_ms,
+                             .key = key,
+                             .rma = true,
+                             .rma_confirm = rma_confirm,
+                             .rma_confirm_arg = c};
     if (rc == 0)
         rc = ol_net_create(&no, &c->net);
     OPENSSL_cleanse(key, sizeof(key));
@@ -226,6 +236,7 @@ OLC_API void ol_client_close(struct ol_client *c)
         ol_net_destroy(c->net);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->batch_mu);
+    pthread_mutex_destroy(&c->mem_mu);
     free(c->waddr);
     free(c);
 }
@@ -249,7 +260,40 @@ struct ol_client_mem {
     uint8_t *rkey;
     size_t rkey_len;
     int rkey_rc;
+    /* On c->tokened (under c->mem_mu) once a token was made for it, with
+     * the tag (random, made at registration) its tokens carry. */
+    bool tokened;
+    uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES];
+    struct ol_client_mem *next;
 };
+
+/* The worker's answer to a server's confirmation (net/net.h rma_confirm,
+ * native/rdma_confirm.h), on the net thread: yes when the rkey is that of
+ * memory a token was made for, the tag that memory's tokens carry, and the
+ * range lies inside it.  The whole
+ * registration is the confirmed region: the rkey covers all of it. */
+static bool rma_confirm(void *arg, const uint8_t *rkey, size_t rkey_len,
+                        const uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES], uint64_t addr, uint64_t len,
+                        uint64_t *base, uint64_t *size)
+{
+    struct ol_client *c = arg;
+    bool yes = false;
+    pthread_mutex_lock(&c->mem_mu);
+    unsigned guard = 0;
+    for (struct ol_client_mem *m = c->tokened; m && !yes && guard < 1u << 20;
+         m = m->next, guard++) {
+        uint64_t b = (uint64_t)(uintptr_t)m->addr;
+        if (m->rkey_len == rkey_len && memcmp(m->rkey, rkey, rkey_len) == 0 &&
+            CRYPTO_memcmp(m->tag, tag, OL_RDMA_TOKEN_TAG_BYTES) == 0 && addr >= b &&
+            addr - b <= m->len && len <= m->len - (addr - b)) {
+            yes = true;
+            *base = b;
+            *size = m->len;
+        }
+    }
+    pthread_mutex_unlock(&c->mem_mu);
+    return yes;
+}
 
 OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
                               enum ol_client_mem_kind kind, struct ol_client_mem **out)
@@ -271,6 +315,11 @@ OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
     }
     m->addr = addr;
     m->len = len;
+    if (RAND_bytes(m->tag, OL_RDMA_TOKEN_TAG_BYTES) != 1) {
+        ol_net_mem_unmap(c->net, m->memh);
+        free(m);
+        return -EIO;
+    }
     /* The packed rkey, sized by a first call. */
     size_t n = 0;
     m->rkey_rc = ol_net_rkey_pack(c->net, m->memh, NULL, 0, &n);
@@ -289,6 +338,14 @@ OLC_API void ol_client_mem_dereg(struct ol_client *c, struct ol_client_mem *m)
 {
     if (!m)
         return;
+    /* Off the list first: from now on the worker confirms no token for it. */
+    pthread_mutex_lock(&c->mem_mu);
+    for (struct ol_client_mem **pp = &c->tokened; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            break;
+        }
+    pthread_mutex_unlock(&c->mem_mu);
     ol_net_mem_unmap(c->net, m->memh);
     free(m->rkey);
     free(m);
@@ -329,5 +386,16 @@ OLC_API int ol_client_rdma_token(struct ol_client *c, struct ol_client_mem *m, v
         return rc;
     struct ol_rdma_token t = {.worker = c->waddr, .worker_len = c->waddr_len, .rkey = m->rkey,
                               .rkey_len = m->rkey_len, .addr = (uint64_t)a, .len = len};
-    return ol_rdma_token_encode(&t, out, cap);
+    memcpy(t.tag, m->tag, OL_RDMA_TOKEN_TAG_BYTES);
+    rc = ol_rdma_token_encode(&t, out, cap);
+    if (rc >= 0) {
+        pthread_mutex_lock(&c->mem_mu);
+        if (!m->tokened) {
+            m->tokened = true;
+            m->next = c->tokened;
+            c->tokened = m;
+        }
+        pthread_mutex_unlock(&c->mem_mu);
+    }
+    return rc;
 }

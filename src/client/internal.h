@@ -38,6 +38,11 @@ struct ol_client {
     _Atomic unsigned kv_replicas; /* ol_client_kv_replicas (1 or 2) */
     struct olc_batch *batch; /* started on first submit */
     pthread_mutex_t batch_mu;
+    /* Registered memory that S3-over-RDMA tokens were made for: what the
+     * worker confirms to a server (client.c rma_confirm, on the net
+     * thread).  A list of struct ol_client_mem under mem_mu. */
+    pthread_mutex_t mem_mu;
+    struct ol_client_mem *tokened;
 };
 
 /* One request: args (after the access key, which call() puts first), data

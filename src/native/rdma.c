@@ -16,11 +16,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
 #include <ucp/api/ucp.h>
 
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/sha256.h"
+#include "native/rdma_confirm.h"
 
 extern char **environ;
 
@@ -34,12 +36,18 @@ struct job {
     void *buf;
     size_t len;
     bool flush; /* after the op, flush the endpoint (remote completion) */
+    /* A confirmation (native/rdma_confirm.h) instead of a move: the
+     * challenge to send, and where its answer goes. */
+    const uint8_t *challenge;
+    size_t challenge_len;
+    uint8_t *answer; /* OL_RDMA_ANSWER_BYTES */
     uint64_t deadline_ms;
     /* State, rdma thread only. */
     struct job *next;
     struct ep *ep;
     ucp_rkey_h rkey;
     unsigned pending; /* UCX requests still out: the op and the flush */
+    bool awaiting;    /* a confirmation whose answer has not come */
     int rc;
     bool in_flight;
     struct ol_completion done;
@@ -52,6 +60,13 @@ struct ep {
     uint64_t last_used;
     unsigned users; /* jobs in flight on it */
     bool failed;
+};
+
+/* A confirmation that passed: (worker, rkey, user key) by keyed SHA-256,
+ * the region the worker confirmed, and until when it counts. */
+struct confirmed {
+    uint8_t h[16];
+    uint64_t base, size, until_ms;
 };
 
 struct ol_rdma {
@@ -72,6 +87,8 @@ struct ol_rdma {
     struct ol_rdma_stats st; /* under mu */
     uint8_t vetted[OL_RDMA_MAX_VETTED][16]; /* under mu: SHA-256 prefixes of passed pairs */
     unsigned nvetted;                       /* under mu: slots filled, then the next to replace */
+    struct confirmed confirmed[OL_RDMA_MAX_CONFIRMED]; /* under mu */
+    unsigned nconfirmed; /* under mu: the next slot to replace (round robin) */
 };
 
 static void job_finish(struct ol_rdma *rd, struct job *j)
@@ -83,13 +100,15 @@ static void job_finish(struct ol_rdma *rd, struct job *j)
         j->ep->users--;
     pthread_mutex_lock(&rd->mu);
     rd->queued--;
-    rd->st.moves++;
-    if (j->rc == 0)
-        rd->st.bytes += j->len;
-    else
-        rd->st.errors++;
-    if (j->rc == -ETIMEDOUT)
-        rd->st.timeouts++;
+    if (!j->challenge) {
+        rd->st.moves++;
+        if (j->rc == 0)
+            rd->st.bytes += j->len;
+        else
+            rd->st.errors++;
+        if (j->rc == -ETIMEDOUT)
+            rd->st.timeouts++;
+    }
     pthread_mutex_unlock(&rd->mu);
     ol_completion_signal(&j->done, j->rc);
 }
@@ -257,6 +276,24 @@ static void job_start(struct ol_rdma *rd, struct job *j)
         return;
     }
     j->ep->users++;
+    if (j->challenge) {
+        /* The answer comes back on the endpoint the client's worker has
+         * to this one (UCP_AM_SEND_FLAG_REPLY), found by on_answer. */
+        ucp_request_param_t ap = {
+            .op_attr_mask =
+                UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS,
+            .flags = UCP_AM_SEND_FLAG_REPLY,
+            .cb.send = req_cb,
+            .user_data = j,
+        };
+        req_track(j, ucp_am_send_nbx(j->ep->ep, OL_RDMA_AM_CHALLENGE, NULL, 0, j->challenge,
+                                     j->challenge_len, &ap));
+        j->awaiting = j->rc == 0;
+        j->in_flight = true;
+        j->next = rd->flight;
+        rd->flight = j;
+        return;
+    }
     memset(rd->rkey_scratch, 0, t->rkey_len + 64);
     memcpy(rd->rkey_scratch, t->rkey, t->rkey_len);
     ucs_status_t s = ucp_ep_rkey_unpack(j->ep->ep, rd->rkey_scratch, &j->rkey);
@@ -287,6 +324,33 @@ static void job_start(struct ol_rdma *rd, struct job *j)
     rd->flight = j;
 }
 
+/* A client's answer to a confirmation (native/rdma_confirm.h), on the
+ * rdma thread: it goes to the confirmation in flight whose nonce it
+ * echoes; anything else (no such confirmation any more, a malformed
+ * message) is dropped.  Its MAC is the caller's to check. */
+static ucs_status_t on_answer(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ol_rdma *rd = arg;
+    (void)header;
+    (void)header_length;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length != OL_RDMA_ANSWER_BYTES)
+        return UCS_OK;
+    struct ol_rdma_answer a;
+    if (ol_rdma_answer_decode(data, length, &a) < 0)
+        return UCS_OK;
+    unsigned guard = 0;
+    for (struct job *j = rd->flight; j && guard < OL_RDMA_MAX_QUEUE + 1; j = j->next, guard++) {
+        if (j->challenge && j->awaiting &&
+            memcmp(j->challenge + 8, a.nonce, OL_RDMA_NONCE_BYTES) == 0) {
+            memcpy(j->answer, data, OL_RDMA_ANSWER_BYTES);
+            j->awaiting = false;
+            break;
+        }
+    }
+    return UCS_OK;
+}
+
 /* Finishes the jobs whose requests are all back; closes the endpoints of
  * jobs past their deadline (UCX then cancels their requests). */
 static void flight_reap(struct ol_rdma *rd, bool check_time)
@@ -295,16 +359,25 @@ static void flight_reap(struct ol_rdma *rd, bool check_time)
     struct job **pp = &rd->flight;
     for (unsigned guard = 0; *pp && guard < OL_RDMA_MAX_QUEUE + 1; guard++) {
         struct job *j = *pp;
-        if (j->pending == 0) {
+        if (j->pending == 0 && !j->awaiting) {
             *pp = j->next;
             job_finish(rd, j);
             continue;
         }
-        if (check_time && now >= j->deadline_ms && j->ep && j->ep->ep) {
+        if (check_time && now >= j->deadline_ms && j->pending == 0) {
+            /* A confirmation sent and not answered: nothing of the
+             * caller's is in UCX, the endpoint may stay. */
             j->rc = -ETIMEDOUT;
+            j->awaiting = false;
+        } else if (check_time && now >= j->deadline_ms && j->ep && j->ep->ep) {
+            j->rc = -ETIMEDOUT;
+            j->awaiting = false;
             ep_close(rd, j->ep);
         } else if (j->ep && j->ep->failed && j->ep->ep && j->rc == 0) {
             j->rc = -EHOSTUNREACH;
+            j->awaiting = false;
+        } else if (j->rc != 0) {
+            j->awaiting = false; /* an answer can no longer help */
         }
         pp = &j->next;
     }
@@ -368,9 +441,11 @@ static void *rdma_main(void *arg)
     uint64_t t0 = ol_now_ms();
     while ((rd->flight || rd->closing) && ol_now_ms() - t0 < STOP_WAIT_MS) {
         ucp_worker_progress(rd->worker);
-        for (struct job *j = rd->flight; j; j = j->next)
+        for (struct job *j = rd->flight; j; j = j->next) {
             if (j->rc == 0)
                 j->rc = -ESHUTDOWN;
+            j->awaiting = false;
+        }
         flight_reap(rd, false);
     }
     return NULL;
@@ -396,7 +471,7 @@ int ol_rdma_create(struct ol_rdma **out)
     }
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
     };
     s = ucp_init(&up, cfg, &rd->ctx);
     ucp_config_release(cfg);
@@ -416,6 +491,16 @@ int ol_rdma_create(struct ol_rdma **out)
         goto fail;
     }
     if (ucp_worker_get_efd(rd->worker, &rd->wfd) != UCS_OK)
+        goto fail;
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = OL_RDMA_AM_ANSWER,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_answer,
+        .arg = rd,
+    };
+    if (ucp_worker_set_am_recv_handler(rd->worker, &hp) != UCS_OK)
         goto fail;
     rd->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (rd->evfd < 0)
@@ -582,14 +667,35 @@ struct ol_rdma *ol_rdma_global(void)
     return global_rd;
 }
 
+/* Queues j to the rdma thread and waits for it. */
+static int submit_job(struct ol_rdma *rd, struct job *j)
+{
+    uint8_t h[16];
+    pair_hash(j->t, h);
+    if (!vetted_has(rd, h))
+        return -EINVAL;
+    ol_completion_init(&j->done);
+    pthread_mutex_lock(&rd->mu);
+    if (rd->stop || rd->queued >= OL_RDMA_MAX_QUEUE) {
+        int rc = rd->stop ? -ESHUTDOWN : -EAGAIN;
+        pthread_mutex_unlock(&rd->mu);
+        return rc;
+    }
+    rd->queued++;
+    if (rd->q_tail)
+        rd->q_tail->next = j;
+    else
+        rd->q_head = j;
+    rd->q_tail = j;
+    pthread_mutex_unlock(&rd->mu);
+    wake(rd);
+    return ol_completion_wait(&j->done);
+}
+
 static int submit(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,
                   uint64_t off, void *buf, size_t len, bool flush, unsigned timeout_ms)
 {
     if (off > t->len || len > t->len - off)
-        return -EINVAL;
-    uint8_t h[16];
-    pair_hash(t, h);
-    if (!vetted_has(rd, h))
         return -EINVAL;
     struct job j = {
         .t = t,
@@ -600,22 +706,106 @@ static int submit(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdm
         .flush = flush,
         .deadline_ms = ol_now_ms() + (timeout_ms ? timeout_ms : OL_RDMA_TIMEOUT_MS),
     };
-    ol_completion_init(&j.done);
+    return submit_job(rd, &j);
+}
+
+/* ---- confirmation (native/rdma_confirm.h) ---- */
+
+static void confirmed_hash(const struct ol_rdma_token *t, const uint8_t key[OL_NET_KEY_BYTES],
+                           uint8_t out[16])
+{
+    uint8_t sizes[4] = {(uint8_t)t->worker_len, (uint8_t)(t->worker_len >> 8),
+                        (uint8_t)t->rkey_len, (uint8_t)(t->rkey_len >> 8)};
+    struct ol_bytes parts[5] = {{sizes, 4},
+                                {t->worker, t->worker_len},
+                                {t->rkey, t->rkey_len},
+                                {t->tag, OL_RDMA_TOKEN_TAG_BYTES},
+                                {key, OL_NET_KEY_BYTES}};
+    uint8_t md[32];
+    ol_hmac_sha256("openlake-rdma-confirmed", 23, parts, 5, md);
+    memcpy(out, md, 16);
+}
+
+/* Whether a live confirmation of h covers t's range. */
+static bool confirmed_has(struct ol_rdma *rd, const uint8_t h[16], const struct ol_rdma_token *t)
+{
+    uint64_t now = ol_now_ms();
+    bool found = false;
     pthread_mutex_lock(&rd->mu);
-    if (rd->stop || rd->queued >= OL_RDMA_MAX_QUEUE) {
-        int rc = rd->stop ? -ESHUTDOWN : -EAGAIN;
-        pthread_mutex_unlock(&rd->mu);
-        return rc;
+    for (unsigned i = 0; i < OL_RDMA_MAX_CONFIRMED && !found; i++) {
+        const struct confirmed *c = &rd->confirmed[i];
+        found = c->until_ms > now && memcmp(c->h, h, 16) == 0 && t->addr >= c->base &&
+                t->addr + t->len <= c->base + c->size;
     }
-    rd->queued++;
-    if (rd->q_tail)
-        rd->q_tail->next = &j;
-    else
-        rd->q_head = &j;
-    rd->q_tail = &j;
     pthread_mutex_unlock(&rd->mu);
-    wake(rd);
-    return ol_completion_wait(&j.done);
+    return found;
+}
+
+static void confirmed_add(struct ol_rdma *rd, const uint8_t h[16], uint64_t base, uint64_t size)
+{
+    uint64_t now = ol_now_ms();
+    pthread_mutex_lock(&rd->mu);
+    /* The same (worker, rkey, user) again replaces its entry; else an
+     * expired one, else round robin. */
+    struct confirmed *slot = NULL;
+    for (unsigned i = 0; i < OL_RDMA_MAX_CONFIRMED && !slot; i++)
+        if (memcmp(rd->confirmed[i].h, h, 16) == 0)
+            slot = &rd->confirmed[i];
+    for (unsigned i = 0; i < OL_RDMA_MAX_CONFIRMED && !slot; i++)
+        if (rd->confirmed[i].until_ms <= now)
+            slot = &rd->confirmed[i];
+    if (!slot)
+        slot = &rd->confirmed[rd->nconfirmed++ % OL_RDMA_MAX_CONFIRMED];
+    memcpy(slot->h, h, 16);
+    slot->base = base;
+    slot->size = size;
+    slot->until_ms = now + OL_RDMA_CONFIRM_TTL_MS;
+    pthread_mutex_unlock(&rd->mu);
+}
+
+int ol_rdma_confirm(struct ol_rdma *rd, const struct ol_rdma_token *t,
+                    const uint8_t key[OL_NET_KEY_BYTES])
+{
+    uint8_t h[16];
+    confirmed_hash(t, key, h);
+    if (confirmed_has(rd, h, t))
+        return 0;
+    struct ol_rdma_challenge c = {
+        .addr = t->addr, .len = t->len, .rkey = t->rkey, .rkey_len = t->rkey_len};
+    memcpy(c.tag, t->tag, OL_RDMA_TOKEN_TAG_BYTES);
+    if (RAND_bytes(c.nonce, OL_RDMA_NONCE_BYTES) != 1)
+        return -EIO;
+    uint8_t *msg = malloc(OL_RDMA_CHALLENGE_MAX + OL_RDMA_ANSWER_BYTES);
+    if (!msg)
+        return -ENOMEM;
+    int n = ol_rdma_challenge_encode(&c, msg, OL_RDMA_CHALLENGE_MAX);
+    int rc = n;
+    if (n > 0) {
+        struct job j = {
+            .t = t,
+            .challenge = msg,
+            .challenge_len = (size_t)n,
+            .answer = msg + OL_RDMA_CHALLENGE_MAX,
+            .deadline_ms = ol_now_ms() + OL_RDMA_CONFIRM_TIMEOUT_MS,
+        };
+        memset(j.answer, 0, OL_RDMA_ANSWER_BYTES);
+        rc = submit_job(rd, &j);
+    }
+    struct ol_rdma_answer a = {0};
+    if (rc == 0 &&
+        (ol_rdma_answer_decode(msg + OL_RDMA_CHALLENGE_MAX, OL_RDMA_ANSWER_BYTES, &a) < 0 ||
+         !ol_rdma_answer_confirms(key, msg, (size_t)n, &a, t->addr, t->len)))
+        rc = -EACCES;
+    free(msg);
+    pthread_mutex_lock(&rd->mu);
+    if (rc == 0)
+        rd->st.confirmed++;
+    else
+        rd->st.confirm_refused++;
+    pthread_mutex_unlock(&rd->mu);
+    if (rc == 0)
+        confirmed_add(rd, h, a.base, a.size);
+    return rc;
 }
 
 int ol_rdma_move(struct ol_rdma *rd, const struct ol_rdma_token *t, enum ol_rdma_dir dir,

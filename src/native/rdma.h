@@ -44,6 +44,18 @@
  *
  * ol_rdma_move refuses a token that ol_rdma_vet has not passed (-EINVAL).
  *
+ * Whose worker.  On transports that do not check rkeys a token naming
+ * another process's worker would reach that process's memory, so before
+ * the first transfer the caller (s3/rdma.c) has the worker confirm the
+ * token with ol_rdma_confirm (native/rdma_confirm.h): a challenge in an
+ * active message on the endpoint to the worker, and an answer MACed with
+ * the native key of the user who signed the request.  Confirmations are
+ * remembered by (worker, rkey, user) with the region the worker confirmed
+ * (OL_RDMA_MAX_CONFIRMED, for OL_RDMA_CONFIRM_TTL_MS), so a stream of
+ * requests on one registered buffer pays the round trip once per TTL.
+ * ol_rdma_move does not look for a confirmation (it has no user key):
+ * its callers confirm first (s3/rdma.c, ol_s3_rdma_parse).
+ *
  * Errors (ol_rdma_move): 0, or -EINVAL (range outside the token, rkey UCX
  * cannot unpack), -EHOSTUNREACH (no endpoint to the worker: address UCX
  * refuses, no common transport, peer gone), -EFAULT (the transfer failed
@@ -57,6 +69,7 @@
 #include <stdint.h>
 
 #include "native/rdma_token.h"
+#include "net/auth.h"
 
 enum {
     OL_RDMA_MAX_EPS = 64,
@@ -65,6 +78,11 @@ enum {
     OL_RDMA_TIMEOUT_MS = 10000,
     OL_RDMA_MAX_VETTED = 1024,
     OL_RDMA_VET_TIMEOUT_MS = 5000,
+    OL_RDMA_MAX_CONFIRMED = 1024,
+    OL_RDMA_CONFIRM_TIMEOUT_MS = 3000,
+    /* How long a confirmation counts: the window in which memory the client
+     * has deregistered since could still be named by the same user. */
+    OL_RDMA_CONFIRM_TTL_MS = 60000,
 };
 
 enum ol_rdma_dir {
@@ -91,6 +109,18 @@ struct ol_rdma *ol_rdma_global(void);
  * thread (a fiber parks while the checker runs). */
 int ol_rdma_vet(struct ol_rdma *rd, const struct ol_rdma_token *t);
 
+/* Has t's worker confirm that t is its own, for the user whose native key
+ * (native/proto.h ol_native_key) is key: 0 when it answered yes with a MAC
+ * under key and a region that covers t's range (or such an answer for the
+ * same worker, rkey and key is remembered and still counts); -EACCES when
+ * it answered no, with a wrong MAC, or a region that does not cover t;
+ * -ETIMEDOUT when no answer came within OL_RDMA_CONFIRM_TIMEOUT_MS (a
+ * client that does not speak the protocol); -EHOSTUNREACH, -EAGAIN,
+ * -ESHUTDOWN, -EINVAL (t not vetted), -ENOMEM, -EIO.  Fiber or thread, not
+ * the rdma thread. */
+int ol_rdma_confirm(struct ol_rdma *rd, const struct ol_rdma_token *t,
+                    const uint8_t key[OL_NET_KEY_BYTES]);
+
 /* Moves len bytes between buf and the client's [t->addr + off, +len).
  * Waits until buf may be reused (any thread or fiber but the rdma thread):
  * a read has landed in buf; a write has left it, but is in the client's
@@ -105,6 +135,7 @@ int ol_rdma_flush(struct ol_rdma *rd, const struct ol_rdma_token *t, unsigned ti
 struct ol_rdma_stats {
     uint64_t moves, bytes, errors, timeouts, eps_created, eps_evicted;
     uint64_t vetted, vet_refused; /* checker runs: passed, refused */
+    uint64_t confirmed, confirm_refused; /* confirmation round trips (native/rdma_confirm.h) */
 };
 void ol_rdma_stats(struct ol_rdma *rd, struct ol_rdma_stats *out);
 

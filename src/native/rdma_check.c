@@ -50,7 +50,9 @@ int main(void)
     ucp_config_t *cfg;
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
         return 3;
-    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_RMA};
+    /* The server engine's features, so that the lanes (and the parse) match. */
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_RMA | UCP_FEATURE_AM};
     ucp_context_h ctx;
     ucs_status_t s = ucp_init(&up, cfg, &ctx);
     ucp_config_release(cfg);

@@ -64,6 +64,7 @@ int ol_rdma_token_encode(const struct ol_rdma_token *t, char *out, size_t cap)
     put_le(bin + 4, 0, 4);
     put_le(bin + 8, t->addr, 8);
     put_le(bin + 16, t->len, 8);
+    memcpy(bin + 24, t->tag, OL_RDMA_TOKEN_TAG_BYTES);
     memcpy(bin + OL_RDMA_TOKEN_FIXED, t->worker, t->worker_len);
     memcpy(bin + OL_RDMA_TOKEN_FIXED + t->worker_len, t->rkey, t->rkey_len);
     size_t n = OL_RDMA_TOKEN_FIXED + t->worker_len + t->rkey_len;
@@ -116,7 +117,7 @@ int ol_rdma_token_decode(const char *s, size_t n, uint8_t *buf, size_t cap,
         why = &dummy;
     *why = NULL;
     if (n < 2 || s[1] != '.' || s[0] < '0' || s[0] > '9') {
-        *why = "not a versioned token (\"1.\" + base64url)";
+        *why = "not a versioned token (\"2.\" + base64url)";
         return -EINVAL;
     }
     if (s[0] != '0' + OL_RDMA_TOKEN_VERSION) {
@@ -192,6 +193,7 @@ int ol_rdma_token_decode(const char *s, size_t n, uint8_t *buf, size_t cap,
     t->rkey_len = kl;
     t->addr = addr;
     t->len = len;
+    memcpy(t->tag, buf + 24, OL_RDMA_TOKEN_TAG_BYTES);
     return 0;
 
 bad_char:

@@ -4,19 +4,23 @@
  *
  * A descriptor names the client's UCX worker (the bytes ucp_worker_get_address
  * gave it), a remote key for its memory (the bytes ucp_rkey_pack gave it),
- * and the region [addr, addr+len) of that memory the server may write (GET)
- * or read (PUT).  The server reaches the worker, unpacks the key and moves
- * the body with one-sided operations; UCX itself refuses an access outside
- * what the key covers.
+ * the region [addr, addr+len) of that memory the server may write (GET)
+ * or read (PUT), and a tag: 16 random bytes the client chose for that
+ * memory, which its worker asks for before it confirms the token to the
+ * server (native/rdma_confirm.h), so that only whoever was given a token
+ * can name the memory (the rkey alone is no secret where the transport
+ * does not check it).  The server reaches the worker, has it confirm the
+ * token, unpacks the key and moves the body with one-sided operations.
  *
- * Text form:  "1." base64url(record), no padding, where the record is
+ * Text form:  "2." base64url(record), no padding, where the record is
  *
  *     u16 worker_len, u16 rkey_len, u32 reserved (0),
  *     u64 addr, u64 len,               (all little-endian)
+ *     16 bytes tag,
  *     worker_len bytes, rkey_len bytes
  *
- * and nothing after.  "1" is the version: a decoder refuses any other, so
- * the form can change under a new number.  Both the worker address and the
+ * and nothing after.  "2" is the version: a decoder refuses any other, so
+ * the form can change under a new number (version 1 had no tag).  Both the worker address and the
  * rkey must be non-empty and within OL_RDMA_TOKEN_MAX_WORKER /
  * OL_RDMA_TOKEN_MAX_RKEY; len at most OL_RDMA_TOKEN_MAX_LEN, and addr+len
  * must not wrap.  The text is therefore at most OL_RDMA_TOKEN_MAX_TEXT
@@ -39,10 +43,11 @@
 #define OL_RDMA_BYTES_HEADER "x-amz-rdma-bytes-transferred"
 
 enum {
-    OL_RDMA_TOKEN_VERSION = 1,
+    OL_RDMA_TOKEN_VERSION = 2,
+    OL_RDMA_TOKEN_TAG_BYTES = 16,
     OL_RDMA_TOKEN_MAX_WORKER = 4096, /* ucp worker address bytes */
     OL_RDMA_TOKEN_MAX_RKEY = 1024,   /* packed rkey bytes */
-    OL_RDMA_TOKEN_FIXED = 24,        /* the record's fixed part */
+    OL_RDMA_TOKEN_FIXED = 40,        /* the record's fixed part */
     OL_RDMA_TOKEN_MAX_BIN = OL_RDMA_TOKEN_FIXED + OL_RDMA_TOKEN_MAX_WORKER + OL_RDMA_TOKEN_MAX_RKEY,
     /* "1." + base64url of the largest record, and a NUL. */
     OL_RDMA_TOKEN_MAX_TEXT = 2 + (OL_RDMA_TOKEN_MAX_BIN * 4 + 2) / 3 + 1,
@@ -56,8 +61,9 @@ struct ol_rdma_token {
     size_t worker_len;
     const uint8_t *rkey;
     size_t rkey_len;
-    uint64_t addr; /* the client's virtual address */
-    uint64_t len;  /* bytes the server may move, from addr */
+    uint64_t addr;                        /* the client's virtual address */
+    uint64_t len;                         /* bytes the server may move, from addr */
+    uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES]; /* the client's secret for this memory */
 };
 
 /* The text length (without the NUL) of a token with these sizes. */

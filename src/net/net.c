@@ -33,6 +33,7 @@
 #include "core/hlc.h"
 #include "core/log.h"
 #include "core/loop.h"
+#include "native/rdma_confirm.h"
 #include "net/auth.h"
 
 enum {
@@ -148,6 +149,10 @@ struct ol_net {
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
     unsigned spin_us; /* opts.spin_us */
+    bool (*rma_confirm)(void *arg, const uint8_t *rkey, size_t rkey_len,
+                        const uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES], uint64_t addr, uint64_t len,
+                        uint64_t *base, uint64_t *size);
+    void *rma_confirm_arg;
     pthread_t thread;
     int evfd, wfd;
     ucp_context_h ctx;
@@ -1211,6 +1216,50 @@ static void *net_main(void *arg)
     return NULL;
 }
 
+/* ---- S3 over RDMA: confirmations (native/rdma_confirm.h) ---- */
+
+static void answer_sent_cb(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    free(user_data);
+    ucp_request_free(request);
+}
+
+/* A server of S3 over RDMA asks whether a token naming this worker is
+ * ours: answered on the reply endpoint, yes only when opts.rma_confirm
+ * says so.  A message that does not decode gets no answer. */
+static ucs_status_t on_challenge(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param)
+{
+    struct ol_net *net = arg;
+    (void)header;
+    (void)header_length;
+    struct ol_rdma_challenge c;
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+        ol_rdma_challenge_decode(data, length, &c) < 0)
+        return UCS_OK;
+    struct ol_rdma_answer a = {.yes = false};
+    memcpy(a.nonce, c.nonce, OL_RDMA_NONCE_BYTES);
+    if (net->rma_confirm)
+        a.yes = net->rma_confirm(net->rma_confirm_arg, c.rkey, c.rkey_len, c.tag, c.addr, c.len,
+                                 &a.base, &a.size);
+    uint8_t *out = malloc(OL_RDMA_ANSWER_BYTES);
+    if (!out)
+        return UCS_OK;
+    ol_rdma_answer_encode(net->key, data, length, &a, out);
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = answer_sent_cb,
+        .user_data = out,
+    };
+    ucs_status_ptr_t r =
+        ucp_am_send_nbx(param->reply_ep, OL_RDMA_AM_ANSWER, NULL, 0, out, OL_RDMA_ANSWER_BYTES, &p);
+    if (!UCS_PTR_IS_PTR(r))
+        free(out);
+    return UCS_OK;
+}
+
 /* ---- public ---- */
 
 int ol_net_call(struct ol_net *net, struct ol_net_call *c)
@@ -1436,6 +1485,8 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
         net->key_fn = opts->key_fn;
         net->key_arg = opts->key_arg;
         net->spin_us = opts->spin_us;
+        net->rma_confirm = opts->rma_confirm;
+        net->rma_confirm_arg = opts->rma_confirm_arg;
     }
     net->evfd = -1;
     pthread_mutex_init(&net->mu, NULL);
@@ -1514,6 +1565,10 @@ int ol_net_create(const struct ol_net_opts *opts, struct ol_net **out)
     hp.id = OL_WIRE_AM_REPLY;
     hp.cb = on_reply;
     if (ucp_worker_set_am_recv_handler(net->worker, &hp) != UCS_OK)
+        goto fail;
+    hp.id = OL_RDMA_AM_CHALLENGE;
+    hp.cb = on_challenge;
+    if (opts && opts->rma && ucp_worker_set_am_recv_handler(net->worker, &hp) != UCS_OK)
         goto fail;
     net->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (net->evfd < 0) {

@@ -70,6 +70,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "native/rdma_token.h"
 #include "net/auth.h"
 #include "net/wire.h"
 
@@ -116,6 +117,16 @@ struct ol_net_opts {
     bool (*key_fn)(void *arg, const struct ol_wire_hdr *h, const void *ctl, size_t ctl_len,
                    uint8_t key[OL_NET_KEY_BYTES]);
     void *key_arg;
+    /* With rma: the worker answers the confirmations of S3 over RDMA
+     * (native/rdma_confirm.h), MACed with opts.key (the native client's is
+     * its user's native key).  rma_confirm says whether [addr, addr+len)
+     * under the packed rkey and the tag is memory this process made a token
+     * for, and then its bounds in *base, *size; NULL: every challenge is answered
+     * no.  Called on the net thread; must not block (a short lock is fine). */
+    bool (*rma_confirm)(void *arg, const uint8_t *rkey, size_t rkey_len,
+                        const uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES], uint64_t addr, uint64_t len,
+                        uint64_t *base, uint64_t *size);
+    void *rma_confirm_arg;
 };
 
 /* Starts the net thread.  -EIO when UCX cannot start (its reason logged). */

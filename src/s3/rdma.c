@@ -8,10 +8,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
+#include "core/cfg.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "native/proto.h"
 #include "native/rdma.h"
 #include "s3/sigv4.h"
+#include "users/users.h"
 
 /* Whether a ';'-separated SignedHeaders list (the presigned form may also
  * separate with "%3B") names x-amz-rdma-token. */
@@ -57,6 +62,62 @@ static bool token_signed(const struct ol_s3_req *r)
     return list_has(auth.signed_headers);
 }
 
+/* The native key (native/proto.h) of the request's user, which the
+ * client's worker MACs its confirmation with.  0 or -ENOENT / -EAGAIN. */
+static int user_key(const struct ol_s3_req *r, uint8_t key[OL_NET_KEY_BYTES])
+{
+    char secret[OL_USERS_KEY_MAX + 1];
+    size_t n = strlen(r->access_key);
+    int rc;
+    if (r->ctx->users) {
+        rc = ol_users_lookup(r->ctx->users, r->access_key, n, secret, NULL);
+    } else {
+        const struct ol_cfg_user *u = ol_cfg_find_user(r->ctx->cfg, r->access_key, n);
+        rc = u ? 0 : -ENOENT;
+        if (u)
+            snprintf(secret, sizeof(secret), "%s", u->secret_key);
+    }
+    if (rc == 0)
+        ol_native_key(r->access_key, secret, key);
+    OPENSSL_cleanse(secret, sizeof(secret));
+    return rc;
+}
+
+/* Has the token's worker confirm the token (native/rdma_confirm.h); sends
+ * the error when it does not.  0 or -1. */
+static int confirm(struct ol_s3_req *r, struct ol_s3_rdma *x, int *sent)
+{
+    uint8_t key[OL_NET_KEY_BYTES];
+    int rc = user_key(r, key);
+    if (rc == 0)
+        rc = ol_rdma_confirm(x->engine, &x->tok, key);
+    OPENSSL_cleanse(key, sizeof(key));
+    if (rc == 0)
+        return 0;
+    ol_log_limited(OL_LOG_INFO, "rdma: a token of %s was not confirmed by its worker: %s",
+                   r->access_key, ol_strerror(rc));
+    switch (rc) {
+    case -EACCES:
+    case -ETIMEDOUT:
+    case -ENOENT:
+        *sent = ol_s3_error(r, OL_S3_AccessDenied,
+                            "x-amz-rdma-token: the UCX worker it names did not confirm it as its "
+                            "own for this user.");
+        break;
+    case -EHOSTUNREACH:
+        *sent = ol_s3_error(r, OL_S3_InvalidArgument,
+                            "x-amz-rdma-token: the client's UCX worker cannot be reached.");
+        break;
+    case -EAGAIN:
+        *sent = ol_s3_error(r, OL_S3_SlowDown, "Too many RDMA transfers in flight; retry.");
+        break;
+    default:
+        *sent = ol_s3_error(r, OL_S3_ServiceUnavailable, "S3 over RDMA is not available here.");
+        break;
+    }
+    return -1;
+}
+
 int ol_s3_rdma_parse(struct ol_s3_req *r, struct ol_s3_rdma **out, int *sent)
 {
     *out = NULL;
@@ -95,6 +156,10 @@ int ol_s3_rdma_parse(struct ol_s3_req *r, struct ol_s3_rdma **out, int *sent)
                                   "x-amz-rdma-token: UCX refuses its worker address or memory key.")
                     : ol_s3_error(r, OL_S3_ServiceUnavailable,
                                   "S3 over RDMA is not available here.");
+        return -1;
+    }
+    if (confirm(r, x, sent) < 0) {
+        free(x);
         return -1;
     }
     x->moved = 0;

@@ -30,10 +30,12 @@ struct ol_s3_rdma {
 };
 
 /* Looks for x-amz-rdma-token: 0 when absent; 1 with *out (malloc'd, the
- * caller frees) when present, signed and well-formed; -1 when refused, the
- * error sent and its send's result in *sent (400 InvalidArgument for a
- * malformed token, 403 AccessDenied when it is not signed, 503 when this
- * server cannot start UCX). */
+ * caller frees) when present, signed, well-formed and confirmed by the
+ * worker it names for the request's user (native/rdma_confirm.h); -1 when
+ * refused, the error sent and its send's result in *sent (400
+ * InvalidArgument for a malformed token or an unreachable worker, 403
+ * AccessDenied when it is not signed or not confirmed, 503 when this server
+ * cannot start UCX). */
 int ol_s3_rdma_parse(struct ol_s3_req *r, struct ol_s3_rdma **out, int *sent);
 
 /* Writes len bytes of buf at offset off of the client's region. */

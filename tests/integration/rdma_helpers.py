@@ -18,19 +18,21 @@ def peer_binary():
     return helpers.openlake_binary().parent / "rdma_peer"
 
 
-def encode_token(worker, rkey, addr, length, reserved=0, version=b"1"):
+def encode_token(worker, rkey, addr, length, tag=bytes(16), reserved=0, version=b"2"):
     """The token's text form (native/rdma_token.h), from raw parts: tests
     also build malformed ones with it."""
     rec = struct.pack("<HHIQQ", len(worker) & 0xFFFF, len(rkey) & 0xFFFF, reserved,
-                      addr & (2**64 - 1), length & (2**64 - 1)) + worker + rkey
+                      addr & (2**64 - 1), length & (2**64 - 1)) + tag + worker + rkey
     return (version + b"." + base64.urlsafe_b64encode(rec).rstrip(b"=")).decode()
 
 
 class Peer:
-    """An rdma_peer process: a UCX worker with `size` bytes registered."""
+    """An rdma_peer process: a UCX worker with `size` bytes registered,
+    confirming tokens of its memory (docs/PROTOCOL.md "S3 over RDMA",
+    "Confirmation") for the user access/secret."""
 
-    def __init__(self, size, env=None):
-        self.proc = subprocess.Popen([str(peer_binary())], stdin=subprocess.PIPE,
+    def __init__(self, size, env=None, access=helpers.ACCESS_KEY, secret=helpers.SECRET_KEY):
+        self.proc = subprocess.Popen([str(peer_binary()), access, secret], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True,
                                      env=dict(os.environ, **(env or {})))
         assert self._line() == "ready"
@@ -39,6 +41,7 @@ class Peer:
         self.addr = int(parts[1], 16)
         self.worker = bytes.fromhex(parts[2])
         self.rkey = bytes.fromhex(parts[3])
+        self.tag = bytes.fromhex(parts[4])
         self.size = size
         self.tmp = Path(tempfile.mkdtemp(prefix="rdma_peer"))
 
@@ -56,7 +59,7 @@ class Peer:
 
     def token(self, off=0, length=None):
         return encode_token(self.worker, self.rkey, self.addr + off,
-                            self.size - off if length is None else length)
+                            self.size - off if length is None else length, self.tag)
 
     def fill(self, byte):
         self.cmd(f"set {byte}")

@@ -4,12 +4,21 @@
  * HTTP requests) drives it with one-line commands on stdin:
  *
  *   alloc N            map N bytes (zeroed), register them (ucp_mem_map) and
- *                      pack their rkey; answers
- *                      "mem ADDR WORKER_HEX RKEY_HEX" (ADDR in hex)
+ *                      pack their rkey, draw the tag of their tokens;
+ *                      answers "mem ADDR WORKER_HEX RKEY_HEX TAG_HEX"
+ *                      (ADDR in hex)
+ *   confirm MODE       how the worker answers the server's confirmations
+ *                      (native/rdma_confirm.h): "yes" (default: yes for
+ *                      tokens of its memory, no for others), "silent" (no
+ *                      answer at all, as a client that does not know the
+ *                      protocol);                               answers "ok"
  *   set BYTE           fills the memory with BYTE (decimal);   answers "ok"
  *   load PATH OFF      copies the file PATH's bytes to OFF;    answers "ok"
  *   save PATH OFF LEN  writes LEN bytes at OFF to PATH;        answers "ok"
  *   quit
+ *
+ * Arguments: ACCESS_KEY SECRET_KEY, the user whose native key MACs the
+ * confirmations (without them, the all-zero key: no server accepts them).
  *
  * Errors answer "err WHY".  One thread: between commands, and while the
  * server moves bytes, it progresses the worker (transports such as tcp
@@ -25,13 +34,67 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <openssl/rand.h>
 #include <ucp/api/ucp.h>
+
+#include "native/proto.h"
+#include "native/rdma_confirm.h"
 
 static ucp_context_h ctx;
 static ucp_worker_h worker;
 static uint8_t *mem;
 static size_t mem_len;
 static ucp_mem_h memh;
+static uint8_t *mem_rkey;
+static size_t mem_rkey_len;
+static uint8_t key[OL_NET_KEY_BYTES];
+static uint8_t tag[OL_RDMA_TOKEN_TAG_BYTES];
+static int silent;
+
+static void answer_sent(void *request, ucs_status_t status, void *user_data)
+{
+    (void)status;
+    free(user_data);
+    ucp_request_free(request);
+}
+
+/* A server's confirmation: yes for a range of our memory under our rkey. */
+static ucs_status_t on_challenge(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param)
+{
+    (void)arg;
+    (void)header;
+    (void)header_length;
+    struct ol_rdma_challenge c;
+    if (silent || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
+        !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ||
+        ol_rdma_challenge_decode(data, length, &c) < 0)
+        return UCS_OK;
+    struct ol_rdma_answer a = {.yes = false};
+    memcpy(a.nonce, c.nonce, sizeof(a.nonce));
+    uint64_t b = (uint64_t)(uintptr_t)mem;
+    if (mem && c.rkey_len == mem_rkey_len && memcmp(c.rkey, mem_rkey, c.rkey_len) == 0 &&
+        memcmp(c.tag, tag, sizeof(tag)) == 0 && c.addr >= b && c.addr - b <= mem_len &&
+        c.len <= mem_len - (c.addr - b)) {
+        a.yes = true;
+        a.base = b;
+        a.size = mem_len;
+    }
+    uint8_t *out = malloc(OL_RDMA_ANSWER_BYTES);
+    if (!out)
+        return UCS_OK;
+    ol_rdma_answer_encode(key, data, length, &a, out);
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = answer_sent,
+        .user_data = out,
+    };
+    void *r =
+        ucp_am_send_nbx(param->reply_ep, OL_RDMA_AM_ANSWER, NULL, 0, out, OL_RDMA_ANSWER_BYTES, &p);
+    if (!UCS_PTR_IS_PTR(r))
+        free(out);
+    return UCS_OK;
+}
 
 static void hex_out(const void *p, size_t n)
 {
@@ -77,11 +140,22 @@ static void cmd_alloc(size_t n)
         printf("err ucp_worker_get_address %s\n", ucs_status_string(s));
         return;
     }
+    if (RAND_bytes(tag, sizeof(tag)) != 1) {
+        printf("err RAND_bytes\n");
+        return;
+    }
     printf("mem %" PRIxPTR " ", (uintptr_t)mem);
     hex_out(addr, addr_len);
     printf(" ");
     hex_out(rkey, rkey_len);
+    printf(" ");
+    hex_out(tag, sizeof(tag));
     printf("\n");
+    mem_rkey = malloc(rkey_len);
+    if (mem_rkey) {
+        memcpy(mem_rkey, rkey, rkey_len);
+        mem_rkey_len = rkey_len;
+    }
     ucp_worker_release_address(worker, addr);
     ucp_rkey_buffer_release(rkey);
 }
@@ -121,7 +195,10 @@ static void handle(char *line)
     int v;
     if (sscanf(line, "alloc %llu", &a) == 1)
         cmd_alloc((size_t)a);
-    else if (!mem && strncmp(line, "quit", 4) != 0)
+    else if (strncmp(line, "confirm ", 8) == 0) {
+        silent = strcmp(line + 8, "silent") == 0;
+        printf("ok\n");
+    } else if (!mem && strncmp(line, "quit", 4) != 0)
         printf("err no memory\n");
     else if (sscanf(line, "set %d", &v) == 1) {
         memset(mem, v, mem_len);
@@ -135,14 +212,16 @@ static void handle(char *line)
     fflush(stdout);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 3)
+        ol_native_key(argv[1], argv[2], key);
     ucp_config_t *cfg;
     if (ucp_config_read(NULL, NULL, &cfg) != UCS_OK)
         return 1;
     ucp_params_t up = {
         .field_mask = UCP_PARAM_FIELD_FEATURES,
-        .features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP,
     };
     ucs_status_t s = ucp_init(&up, cfg, &ctx);
     ucp_config_release(cfg);
@@ -158,6 +237,15 @@ int main(void)
         return 1;
     int efd;
     if (ucp_worker_get_efd(worker, &efd) != UCS_OK)
+        return 1;
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = OL_RDMA_AM_CHALLENGE,
+        .flags = UCP_AM_FLAG_WHOLE_MSG,
+        .cb = on_challenge,
+    };
+    if (ucp_worker_set_am_recv_handler(worker, &hp) != UCS_OK)
         return 1;
     printf("ready\n");
     fflush(stdout);
@@ -194,6 +282,7 @@ int main(void)
 out:
     if (memh)
         ucp_mem_unmap(ctx, memh);
+    free(mem_rkey);
     ucp_worker_destroy(worker);
     ucp_cleanup(ctx);
     return 0;

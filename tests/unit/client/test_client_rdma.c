@@ -132,7 +132,7 @@ int main(void)
     static char tok[OL_RDMA_TOKEN_MAX_TEXT];
     /* The second half of the registered memory. */
     int n = ol_client_rdma_token(c, m, mem + LEN / 2, LEN / 2, tok, sizeof(tok));
-    CHECK(n > 2 && (size_t)n == strlen(tok) && strncmp(tok, "1.", 2) == 0);
+    CHECK(n > 2 && (size_t)n == strlen(tok) && strncmp(tok, "2.", 2) == 0);
     static uint8_t dbuf[OL_RDMA_TOKEN_MAX_BIN];
     struct ol_rdma_token t;
     const char *why = NULL;

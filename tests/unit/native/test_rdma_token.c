@@ -37,11 +37,13 @@ static void round_trip(size_t wl, size_t kl, uint64_t addr, uint64_t len)
         w[i] = (uint8_t)rnd();
     for (size_t i = 0; i < kl; i++)
         k[i] = (uint8_t)rnd();
-    struct ol_rdma_token t = {w, wl, k, kl, addr, len}, d;
+    struct ol_rdma_token t = {w, wl, k, kl, addr, len, {0}}, d;
+    for (size_t i = 0; i < OL_RDMA_TOKEN_TAG_BYTES; i++)
+        t.tag[i] = (uint8_t)rnd();
     int n = ol_rdma_token_encode(&t, text, sizeof text);
     CHECK(n > 0 && (size_t)n == ol_rdma_token_text_len(wl, kl));
     CHECK(strlen(text) == (size_t)n);
-    CHECK(text[0] == '1' && text[1] == '.');
+    CHECK(text[0] == '2' && text[1] == '.');
     for (int i = 2; i < n; i++)
         CHECK(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_",
                      text[i]) != NULL);
@@ -53,6 +55,7 @@ static void round_trip(size_t wl, size_t kl, uint64_t addr, uint64_t len)
     CHECK(why == NULL);
     CHECK(d.worker_len == wl && d.rkey_len == kl && d.addr == addr && d.len == len);
     CHECK(memcmp(d.worker, w, wl) == 0 && memcmp(d.rkey, k, kl) == 0);
+    CHECK(memcmp(d.tag, t.tag, OL_RDMA_TOKEN_TAG_BYTES) == 0);
     /* Every proper prefix is refused (truncation), and one more char too. */
     for (int cut = 0; cut < n; cut += (n > 64 ? 7 : 1))
         CHECK_RC(dec(text, (size_t)cut, &d, buf, &why), -EINVAL);
@@ -83,7 +86,7 @@ int main(void)
     uint8_t w[8] = {1}, k[8] = {2};
     char text[OL_RDMA_TOKEN_MAX_TEXT];
     uint8_t buf[OL_RDMA_TOKEN_MAX_BIN];
-    struct ol_rdma_token t = {w, 0, k, 8, 4096, 10}, d;
+    struct ol_rdma_token t = {w, 0, k, 8, 4096, 10, {7}}, d;
     CHECK_RC(ol_rdma_token_encode(&t, text, sizeof text), -EINVAL);
     t.worker_len = 8, t.rkey_len = 0;
     CHECK_RC(ol_rdma_token_encode(&t, text, sizeof text), -EINVAL);
@@ -99,8 +102,8 @@ int main(void)
 
     /* Malformed texts, each with a reason. */
     const char *why;
-    const char *bad[] = {"", "1", "1.", "2.AAAA", "x.AAAA", "11AAAA", "1.AAAA", "1.A",
-                         "1.AAAA=", "1.AA+A", "1.AA/A", "1.AA A", "1.AA\nA", "garbage"};
+    const char *bad[] = {"", "2", "2.", "3.AAAA", "x.AAAA", "22AAAA", "2.AAAA", "2.A",
+                         "2.AAAA=", "2.AA+A", "2.AA/A", "2.AA A", "2.AA\nA", "garbage"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why = NULL;
         CHECK_RC(dec(bad[i], strlen(bad[i]), &d, buf, &why), -EINVAL);
@@ -115,16 +118,21 @@ int main(void)
         CHECK_RC(dec(text, (size_t)n, &d, buf, &why), -EINVAL);
         text[i] = c;
     }
-    /* Non-canonical trailing bits: 8+8+24 = 40 bytes, remainder 1, two
-     * chars, the second must have its low 4 bits zero. */
-    CHECK(n == 2 + 52 + 2);
+    /* Non-canonical trailing bits: 8+8+40 = 56 bytes, remainder 2, three
+     * chars, the third must have its low 2 bits zero. */
+    CHECK(n == 2 + 72 + 3);
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     char c = text[n - 1];
-    text[n - 1] = c == 'A' ? 'B' : 'A';
-    if (text[n - 1] != 'A') {
-        CHECK_RC(dec(text, (size_t)n, &d, buf, &why), -EINVAL);
-    }
+    int ci = (int)(strchr(B64, c) - B64);
+    CHECK((ci & 3) == 0);
+    text[n - 1] = B64[ci | 1];
+    CHECK_RC(dec(text, (size_t)n, &d, buf, &why), -EINVAL);
     text[n - 1] = c;
     CHECK_RC(dec(text, (size_t)n, &d, buf, &why), 0);
+    /* The previous version (no tag) is refused. */
+    text[0] = '1';
+    CHECK_RC(dec(text, (size_t)n, &d, buf, &why), -EINVAL);
+    text[0] = '2';
 
     /* Records whose fields lie: build them by hand. */
     struct {
@@ -158,7 +166,7 @@ int main(void)
         static char out[OL_RDMA_TOKEN_MAX_TEXT * 2];
         static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         size_t nb = OL_RDMA_TOKEN_FIXED + body, o = 0;
-        out[o++] = '1', out[o++] = '.';
+        out[o++] = '2', out[o++] = '.';
         for (size_t j = 0; j < nb; j += 3) {
             uint32_t v = (uint32_t)rec[j] << 16 | (j + 1 < nb ? (uint32_t)rec[j + 1] << 8 : 0) |
                          (j + 2 < nb ? rec[j + 2] : 0);
