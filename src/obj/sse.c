@@ -413,6 +413,8 @@ struct ol_sse_reader {
     uint8_t entry[OL_SSE_ENTRY_MAX];
     size_t entry_len;
     uint64_t size;          /* plaintext */
+    uint64_t stored;        /* sealed bytes in all */
+    bool primed;            /* the source has had its first read */
     uint32_t nstreams;
     uint64_t *pstart;       /* [nstreams + 1] plaintext offsets of the streams */
     uint64_t *sstart;       /* [nstreams] stored offsets */
@@ -421,7 +423,7 @@ struct ol_sse_reader {
     uint8_t *win;           /* decrypted window */
     uint64_t win_off;
     size_t win_len;
-    uint8_t *asm_buf;       /* a package that straddles two source chunks */
+    uint8_t *asm_buf;       /* the window's sealed bytes */
 };
 
 void ol_sse_reader_free(struct ol_sse_reader *s)
@@ -498,6 +500,7 @@ int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
         }
     }
     s->size = s->pstart[n];
+    s->stored = stored;
     s->c = EVP_CIPHER_CTX_new();
     if (!s->c) {
         rc = -ENOMEM;
@@ -536,18 +539,25 @@ int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY]
     return rc;
 }
 
-/* Reads exactly n sealed bytes at off into dst (a package straddling two
- * source chunks). */
-static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *dst, size_t n)
+/* Reads exactly n sealed bytes at off into dst.  The first call asks for
+ * at least ask bytes: a backend sizes its buffer by its first read
+ * (obj/ec.c), and a small first read would make every later one small. */
+static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *dst, size_t n,
+                          size_t ask)
 {
     size_t got = 0;
     while (got < n) {
         const uint8_t *d;
-        ssize_t r = fn(src, off + got, n - got, &d);
+        size_t want = n - got;
+        if (got == 0 && ask > want)
+            want = ask;
+        ssize_t r = fn(src, off + got, want, &d);
         if (r < 0)
             return (int)r;
         if (r == 0)
             return -OL_ECORRUPT; /* shorter than its layout says */
+        if ((size_t)r > n - got)
+            r = (ssize_t)(n - got);
         memcpy(dst + got, d, (size_t)r);
         got += (size_t)r;
     }
@@ -560,7 +570,7 @@ static int key_stream(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint
     if (s->keyed == (int64_t)i)
         return 0;
     uint8_t id[OL_SSE_HDR];
-    int rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id));
+    int rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), 0);
     if (rc < 0)
         return rc;
     rc = stream_key(s->c, false, s->k.dk, id);
@@ -578,7 +588,10 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
     if (off >= s->size || max == 0)
         return 0;
     if (!(off >= s->win_off && off < s->win_off + s->win_len)) {
+        const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG);
         if (!s->win && !(s->win = malloc((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)))
+            return -ENOMEM;
+        if (!s->asm_buf && !(s->asm_buf = malloc(sealed_cap)))
             return -ENOMEM;
         /* The stream holding off (streams are few: a binary search). */
         uint32_t lo = 0, hi = s->nstreams - 1;
@@ -590,47 +603,41 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
                 hi = mid - 1;
         }
         uint32_t i = lo;
-        int rc = key_stream(s, fn, src, i);
-        if (rc < 0)
-            return rc;
         uint64_t plen = s->pstart[i + 1] - s->pstart[i];
         uint64_t npk = (plen + OL_SSE_PKG - 1) / OL_SSE_PKG;
         uint64_t first = (off - s->pstart[i]) / OL_SSE_PKG;
         uint64_t last = first + OL_SSE_WINDOW_PKGS;
         if (last > npk)
             last = npk;
-        /* The window's sealed bytes are contiguous: read them in as few
-         * source calls as the source allows, opening each package straight
-         * from the source's buffer when it holds the whole package. */
-        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
-        size_t wl = 0;
+        uint64_t pfirst = first * OL_SSE_PKG;
+        uint64_t pend = last * OL_SSE_PKG < plen ? last * OL_SSE_PKG : plen;
+        size_t sealed = (size_t)(pend - pfirst) + (size_t)(last - first) * OL_SSE_TAG;
+        /* The window's sealed bytes, read before the stream id, and the
+         * first read of all asks for a whole window (as far as the object
+         * goes): see src_read_exact. */
         s->win_len = 0;
+        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
+        size_t ask = 0;
+        if (!s->primed) {
+            ask = so + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - so);
+            s->primed = true;
+        }
+        int rc = src_read_exact(fn, src, so, s->asm_buf, sealed, ask);
+        if (rc == 0)
+            rc = key_stream(s, fn, src, i);
+        if (rc < 0)
+            return rc;
+        size_t in = 0, wl = 0;
         for (uint64_t pk = first; pk < last; pk++) {
             size_t n = (size_t)(plen - pk * OL_SSE_PKG < OL_SSE_PKG ? plen - pk * OL_SSE_PKG
                                                                     : OL_SSE_PKG);
-            const uint8_t *d;
-            ssize_t r = fn(src, so, n + OL_SSE_TAG, &d);
-            if (r < 0)
-                return r;
-            if (r == 0)
-                return -OL_ECORRUPT;
-            if ((size_t)r < n + OL_SSE_TAG) {
-                if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_PKG + OL_SSE_TAG)))
-                    return -ENOMEM;
-                memcpy(s->asm_buf, d, (size_t)r);
-                rc = src_read_exact(fn, src, so + (uint64_t)r, s->asm_buf + r,
-                                    n + OL_SSE_TAG - (size_t)r);
-                if (rc < 0)
-                    return rc;
-                d = s->asm_buf;
-            }
-            rc = open_pkg(s->c, pk, pk + 1 == npk, d, n, s->win + wl);
+            rc = open_pkg(s->c, pk, pk + 1 == npk, s->asm_buf + in, n, s->win + wl);
             if (rc < 0)
                 return rc;
             wl += n;
-            so += n + OL_SSE_TAG;
+            in += n + OL_SSE_TAG;
         }
-        s->win_off = s->pstart[i] + first * OL_SSE_PKG;
+        s->win_off = s->pstart[i] + pfirst;
         s->win_len = wl;
     }
     size_t avail = (size_t)(s->win_off + s->win_len - off);
