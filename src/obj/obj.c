@@ -351,10 +351,15 @@ int ol_obj_read_unlock(struct ol_obj_reader *r, const uint8_t ckey[OL_SSE_KEY])
     return r->sse ? ol_sse_reader_unlock(r->sse, ckey) : 0;
 }
 
+/* An encrypted object's sealed bytes: on one drive straight from the page
+ * cache's mapping when they are there (verified, no copy), else read. */
 static ssize_t backend_read(void *arg, uint64_t off, size_t max, const uint8_t **data)
 {
     struct ol_obj_reader *r = arg;
-    return r->sd ? ol_store_read(r->sd, off, max, data) : ol_ec_read(r->ec, off, max, data);
+    if (!r->sd)
+        return ol_ec_read(r->ec, off, max, data);
+    ssize_t n = ol_store_read_map(r->sd, off, max, data);
+    return n == -EAGAIN ? ol_store_read(r->sd, off, max, data) : n;
 }
 
 int ol_obj_read_attr(const struct ol_obj_reader *r, const char *name, const uint8_t **val,

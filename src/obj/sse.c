@@ -622,7 +622,24 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
             ask = so + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - so);
             s->primed = true;
         }
-        int rc = src_read_exact(fn, src, so, s->asm_buf, sealed, ask);
+        /* Opened straight from the source's buffer when one call hands
+         * over the whole window (a page-cache mapping does), else
+         * gathered into asm_buf first. */
+        const uint8_t *sw = NULL;
+        ssize_t got = fn(src, so, sealed > ask ? sealed : ask, &sw);
+        int rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
+        if (rc == 0 && (size_t)got < sealed) {
+            memcpy(s->asm_buf, sw, (size_t)got);
+            rc = src_read_exact(fn, src, so + (uint64_t)got, s->asm_buf + got,
+                                sealed - (size_t)got, 0);
+            sw = s->asm_buf;
+        }
+        /* The id read may reuse the source's buffer: copy the window out
+         * first when it is still there. */
+        if (rc == 0 && s->keyed != (int64_t)i && sw != s->asm_buf) {
+            memcpy(s->asm_buf, sw, sealed);
+            sw = s->asm_buf;
+        }
         if (rc == 0)
             rc = key_stream(s, fn, src, i);
         if (rc < 0)
@@ -631,7 +648,7 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         for (uint64_t pk = first; pk < last; pk++) {
             size_t n = (size_t)(plen - pk * OL_SSE_PKG < OL_SSE_PKG ? plen - pk * OL_SSE_PKG
                                                                     : OL_SSE_PKG);
-            rc = open_pkg(s->c, pk, pk + 1 == npk, s->asm_buf + in, n, s->win + wl);
+            rc = open_pkg(s->c, pk, pk + 1 == npk, sw + in, n, s->win + wl);
             if (rc < 0)
                 return rc;
             wl += n;
