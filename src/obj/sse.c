@@ -564,22 +564,6 @@ static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *ds
     return 0;
 }
 
-/* Keys the context for stream i (reads its id). */
-static int key_stream(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint32_t i)
-{
-    if (s->keyed == (int64_t)i)
-        return 0;
-    uint8_t id[OL_SSE_HDR];
-    int rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), 0);
-    if (rc < 0)
-        return rc;
-    rc = stream_key(s->c, false, s->k.dk, id);
-    if (rc < 0)
-        return rc;
-    s->keyed = i;
-    return 0;
-}
-
 ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
                     size_t max, const uint8_t **data)
 {
@@ -591,7 +575,7 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG);
         if (!s->win && !(s->win = malloc((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)))
             return -ENOMEM;
-        if (!s->asm_buf && !(s->asm_buf = malloc(sealed_cap)))
+        if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_HDR + sealed_cap)))
             return -ENOMEM;
         /* The stream holding off (streams are few: a binary search). */
         uint32_t lo = 0, hi = s->nstreams - 1;
@@ -612,36 +596,55 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         uint64_t pfirst = first * OL_SSE_PKG;
         uint64_t pend = last * OL_SSE_PKG < plen ? last * OL_SSE_PKG : plen;
         size_t sealed = (size_t)(pend - pfirst) + (size_t)(last - first) * OL_SSE_TAG;
-        /* The window's sealed bytes, read before the stream id, and the
-         * first read of all asks for a whole window (as far as the object
-         * goes): see src_read_exact. */
+        /* The window's sealed bytes in one request, with the stream id in
+         * front when the window starts the stream and the stream is not
+         * keyed yet (a stream read from its start: one call).  The first
+         * read of all asks for a whole window: see src_read_exact. */
         s->win_len = 0;
-        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
+        bool keyed = s->keyed == (int64_t)i;
+        bool with_id = !keyed && first == 0;
         size_t ask = 0;
         if (!s->primed) {
-            ask = so + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - so);
+            uint64_t at = s->sstart[i] + (with_id ? 0 : OL_SSE_HDR);
+            ask = at + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - at);
             s->primed = true;
+        }
+        int rc = 0;
+        if (!keyed && !with_id) {
+            /* An id read ahead of a window in the middle of the stream. */
+            uint8_t id[OL_SSE_HDR];
+            rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), ask);
+            ask = 0;
+            if (rc == 0)
+                rc = stream_key(s->c, false, s->k.dk, id);
+            if (rc < 0)
+                return rc;
+            s->keyed = i;
+        }
+        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
+        size_t need = sealed;
+        if (with_id) {
+            so -= OL_SSE_HDR;
+            need += OL_SSE_HDR;
         }
         /* Opened straight from the source's buffer when one call hands
          * over the whole window (a page-cache mapping does), else
          * gathered into asm_buf first. */
         const uint8_t *sw = NULL;
-        ssize_t got = fn(src, so, sealed > ask ? sealed : ask, &sw);
-        int rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
-        if (rc == 0 && (size_t)got < sealed) {
+        ssize_t got = fn(src, so, need > ask ? need : ask, &sw);
+        rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
+        if (rc == 0 && (size_t)got < need) {
             memcpy(s->asm_buf, sw, (size_t)got);
             rc = src_read_exact(fn, src, so + (uint64_t)got, s->asm_buf + got,
-                                sealed - (size_t)got, 0);
+                                need - (size_t)got, 0);
             sw = s->asm_buf;
         }
-        /* The id read may reuse the source's buffer: copy the window out
-         * first when it is still there. */
-        if (rc == 0 && s->keyed != (int64_t)i && sw != s->asm_buf) {
-            memcpy(s->asm_buf, sw, sealed);
-            sw = s->asm_buf;
+        if (rc == 0 && with_id) {
+            rc = stream_key(s->c, false, s->k.dk, sw);
+            sw += OL_SSE_HDR;
+            if (rc == 0)
+                s->keyed = i;
         }
-        if (rc == 0)
-            rc = key_stream(s, fn, src, i);
         if (rc < 0)
             return rc;
         size_t in = 0, wl = 0;
