@@ -266,3 +266,24 @@ def test_restart_and_drives_hold_no_plaintext(mode_server, mode_s3, mode_bucket)
     hits = subprocess.run(["grep", "-rlF", "-a", base64.b64encode(key).decode(),
                            *map(str, roots)], capture_output=True, text=True)
     assert hits.stdout == ""
+
+
+def test_native_port(mode_server, mode_s3, mode_bucket):
+    """The native port reads SSE-S3 objects as plaintext (the object layer
+    opens them), refuses SSE-C ones (it carries no customer key), and its PUTs
+    into a default-encrypted bucket are sealed."""
+    openlake = helpers.import_openlake()
+    s3, b = mode_s3, mode_bucket
+    data = body(300000, "native")
+    s3.put_object(Bucket=b, Key="n-s3", Body=data, ServerSideEncryption="AES256")
+    s3.put_object(Bucket=b, Key="n-c", Body=data, **ssec(os.urandom(32)))
+    with openlake.Client(mode_server.endpoint) as c:
+        assert c.head(b, "n-s3").size == len(data)
+        assert bytes(c.get(b, "n-s3")) == data
+        with pytest.raises(openlake.Error):
+            c.get(b, "n-c")
+        s3.put_bucket_encryption(Bucket=b, ServerSideEncryptionConfiguration={"Rules": [
+            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+        c.put(b, "n-put", data)
+    g = s3.get_object(Bucket=b, Key="n-put")
+    assert g["ServerSideEncryption"] == "AES256" and g["Body"].read() == data
