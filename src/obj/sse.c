@@ -13,6 +13,7 @@
 #include <openssl/evp.h>
 
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/sha256.h"
 #include "s3/meta.h"
 
@@ -21,39 +22,6 @@
 #define MAX_PARTS 10000
 
 /* ---- small helpers ---- */
-
-static void to_hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char d[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
-/* Exactly n bytes of lowercase hex at p (2n digits). */
-static bool from_hex(const char *p, size_t plen, uint8_t *out, size_t n)
-{
-    if (plen != 2 * n)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        int a = hexval(p[2 * i]), b = hexval(p[2 * i + 1]);
-        if (a < 0 || b < 0)
-            return false;
-        out[i] = (uint8_t)(a << 4 | b);
-    }
-    return true;
-}
 
 static int random_bytes(uint8_t *p, size_t n)
 {
@@ -123,7 +91,7 @@ void ol_sse_key_id(const uint8_t master[OL_SSE_KEY], char id[17])
     struct ol_bytes m[1] = {{label, sizeof(label) - 1}};
     uint8_t h[32];
     ol_hmac_sha256(master, OL_SSE_KEY, m, 1, h);
-    to_hex(h, 8, id);
+    ol_hex(h, 8, id);
     OPENSSL_cleanse(h, sizeof(h));
 }
 
@@ -156,7 +124,7 @@ int ol_sse_entry_new(const uint8_t *master, const struct ol_sse_spec *spec, char
     if (rc < 0)
         return -EIO;
     char wh[2 * WRAP_LEN + 1];
-    to_hex(wrap, WRAP_LEN, wh);
+    ol_hex(wrap, WRAP_LEN, wh);
     if (spec->mode == OL_SSE_S3) {
         char id[17];
         ol_sse_key_id(master, id);
@@ -165,8 +133,8 @@ int ol_sse_entry_new(const uint8_t *master, const struct ol_sse_spec *spec, char
         uint8_t chk[32];
         char sh[2 * SALT_LEN + 1], ch[65];
         ssec_check(spec->ckey, salt, chk);
-        to_hex(salt, SALT_LEN, sh);
-        to_hex(chk, 32, ch);
+        ol_hex(salt, SALT_LEN, sh);
+        ol_hex(chk, 32, ch);
         snprintf(out, OL_SSE_ENTRY_MAX, "1 C %c %s %s %s", layout, sh, ch, wh);
     }
     return 0;
@@ -233,15 +201,15 @@ int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
         ol_sse_key_id(master, id);
         if (fl[3] != 16 || memcmp(f[3], id, 16) != 0)
             return -ENOKEY;
-        if (!from_hex(f[4], fl[4], wrap, WRAP_LEN))
+        if (!ol_unhex(f[4], fl[4], wrap, WRAP_LEN))
             return -OL_ECORRUPT;
         memcpy(kek, master, 32);
     } else {
         if (!ckey)
             return -OL_ESSENEEDKEY;
         uint8_t salt[SALT_LEN], chk[32], want[32];
-        if (!from_hex(f[3], fl[3], salt, SALT_LEN) || !from_hex(f[4], fl[4], want, 32) ||
-            !from_hex(f[5], fl[5], wrap, WRAP_LEN))
+        if (!ol_unhex(f[3], fl[3], salt, SALT_LEN) || !ol_unhex(f[4], fl[4], want, 32) ||
+            !ol_unhex(f[5], fl[5], wrap, WRAP_LEN))
             return -OL_ECORRUPT;
         ssec_check(ckey, salt, chk);
         if (CRYPTO_memcmp(chk, want, 32) != 0)

@@ -20,6 +20,7 @@
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "deploy/cluster.h"
 #include "obj/obj.h"
@@ -27,29 +28,17 @@
 
 #define OL_SSE_MASTER_SETTING "sse-master"
 
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 /* The single node's stored key, made on the first start. */
 static int stored_key(struct ol_obj *o, uint8_t key[OL_SSE_KEY], char *err, size_t errlen)
 {
     char hex[2 * OL_SSE_KEY + 1];
     ssize_t n = ol_obj_bucket_config_get(o, OL_USERS_BUCKET, OL_SSE_MASTER_SETTING, hex,
                                          sizeof(hex));
-    if (n == 2 * OL_SSE_KEY) {
-        for (unsigned i = 0; i < OL_SSE_KEY; i++) {
-            int a = hexval(hex[2 * i]), b = hexval(hex[2 * i + 1]);
-            if (a < 0 || b < 0)
-                goto damaged;
-            key[i] = (uint8_t)(a << 4 | b);
-        }
+    if (n == 2 * OL_SSE_KEY && ol_unhex(hex, (size_t)n, key, OL_SSE_KEY)) {
         OPENSSL_cleanse(hex, sizeof(hex));
         return 0;
     }
     if (n >= 0) {
-damaged:
         snprintf(err, errlen, "the stored SSE master key is damaged (set sse_key_file?)");
         return -OL_ECORRUPT;
     }
@@ -61,11 +50,7 @@ damaged:
         snprintf(err, errlen, "no random bytes for the SSE master key");
         return -EIO;
     }
-    static const char d[] = "0123456789abcdef";
-    for (unsigned i = 0; i < OL_SSE_KEY; i++) {
-        hex[2 * i] = d[key[i] >> 4];
-        hex[2 * i + 1] = d[key[i] & 15];
-    }
+    ol_hex(key, OL_SSE_KEY, hex);
     int rc = ol_obj_bucket_config_put(o, OL_USERS_BUCKET, OL_SSE_MASTER_SETTING, hex,
                                       2 * OL_SSE_KEY);
     if (rc == -OL_ENOBUCKET) {

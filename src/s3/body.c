@@ -11,6 +11,7 @@
 #include "core/buf.h"
 #include "core/cfg.h"
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/md5.h"
 #include "s3/checksum.h"
@@ -22,16 +23,6 @@
 #define RECV_CHUNK_BYTES (256 * 1024)
 /* Body bytes read onto the stack before the body buffers are reserved. */
 #define FIRST_BYTES 4096
-
-static void hex(const uint8_t *b, size_t n, char *out)
-{
-    static const char d[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = d[b[i] >> 4];
-        out[2 * i + 1] = d[b[i] & 15];
-    }
-    out[2 * n] = 0;
-}
 
 /* ---- receiving a body, with its checksums ---- */
 
@@ -355,7 +346,7 @@ int ol_s3_receive_body_ck(struct ol_s3_req *r, const struct ol_obj_target *t,
         if (rc < 0)
             goto fail;
     }
-    hex(digest, 16, md5_hex);
+    ol_hex(digest, 16, md5_hex);
     ol_ck_free(&cks);
     *out = w;
     return 0;

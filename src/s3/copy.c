@@ -17,6 +17,7 @@
 #include "core/buf.h"
 #include "core/cfg.h"
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/md5.h"
 #include "s3/checksum.h"
 #include "s3/meta.h"
@@ -233,12 +234,7 @@ static int copy_stream(struct ol_s3_req *r, struct ol_obj_reader *rd, uint64_t o
     }
     uint8_t d[16];
     ol_md5_final(&md, d);
-    static const char hx[] = "0123456789abcdef";
-    for (int i = 0; i < 16; i++) {
-        md5_hex[2 * i] = hx[d[i] >> 4];
-        md5_hex[2 * i + 1] = hx[d[i] & 15];
-    }
-    md5_hex[32] = 0;
+    ol_hex(d, 16, md5_hex);
     *out = w;
     return 0;
 }
