@@ -55,7 +55,10 @@
 #define OL_SSE_HDR 16u                /* stream id at the start of a stream */
 #define OL_SSE_KEY 32u                /* AES-256 keys */
 #define OL_SSE_ENTRY_MAX 320u         /* the ":sse" entry's longest value */
-#define OL_SSE_WINDOW_PKGS 16u        /* packages a reader decrypts per backend read */
+/* Packages a reader opens per backend read (and a writer seals per
+ * backend write): 15 keep a window's sealed bytes under 1 MiB, one read
+ * step of an erasure set's reader (obj/ec.c EC_CHUNK_BYTES). */
+#define OL_SSE_WINDOW_PKGS 15u
 
 enum ol_sse_mode {
     OL_SSE_NONE = 0,
