@@ -541,9 +541,16 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         return 0;
     if (!(off >= s->win_off && off < s->win_off + s->win_len)) {
         const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG);
-        if (!s->win && !(s->win = malloc((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)))
+        /* Sized to the object when it is smaller than a window. */
+        size_t wcap = (size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG;
+        if (s->size < wcap)
+            wcap = (size_t)s->size;
+        size_t acap = OL_SSE_HDR + sealed_cap;
+        if (s->stored < acap)
+            acap = (size_t)s->stored;
+        if (!s->win && !(s->win = malloc(wcap)))
             return -ENOMEM;
-        if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_HDR + sealed_cap)))
+        if (!s->asm_buf && !(s->asm_buf = malloc(acap)))
             return -ENOMEM;
         /* The stream holding off (streams are few: a binary search). */
         uint32_t lo = 0, hi = s->nstreams - 1;
