@@ -4,6 +4,7 @@
 #include "obj/sse.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,22 @@ static int random_bytes(uint8_t *p, size_t n)
     return 0;
 }
 
+/* The cipher, fetched once: OpenSSL 3 looks an EVP_aes_256_gcm() up in
+ * its providers on every init otherwise (a lock and a search per object). */
+static pthread_once_t gcm_once_ = PTHREAD_ONCE_INIT;
+static EVP_CIPHER *gcm_fetched;
+
+static void gcm_fetch(void)
+{
+    gcm_fetched = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
+}
+
+static const EVP_CIPHER *gcm(void)
+{
+    pthread_once(&gcm_once_, gcm_fetch);
+    return gcm_fetched ? gcm_fetched : EVP_aes_256_gcm();
+}
+
 /* AES-256-GCM of one short message with a 12-byte nonce (key wrapping). */
 static int gcm_once(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
                     size_t aad_len, const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
@@ -47,13 +64,13 @@ static int gcm_once(bool enc, const uint8_t key[32], const uint8_t nonce[12], co
     if (!c)
         return -ENOMEM;
     if (enc) {
-        ok = EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+        ok = EVP_EncryptInit_ex(c, gcm(), NULL, key, nonce) == 1 &&
              EVP_EncryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
              EVP_EncryptUpdate(c, out, &len, in, (int)n) == 1 &&
              EVP_EncryptFinal_ex(c, out + len, &fin) == 1 &&
              EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1;
     } else {
-        ok = EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce) == 1 &&
+        ok = EVP_DecryptInit_ex(c, gcm(), NULL, key, nonce) == 1 &&
              EVP_DecryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
              EVP_DecryptUpdate(c, out, &len, in, (int)n) == 1 &&
              EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
@@ -326,8 +343,8 @@ static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
     uint8_t k[32];
     struct ol_bytes m[1] = {{id, OL_SSE_HDR}};
     ol_hmac_sha256(dk, 32, m, 1, k);
-    int ok = enc ? EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, k, NULL)
-                 : EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, k, NULL);
+    int ok = enc ? EVP_EncryptInit_ex(c, gcm(), NULL, k, NULL)
+                 : EVP_DecryptInit_ex(c, gcm(), NULL, k, NULL);
     OPENSSL_cleanse(k, sizeof(k));
     return ok == 1 ? 0 : -EIO;
 }
