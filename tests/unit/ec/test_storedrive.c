@@ -27,7 +27,7 @@
 
 #define N 6
 /* Enough objects for every size edge in obj_size, three of the 2 MiB ones and
- * a few hundred bytes flipped by corrupt(); each object costs a dozen
+ * some sixty bytes flipped by corrupt(); each object costs a dozen
  * fdatasyncs per pass, so more only makes the test slower (90 took twice as
  * long and proved nothing more). */
 #define NOBJ 60
