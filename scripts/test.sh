@@ -27,29 +27,48 @@ count() { # name rc
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$1"); fi
 }
 
-echo "== build"
+# "== NAME" for each phase, with the seconds the one before it took.
+t_phase=$SECONDS
+phase() {
+  echo "== $1 (previous phase: $((SECONDS - t_phase)) s)"
+  t_phase=$SECONDS
+}
+
+phase "build"
 if ! bash scripts/build.sh >/tmp/openlake-build.log 2>&1; then
   cat /tmp/openlake-build.log
   echo "0 passed, 1 failed"
   exit 1
 fi
 
-echo "== unit tests and fuzz-corpus replay"
-meson test -C build --print-errorlogs --num-processes 2 >/tmp/openlake-unit.log 2>&1
+# The ASan+UBSan build runs in the background (at a lower priority) while
+# the plain unit tests run: those mostly wait on fdatasync and sleeps, not on
+# the cores, and the compiler takes what they leave.
+(
+  if [ ! -f build-asan/build.ninja ]; then
+    meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined \
+      -Db_lundef=false >/dev/null || exit 1
+  fi
+  nice -n 5 ninja -C build-asan
+) >/tmp/openlake-asan-build.log 2>&1 &
+asan_build=$!
+
+# Four tests at a time on two cores: most are bound by disk syncs, not CPU.
+UNIT_JOBS=${OPENLAKE_UNIT_JOBS:-4}
+
+phase "unit tests and fuzz-corpus replay"
+meson test -C build --print-errorlogs --num-processes "$UNIT_JOBS" >/tmp/openlake-unit.log 2>&1
 grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log
 for t in $(results /tmp/openlake-unit.log); do
   name=${t%%:*}; st=${t##*:}
   if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "unit:$name" 0; else count "unit:$name" 1; fi
 done
 
-echo "== unit tests under ASan+UBSan"
-if [ ! -f build-asan/build.ninja ]; then
-  meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined \
-    -Db_lundef=false >/dev/null
-fi
-if ninja -C build-asan >/tmp/openlake-asan-build.log 2>&1; then
+phase "unit tests under ASan+UBSan"
+if wait "$asan_build"; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    meson test -C build-asan --print-errorlogs --num-processes 2 >/tmp/openlake-asan.log 2>&1
+    meson test -C build-asan --print-errorlogs --num-processes "$UNIT_JOBS" \
+    >/tmp/openlake-asan.log 2>&1
   grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log
   for t in $(results /tmp/openlake-asan.log); do
     name=${t%%:*}; st=${t##*:}
@@ -60,7 +79,7 @@ else
   count "asan:build" 1
 fi
 
-echo "== integration tests (pytest, real server processes)"
+phase "integration tests (pytest, real server processes)"
 # Most files run two at a time (pytest-xdist, one file per worker: a file's
 # servers stay its own), which the suite's waits on processes, disks and the
 # aws CLI leave room for on two cores.  The files that measure time (fences
@@ -100,7 +119,9 @@ pytest_run() { # log args...
 if [ ${#parallel[@]} -gt 0 ]; then
   pytest_run /tmp/openlake-pytest.log -n "$jobs" --dist loadfile "${parallel[@]}" "$@"
 fi
+phase "integration tests, serial group"
 pytest_run /tmp/openlake-pytest-serial.log "${serial[@]}" "$@"
+phase "done"
 
 echo
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"

@@ -20,6 +20,31 @@ import helpers  # noqa: E402
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: moves hundreds of MiB (deselect with -m 'not slow')")
+    config.addinivalue_line("markers", "both_modes: in a ONE_MODE module, runs in every mode")
+
+
+def pytest_collection_modifyitems(config, items):
+    # A module that sets ONE_MODE = True tests a third-party client's own
+    # requests (the aws CLI, s3cmd, rclone, s3fs): what differs between the
+    # modes is the object layer under the handlers, which the boto3 and raw
+    # HTTP files cover in every mode.  Its tests on the plain `server` run in
+    # the first of TEST_MODES only, except those marked both_modes (the
+    # ones that move multipart data or copy, where the erasure-coded path
+    # differs).  Each client invocation costs seconds, so this halves the
+    # slowest files of the suite.
+    keep, drop = [], []
+    for item in items:
+        cs = getattr(item, "callspec", None)
+        mode = cs.params.get("server") if cs else None
+        if (mode is not None and mode != TEST_MODES[0]
+                and getattr(item.module, "ONE_MODE", False)
+                and item.get_closest_marker("both_modes") is None):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)

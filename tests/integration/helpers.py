@@ -90,6 +90,9 @@ class Server:
         if config:
             self.config_path = self.workdir / "openlake.conf"
             write_config(self.config_path, config)
+        # A port picked here may be taken by another process before the
+        # server binds it (free_port releases it): start() then picks another.
+        self._auto_port = port is None
         self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.threads = threads
@@ -110,7 +113,43 @@ class Server:
             cmd += ["--log-level", level]
         return cmd + self.extra_args
 
+    def _owns_listener(self):
+        """Whether this server's process holds the socket listening on
+        127.0.0.1:port: a connection that succeeds may reach another
+        process that took the port first."""
+        want = f"0100007F:{self.port:04X}"
+        inodes = set()
+        try:
+            for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+                f = line.split()
+                if f[1] == want and f[3] == "0A":  # LISTEN
+                    inodes.add(f"socket:[{f[9]}]")
+            fds = Path(f"/proc/{self.proc.pid}/fd")
+            for fd in fds.iterdir():
+                try:
+                    if os.readlink(fd) in inodes:
+                        return True
+                except OSError:
+                    pass
+        except OSError:
+            return True  # no /proc to ask: trust the connection
+        return False
+
     def start(self, ready_timeout=20.0):
+        for attempt in range(3):
+            try:
+                return self._start(ready_timeout)
+            except ServerError as e:
+                # The port this object picked was taken meanwhile (the
+                # server refuses to share it): pick another, before the
+                # first start only (a restart keeps its port).
+                if not (self._auto_port and "address already in use" in str(e)
+                        and attempt < 2):
+                    raise
+                self.port = free_port()
+                self.endpoint = f"http://127.0.0.1:{self.port}"
+
+    def _start(self, ready_timeout):
         assert self.proc is None, "server already running"
         binary = openlake_binary()
         if not binary.exists():
@@ -132,6 +171,9 @@ class Server:
                                   + self.log_tail())
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    pass
+                if self._owns_listener():
+                    self._auto_port = False
                     return self
             except OSError:
                 pass

@@ -23,6 +23,9 @@ from helpers import KIB, MIB
 
 AWS = h.aws_binary()
 pytestmark = pytest.mark.skipif(AWS is None, reason="aws CLI not installed")
+# The client's own requests are mode-independent: one mode, except the tests
+# marked both_modes (conftest.py, ONE_MODE).
+ONE_MODE = True
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +153,7 @@ def test_sync_up_down_delete(aws, s3, bucket, tmp_path):
     assert h.tree_hashes(dst) == want
 
 
+@pytest.mark.both_modes
 def test_mv_single(aws, s3, bucket, tmp_path):
     if not copy_object_supported(s3, bucket):
         pytest.skip("CopyObject not implemented yet (s3 mv uses CopyObject + DeleteObject)")
@@ -169,6 +173,7 @@ def test_mv_single(aws, s3, bucket, tmp_path):
     assert set(h.bucket_hashes(s3, bucket)) == {"to/y.bin"}
 
 
+@pytest.mark.both_modes
 def test_mv_recursive(aws, s3, bucket, tmp_path):
     if not copy_object_supported(s3, bucket):
         pytest.skip("CopyObject not implemented yet (s3 mv uses CopyObject + DeleteObject)")
@@ -180,6 +185,7 @@ def test_mv_recursive(aws, s3, bucket, tmp_path):
     assert h.bucket_hashes(s3, bucket, "new/") == want
 
 
+@pytest.mark.both_modes
 def test_mv_multipart_object(aws, s3, bucket, tmp_path):
     if not copy_object_supported(s3, bucket):
         pytest.skip("CopyObject not implemented yet (s3 mv uses CopyObject + DeleteObject)")
@@ -249,6 +255,7 @@ def test_list_objects_v2_prefix_delimiter(api, s3, bucket):
     assert [o["Key"] for o in r["Contents"]] == keys
 
 
+@pytest.mark.both_modes
 def test_multipart_via_s3api(api, s3, bucket, tmp_path):
     r = api("create-multipart-upload", "--bucket", bucket, "--key", "mp.bin",
             "--content-type", "application/x-mp", "--metadata", "who=cli")

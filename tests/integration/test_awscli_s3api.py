@@ -22,6 +22,9 @@ from helpers import MIB
 
 AWS = h.aws_binary()
 pytestmark = pytest.mark.skipif(AWS is None, reason="aws CLI not installed")
+# The client's own requests are mode-independent: one mode, except the tests
+# marked both_modes (conftest.py, ONE_MODE).
+ONE_MODE = True
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +51,7 @@ def failed(p, code):
     assert f"({code})" in p.stderr, p.stderr
 
 
+@pytest.mark.both_modes
 def test_copy_object_directives_and_conditions(api, s3, bucket):
     data = h.content_for("cli-copy", 300_000)
     put = s3.put_object(Bucket=bucket, Key="src", Body=data, ContentType="text/x-src",
@@ -73,6 +77,7 @@ def test_copy_object_directives_and_conditions(api, s3, bucket):
     assert "never" not in [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
 
 
+@pytest.mark.both_modes
 def test_upload_part_copy_range_and_list_uploads(api, s3, bucket):
     src = h.content_for("cli-upc", 6 * MIB + 100)
     s3.put_object(Bucket=bucket, Key="big", Body=src)
@@ -147,6 +152,7 @@ def test_put_object_if_none_match():
     pass
 
 
+@pytest.mark.both_modes
 def test_checksums_tagging_and_response_overrides(api, s3, bucket, tmp_path):
     data = h.content_for("cli-ck", 200_000)
     f = tmp_path / "body"

@@ -28,6 +28,9 @@ from helpers import KIB, MIB
 S3CMD = shutil.which("s3cmd")
 RCLONE = shutil.which("rclone")
 S3FS = shutil.which("s3fs")
+# The client's own requests are mode-independent: one mode, except the tests
+# marked both_modes (conftest.py, ONE_MODE).
+ONE_MODE = True
 
 
 def clean_env(home):
@@ -190,6 +193,7 @@ def test_s3cmd_sync_up_and_down(s3cmd, s3, bucket, tmp_path):
     empty_bucket(s3, bucket)
 
 
+@pytest.mark.both_modes
 def test_s3cmd_multipart(s3cmd, s3, bucket, tmp_path):
     src = tmp_path / "big"
     digest = h.write_random_file(src, 20 * MIB)
@@ -303,6 +307,7 @@ def test_rclone_copy_sync_check_lsf_delete(rclone, s3, bucket, tmp_path):
     assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0
 
 
+@pytest.mark.both_modes
 def test_rclone_multipart_50mib(rclone, s3, bucket, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
