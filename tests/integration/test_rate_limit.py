@@ -131,7 +131,7 @@ def test_bandwidth(srv):
     t0 = time.monotonic()
     bob.put_object(Bucket=bb, Key="k", Body=data)
     assert bob.get_object(Bucket=bb, Key="k")["Body"].read() == data
-    assert time.monotonic() - t0 < 2.5  # paced, it would take 6 s or more
+    assert time.monotonic() - t0 < 4.5  # paced, it would take 6 s or more
     assert metric(srv, "openlake_ratelimit_paced_seconds_total") >= 0.8 * (put_s + get_s) - 2
 
 
@@ -149,8 +149,9 @@ def test_native_bandwidth(srv):
         with pytest.raises(openlake.Error) as e:
             c.head(b, "big")
         assert e.value.code == -errno.EBUSY
-        # Owed: 3 MiB at 1 MiB/s less the burst, 2 s at most.
-        while time.monotonic() - t0 < 4:
+        # Owed: 3 MiB at 1 MiB/s less the burst, 2 s at most (the upper
+        # bound leaves room for a loaded machine's polling and requests).
+        while time.monotonic() - t0 < 6:
             try:
                 assert c.head(b, "big").size == 3 * MIB
                 break
@@ -158,7 +159,7 @@ def test_native_bandwidth(srv):
                 assert e2.code == -errno.EBUSY
                 time.sleep(0.2)
         took = time.monotonic() - t0
-        assert 1.0 <= took <= 3.0, took
+        assert 1.0 <= took <= 5.0, took
 
 
 @pytest.mark.parametrize("lines,message", [

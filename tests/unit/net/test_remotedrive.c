@@ -609,13 +609,17 @@ static void test_timeouts(struct server *s, struct ol_net *cnet)
     ms = ms_since(&t0);
     CHECK(rc == 0 || rc == -ETIMEDOUT);
     CHECK(ms < 1000);
-    ol_net_stats(cnet, &st1);
     if (rc == 0)
         CHECK(memcmp(b8, w8, n8) == 0);
-    else
-        CHECK(st1.resets > st0.resets); /* the bytes were moving: reset */
     printf("  server hung mid-reply: %s after %.0f ms\n", ol_strerror(rc), ms);
     usleep(1100 * 1000);
+    /* Timed out: the bytes were moving, and the endpoint was reset; or, on a
+     * loaded machine (ASan, the suite side by side), the server had not
+     * started its reply within the timeout, which then came late and was
+     * dropped.  One or the other, never the caller's buffer filled late. */
+    ol_net_stats(cnet, &st1);
+    if (rc != 0)
+        CHECK(st1.resets > st0.resets || st1.late_replies > st0.late_replies);
     /* The next reads give the right bytes, or -EIO when UCX let a stale
      * transfer of the reset endpoint through (seen with shared memory under
      * ASan: a "successful" rendezvous that wrote nothing); the data CRC
