@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/sha256.h"
 
 enum { KEY_FILE_MAX = 4096, KEY_FILE_MIN = 16 };
@@ -57,27 +58,6 @@ int ol_key_file_read(const char *path, const char *what, size_t min,
     return rc;
 }
 
-static int unhex(const char *s, size_t len, uint8_t key[OL_CLUSTER_KEY_BYTES])
-{
-    if (len != 2 * OL_CLUSTER_KEY_BYTES)
-        return -EINVAL;
-    for (size_t i = 0; i < OL_CLUSTER_KEY_BYTES; i++) {
-        unsigned v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = s[2 * i + (size_t)j];
-            v <<= 4;
-            if (c >= '0' && c <= '9')
-                v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                v |= (unsigned)(c - 'a' + 10);
-            else
-                return -EINVAL;
-        }
-        key[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 int ol_cluster_key(struct ol_etcd *etcd, const char *cluster, const char *key_file,
                    uint8_t key[OL_CLUSTER_KEY_BYTES], char *why, size_t whylen)
 {
@@ -92,7 +72,7 @@ int ol_cluster_key(struct ol_etcd *etcd, const char *cluster, const char *key_fi
         struct ol_etcd_kv kv = {0};
         int rc = ol_etcd_get(etcd, name, &kv, NULL);
         if (rc == 0) {
-            rc = unhex(kv.value, kv.value_len, key);
+            rc = ol_unhex(kv.value, kv.value_len, key, OL_CLUSTER_KEY_BYTES) ? 0 : -EINVAL;
             if (kv.value)
                 OPENSSL_cleanse(kv.value, kv.value_len);
             ol_etcd_kv_clear(&kv);

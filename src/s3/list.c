@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "obj/obj.h"
 #include "s3/authz.h"
@@ -77,27 +78,12 @@ size_t ol_s3_token_encode(const char *s, size_t n, char *out)
     return 2 * n;
 }
 
-static int ol_s3_hex_val(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ol_s3_token_decode(const char *tok, size_t n, char *out, size_t cap)
 {
     if (n == 0 || n % 2 != 0 || n / 2 > cap)
         return -EINVAL;
-    for (size_t i = 0; i < n / 2; i++) {
-        int hi = ol_s3_hex_val(tok[2 * i]), lo = ol_s3_hex_val(tok[2 * i + 1]);
-        if (hi < 0 || lo < 0)
-            return -EINVAL;
-        out[i] = (char)(hi << 4 | lo);
-    }
+    if (!ol_unhex(tok, n, (uint8_t *)out, n / 2))
+        return -EINVAL;
     return (int)(n / 2);
 }
 

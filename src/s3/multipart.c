@@ -13,6 +13,7 @@
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "s3/checksum.h"
@@ -330,17 +331,6 @@ static int on_text(void *ctx, const char *path, const char *text, size_t len)
     return 0;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int ol_s3_complete_parse(const char *body, size_t len, struct ol_complete_part *parts,
                          uint32_t *n)
 {
@@ -362,13 +352,8 @@ int ol_s3_multipart_etag(const struct ol_complete_part *parts, uint32_t n, char 
         uint8_t bin[16], pd[OL_CK_MAX_BYTES];
         char e[33];
         enum ol_ck_algo pa;
-        bool ok = ol_ck_part_etag_decode(parts[i].etag, e, &pa, pd) && strlen(e) == 32;
-        for (int k = 0; ok && k < 16; k++) {
-            int h = hexval(e[2 * k]), l = hexval(e[2 * k + 1]);
-            ok = h >= 0 && l >= 0;
-            if (ok) /* -1 << 4 is undefined */
-                bin[k] = (uint8_t)(h << 4 | l);
-        }
+        bool ok = ol_ck_part_etag_decode(parts[i].etag, e, &pa, pd) &&
+                  ol_unhex(e, strlen(e), bin, 16);
         if (!ok) {
             EVP_MD_CTX_free(md);
             return -OL_EINVALIDPART;

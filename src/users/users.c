@@ -20,6 +20,7 @@
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/hex.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/sha256.h"
@@ -139,37 +140,6 @@ static int gen_secret(char out[OL_USERS_KEY_MAX + 1])
 
 /* ---- sealing ---- */
 
-static void tohex(const uint8_t *p, size_t n, char *out)
-{
-    static const char hx[] = "0123456789abcdef";
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = hx[p[i] >> 4];
-        out[2 * i + 1] = hx[p[i] & 15];
-    }
-    out[2 * n] = 0;
-}
-
-static int unhex(const char *s, size_t n, uint8_t *out)
-{
-    if (n % 2)
-        return -EINVAL;
-    for (size_t i = 0; i < n / 2; i++) {
-        unsigned v = 0;
-        for (int j = 0; j < 2; j++) {
-            char c = s[2 * i + (size_t)j];
-            v <<= 4;
-            if (c >= '0' && c <= '9')
-                v |= (unsigned)(c - '0');
-            else if (c >= 'a' && c <= 'f')
-                v |= (unsigned)(c - 'a' + 10);
-            else
-                return -EINVAL;
-        }
-        out[i] = (uint8_t)v;
-    }
-    return 0;
-}
-
 int ol_users_seal(const uint8_t key[32], const char *ak, const char *secret,
                   char out[OL_USERS_SEALED_MAX])
 {
@@ -186,7 +156,7 @@ int ol_users_seal(const uint8_t key[32], const char *ak, const char *secret,
         EVP_EncryptUpdate(c, buf + 12, &len, (const uint8_t *)secret, (int)sl) == 1 &&
         EVP_EncryptFinal_ex(c, buf + 12 + len, &fin) == 1 &&
         EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, buf + 12 + sl) == 1) {
-        tohex(buf, 12 + sl + 16, out);
+        ol_hex(buf, 12 + sl + 16, out);
         rc = 0;
     }
     EVP_CIPHER_CTX_free(c);
@@ -198,7 +168,8 @@ int ol_users_unseal(const uint8_t key[32], const char *ak, const char *sealed, s
                     char secret_out[OL_USERS_KEY_MAX + 1])
 {
     uint8_t buf[12 + OL_USERS_KEY_MAX + 16];
-    if (len % 2 || len / 2 < 12 + 16 || len / 2 > sizeof(buf) || unhex(sealed, len, buf) < 0)
+    if (len % 2 || len / 2 < 12 + 16 || len / 2 > sizeof(buf) ||
+        !ol_unhex(sealed, len, buf, len / 2))
         return -EBADMSG;
     size_t sl = len / 2 - 12 - 16;
     EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
