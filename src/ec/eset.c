@@ -2905,35 +2905,71 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
     return 0;
 }
 
-ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
-                            uint64_t *foff)
+/* The local data shard's reader holding byte off, and where in it: for
+ * ol_eset_reader_file and ol_eset_reader_map.  NULL when that shard has no
+ * healthy local reader (the caller answers -EAGAIN). */
+static void *reader_piece(struct ol_eset_reader *rd, uint64_t off, size_t max,
+                          const struct ol_drive **dout, struct ol_ec_piece *pc)
 {
     struct ol_eset *es = rd->es;
     const struct eset_res *r = rd->r;
     if (off >= r->win.size || max == 0)
-        return -EAGAIN;
+        return NULL;
     uint64_t end = max < r->win.size - off ? off + max : r->win.size;
-    struct ol_ec_piece pc;
-    if (ol_ec_layout_piece(&rd->l, off, end, &pc) < 0 || pc.shard >= es->k)
-        return -EAGAIN;
-    unsigned j = pc.shard, s = slot_of(es, r->win.rotation, j);
+    if (ol_ec_layout_piece(&rd->l, off, end, pc) < 0 || pc->shard >= es->k)
+        return NULL;
+    unsigned j = pc->shard, s = slot_of(es, r->win.rotation, j);
     const struct ol_drive *d = &es->drive[s];
     if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open ||
         res_shard(r, &rd->l, s))
-        return -EAGAIN;
+        return NULL;
     if (!rd->h[j] &&
         d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]) < 0) {
         rd->h[j] = NULL;
         rd->h_failed[j] = true;
-        return -EAGAIN;
+        return NULL;
     }
-    ssize_t n = d->ops->reader_file(rd->h[j], pc.shard_off, (size_t)pc.len, fd, foff);
-    if (n <= 0)
-        return -EAGAIN;
+    *dout = d;
+    return rd->h[j];
+}
+
+/* A piece went out without ol_eset_reader_read: count the read and heal as
+ * that would, once per reader. */
+static void reader_served(struct ol_eset_reader *rd)
+{
     if (!rd->heal_done) {
-        atomic_fetch_add(&es->st.reads, 1);
+        atomic_fetch_add(&rd->es->st.reads, 1);
         reader_heal(rd, false);
     }
+}
+
+ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
+                            uint64_t *foff)
+{
+    const struct ol_drive *d;
+    struct ol_ec_piece pc;
+    void *h = reader_piece(rd, off, max, &d, &pc);
+    if (!h)
+        return -EAGAIN;
+    ssize_t n = d->ops->reader_file(h, pc.shard_off, (size_t)pc.len, fd, foff);
+    if (n <= 0)
+        return -EAGAIN;
+    reader_served(rd);
+    return n;
+}
+
+ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
+                           const uint8_t **data)
+{
+    const struct ol_drive *d;
+    struct ol_ec_piece pc;
+    void *h = reader_piece(rd, off, max, &d, &pc);
+    if (!h || !d->ops->reader_map)
+        return -EAGAIN;
+    ssize_t n = d->ops->reader_map(h, pc.shard_off, (size_t)pc.len, data);
+    if (n <= 0)
+        return -EAGAIN;
+    reader_served(rd);
     return n;
 }
 

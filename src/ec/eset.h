@@ -327,6 +327,11 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
  * which also reports and repairs what is wrong. */
 ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
                             uint64_t *foff);
+/* The same, pointing *data at the checked bytes in the page cache's mapping
+ * of the shard's segment (store/store.h, ol_store_read_map), valid until the
+ * reader is closed; -EAGAIN as ol_eset_reader_file. */
+ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
+                           const uint8_t **data);
 void ol_eset_reader_close(struct ol_eset_reader *rd);
 
 /* Replaces the blob of the readable version vid (NULL: the newest) by meta

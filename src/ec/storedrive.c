@@ -1153,6 +1153,15 @@ static ssize_t sd_reader_file(void *h, uint64_t off, size_t max, int *fd, uint64
     return n > 0 ? n : -EAGAIN;
 }
 
+static ssize_t sd_reader_map(void *h, uint64_t off, size_t max, const uint8_t **data)
+{
+    struct sd_reader *r = h;
+    if (!sd_store(r->sd))
+        return -EAGAIN;
+    ssize_t n = ol_store_read_map(r->rd, off, max, data);
+    return n > 0 ? n : -EAGAIN;
+}
+
 static void sd_reader_close(void *h)
 {
     struct sd_reader *r = h;
@@ -1278,6 +1287,7 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .list_buckets = sd_list_buckets,
     .reader_open = sd_reader_open,
     .reader_file = sd_reader_file,
+    .reader_map = sd_reader_map,
     .reader_close = sd_reader_close,
     .bucket_create = sd_bucket_create,
     .bucket_delete = sd_bucket_delete,

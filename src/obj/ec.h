@@ -95,6 +95,8 @@ ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8
  * data shard holding byte off, checked now; -EAGAIN: use ol_ec_read. */
 ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *fd,
                         uint64_t *foff);
+/* The same bytes in the page cache's mapping (ol_store_read_map's contract). */
+ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_ec_read_close(struct ol_ec_reader *r);
 
 int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,

@@ -393,7 +393,7 @@ ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const
 {
     if (r->sse)
         return -EAGAIN;
-    return r->sd ? ol_store_read_map(r->sd, off, max, data) : -EAGAIN;
+    return r->sd ? ol_store_read_map(r->sd, off, max, data) : ol_ec_read_map(r->ec, off, max, data);
 }
 
 void ol_obj_read_close(struct ol_obj_reader *r)

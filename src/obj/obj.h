@@ -127,7 +127,9 @@ int ol_obj_read_unlock(struct ol_obj_reader *r, const uint8_t ckey[OL_SSE_KEY]);
 ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int *fd,
                          uint64_t *foff);
 /* -EAGAIN where the backend cannot point at verified bytes in place
- * (ol_store_read_map; erasure sets always: read with ol_obj_read). */
+ * (ol_store_read_map; an erasure set's healthy local data shards can, pieces
+ * of at most one stripe unit each; manifests and encrypted objects cannot):
+ * read those with ol_obj_read. */
 ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_obj_read_close(struct ol_obj_reader *r);
 

@@ -409,9 +409,9 @@ int ol_s3_response_overrides_check(struct ol_s3_req *r, bool *any, bool *refused
 }
 
 /* Large bodies without a copy into the reader's buffer: from the segment's
- * page-cache mapping (one drive: verified bytes, written to the socket
- * from there), else a file to sendfile from (the pieces of an erasure
- * set's local shards), else -EAGAIN.  Writing from the mapping measured
+ * page-cache mapping (one drive, or an erasure set's local data shards a
+ * piece at a time: verified bytes, written to the socket from there), else
+ * a file to sendfile from, else -EAGAIN.  Writing from the mapping measured
  * 1.4-2.2x the GETs a second of sendfile on loopback for 256 KiB-16 MiB
  * bodies (bench/RESULTS.md, "Encryption at rest", plain column). */
 static ssize_t zero_copy(struct ol_obj_reader *rd, uint64_t off, uint64_t len,
