@@ -23,6 +23,8 @@
  * least one copy stays. */
 #include "ec/storedrive.h"
 
+#include "core/crc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -368,6 +370,27 @@ static bool blob_offer(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
     return true;
 }
 
+/* versions()'s shard bytes (struct ol_drive_blob): the whole shard of the
+ * copy blob_offer just took, when the store keeps it in the index entry
+ * (inline_bytes: the small shards this is for) and it fits the caller's
+ * room; checked here, as a store read would.  Taken during the scan, so the
+ * small GET costs no second index lookup.  Anything else leaves shard_got
+ * false: the set then reads with read_shard, which reports what is wrong. */
+static void blob_shard(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
+                       const struct ol_version_info *vi)
+{
+    bl->shard_got = false;
+    bl->shard_len = 0;
+    if (!bl->shard_buf || !bl->shard_cap || (sm->flags & OL_SHARD_DELETE_MARKER) ||
+        sm->k == 0 || sm->size > (uint64_t)sm->k * bl->shard_cap || !vi->inline_data ||
+        vi->info.size > bl->shard_cap ||
+        ol_crc32c(vi->inline_data, (size_t)vi->info.size) != vi->inline_crc)
+        return;
+    memcpy(bl->shard_buf, vi->inline_data, (size_t)vi->info.size);
+    bl->shard_got = true;
+    bl->shard_len = (size_t)vi->info.size;
+}
+
 /* Scans the store versions of one key (at most SD_SCAN_MAX) into sc (freed
  * by the caller, also on error); entries that are not shard versions are
  * skipped.  stop (may be NULL): ends at the first copy of that vid.  blob
@@ -422,8 +445,10 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
             continue;
         memcpy(v->svid, vi.vid, sizeof(v->svid));
         sc->n++;
-        if (blob && blob_offer(blob, &v->sm, meta, &taken))
+        if (blob && blob_offer(blob, &v->sm, meta, &taken)) {
             sc->blob_at = sc->n - 1;
+            blob_shard(blob, &v->sm, &vi);
+        }
         if (stop && ol_version_id_cmp(&v->sm.vid, stop) == 0)
             break;
     }
@@ -915,29 +940,6 @@ static int open_copy(struct ol_store *st, const char *bucket, const char *key, s
     return rc < 0 ? rc : 0;
 }
 
-/* versions()'s shard bytes (struct ol_drive_blob): copy v's whole shard
- * when it fits the caller's room.  Only small shards get here, and those
- * the store keeps in the index entry (inline_bytes), so this is a lookup,
- * not a segment read.  Any failure just leaves shard_got false: the set then
- * reads with read_shard, which reports what is wrong. */
-static void blob_shard(struct ol_store *st, const char *bucket, const char *key, size_t klen,
-                       const struct sd_ver *v, struct ol_drive_blob *bl)
-{
-    const struct ol_shard_meta *sm = &v->sm;
-    if ((sm->flags & OL_SHARD_DELETE_MARKER) || sm->k == 0 ||
-        sm->size > (uint64_t)sm->k * bl->shard_cap)
-        return;
-    struct ol_store_reader *rd;
-    if (ol_store_read_open_v(st, bucket, key, klen, v->svid, &rd) < 0)
-        return;
-    uint64_t size = ol_store_read_info(rd)->size;
-    if (size <= bl->shard_cap && read_all(rd, 0, (size_t)size, bl->shard_buf) == 0) {
-        bl->shard_got = true;
-        bl->shard_len = (size_t)size;
-    }
-    ol_store_read_close(rd);
-}
-
 static int sd_versions(void *d, const char *bucket, const char *key, size_t klen,
                        struct ol_shard_meta *out, unsigned cap, struct ol_drive_blob *blob)
 {
@@ -966,8 +968,6 @@ static int sd_versions(void *d, const char *bucket, const char *key, size_t klen
     for (int i = 0; blob && i < m; i++)
         if (ol_version_id_cmp(&all[i].vid, &blob->sm.vid) == 0)
             blob->sm.flags = all[i].flags;
-    if (blob && blob->shard_buf && blob->shard_cap && sc.blob_at >= 0)
-        blob_shard(st, bucket, key, klen, &sc.v[sc.blob_at], blob);
 out:
     if (rc < 0 && blob)
         blob->got = blob->shard_got = false;

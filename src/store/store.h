@@ -435,6 +435,11 @@ struct ol_version_info {
     char vid[OL_STORE_VID_MAX];
     bool is_latest;
     bool is_marker;
+    /* An object kept in its index entry (inline_bytes): its info.size bytes,
+     * not yet checked against inline_crc (CRC32C), valid as info is; NULL
+     * for one kept in segments. */
+    const uint8_t *inline_data;
+    uint32_t inline_crc;
 };
 int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_store_viter **out);
 /* Positions at the first version of the first key >= from. */

@@ -1094,6 +1094,10 @@ int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key
     vi->info.nparts = e.h.nparts;
     vi->info.meta = e.meta;
     vi->info.meta_len = e.h.meta_len;
+    if (e.h.flags & OL_ENTRY_INLINE) {
+        vi->inline_data = e.data;
+        vi->inline_crc = e.h.inline_crc;
+    }
     *key = (const char *)it->key;
     *key_len = kl;
     return 0;
