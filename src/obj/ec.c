@@ -974,10 +974,13 @@ ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *f
 
 ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data)
 {
-    if (r->mf || !r->erd || off >= r->info.size)
+    if (off >= r->info.size)
         return -EAGAIN;
     uint64_t left = r->info.size - off;
-    return ol_eset_reader_map(r->erd, r->data_off + off, max < left ? max : (size_t)left, data);
+    size_t n = max < left ? max : (size_t)left;
+    if (r->mf)
+        return ol_ec_manifest_map(r->mf, off, n, data);
+    return r->erd ? ol_eset_reader_map(r->erd, r->data_off + off, n, data) : -EAGAIN;
 }
 
 void ol_ec_read_close(struct ol_ec_reader *r)

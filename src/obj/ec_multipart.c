@@ -91,6 +91,12 @@ struct ol_ec_manifest {
     uint64_t size;
     struct mf_part *parts;
     uint64_t *offs; /* object offset of each part's first byte */
+    /* The part the last read was in, resolved once (ec/eset.h's reader):
+     * a GET walks the parts in order, so each part costs one versions round
+     * instead of one per read step, and its pieces can leave zero-copy. */
+    struct ol_eset_reader *rd;
+    size_t rd_part;
+    uint8_t *rd_blob; /* the part's blob, which reads do not use */
 };
 
 /* ---- names ---- */
@@ -350,6 +356,8 @@ void ol_ec_manifest_free(struct ol_ec_manifest *m)
 {
     if (!m)
         return;
+    ol_eset_reader_close(m->rd);
+    free(m->rd_blob);
     free(m->parts);
     free(m->offs);
     free(m);
@@ -444,11 +452,9 @@ uint32_t ol_ec_manifest_nparts(const struct ol_ec_manifest *m)
     return (uint32_t)m->n;
 }
 
-int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void *buf)
+/* The index of the first part whose end lies beyond off (off < m->size). */
+static size_t part_at(const struct ol_ec_manifest *m, uint64_t off)
 {
-    if (off > m->size || len > m->size - off)
-        return -EINVAL;
-    /* The first part whose end lies beyond off. */
     size_t lo = 0, hi = m->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -457,32 +463,83 @@ int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void
         else
             hi = mid;
     }
+    return lo;
+}
+
+/* Part i's reader, opened on first use and kept until another part is read
+ * (or the manifest is freed).  A part that is gone must never read as a
+ * shorter object: -OL_ECORRUPT for it. */
+static int part_reader(struct ol_ec_manifest *m, size_t i, struct ol_eset_reader **out)
+{
+    if (m->rd && m->rd_part == i) {
+        *out = m->rd;
+        return 0;
+    }
+    ol_eset_reader_close(m->rd);
+    m->rd = NULL;
+    if (!m->rd_blob && !(m->rd_blob = malloc(OL_ESET_META_MAX)))
+        return -ENOMEM;
+    char k[MP_PKEY_LEN + 1];
+    part_key(m->id, m->parts[i].part_no, k);
+    struct ol_version_id vid;
+    memcpy(vid.b, m->parts[i].vid, sizeof(vid.b));
+    struct ol_eset_obj o;
+    size_t blen;
+    int rc = ol_eset_reader_open(ol_deploy_set_of(m->ec, m->bucket, k, MP_PKEY_LEN), m->bucket, k,
+                                 MP_PKEY_LEN, &vid, &o, m->rd_blob, OL_ESET_META_MAX, &blen,
+                                 &m->rd);
+    if (rc < 0) {
+        ol_eset_reader_close(m->rd);
+        m->rd = NULL;
+        ol_log_limited(OL_LOG_ERROR, "EC multipart: part %u of upload %s in %s: %s",
+                       m->parts[i].part_no, m->id, m->bucket, ol_strerror(rc));
+        return rc == -OL_ENOKEY || rc == -EINVAL ? -OL_ECORRUPT : rc;
+    }
+    m->rd_part = i;
+    *out = m->rd;
+    return 0;
+}
+
+int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void *buf)
+{
+    if (off > m->size || len > m->size - off)
+        return -EINVAL;
     uint8_t *p = buf;
     /* Each round reads from one part. */
-    for (size_t i = lo; len > 0; i++) {
+    for (size_t i = len ? part_at(m, off) : 0; len > 0; i++) {
         if (i >= m->n)
             return -OL_ECORRUPT;
         uint64_t in = off - m->offs[i];
         if (m->parts[i].size == 0)
             continue;
         size_t take = m->parts[i].size - in < len ? (size_t)(m->parts[i].size - in) : len;
-        char k[MP_PKEY_LEN + 1];
-        part_key(m->id, m->parts[i].part_no, k);
-        struct ol_version_id vid;
-        memcpy(vid.b, m->parts[i].vid, sizeof(vid.b));
-        int rc = ol_eset_read(ol_deploy_set_of(m->ec, m->bucket, k, MP_PKEY_LEN), m->bucket, k,
-                              MP_PKEY_LEN, &vid, in, take, p, NULL);
-        if (rc < 0) {
-            /* A part that is gone must never read as a shorter object. */
-            ol_log_limited(OL_LOG_ERROR, "EC multipart: part %u of upload %s in %s: %s",
-                           m->parts[i].part_no, m->id, m->bucket, ol_strerror(rc));
+        struct ol_eset_reader *rd;
+        int rc = part_reader(m, i, &rd);
+        if (rc == 0)
+            rc = ol_eset_reader_read(rd, in, take, p);
+        if (rc < 0)
             return rc == -OL_ENOKEY || rc == -EINVAL ? -OL_ECORRUPT : rc;
-        }
         p += take;
         off += take;
         len -= take;
     }
     return 0;
+}
+
+ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max,
+                           const uint8_t **data)
+{
+    if (off >= m->size || max == 0)
+        return -EAGAIN;
+    size_t i = part_at(m, off);
+    if (i >= m->n)
+        return -EAGAIN;
+    uint64_t in = off - m->offs[i];
+    uint64_t left = m->parts[i].size - in;
+    struct ol_eset_reader *rd;
+    if (part_reader(m, i, &rd) < 0)
+        return -EAGAIN; /* the copy path reports it */
+    return ol_eset_reader_map(rd, in, max < left ? max : (size_t)left, data);
 }
 
 int ol_ec_manifest_prev(struct ol_deploy *ec, const char *bucket, const char *key,

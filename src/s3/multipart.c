@@ -2,7 +2,8 @@
  * (ListParts and ListMultipartUploads are listings: list.c.) */
 #include <errno.h>
 #include <openssl/evp.h>
-#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,7 +489,27 @@ static bool parts_rle(const struct stored_part *sp, const struct ol_complete_par
 
 /* Read-modify-write of the list is serialized within the process, so that
  * two completions in one bucket do not drop each other's line. */
-static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Serialises the read-modify-write of the record within this process.  Not
+ * a pthread mutex: the bucket setting's read and write park the fiber (EC:
+ * drive calls on other fibers), and a second CompleteMultipartUpload on the
+ * same loop thread blocking in pthread_mutex_lock would stop that thread,
+ * and with it the holder (seen: both loops hung on four concurrent
+ * Completes).  A waiter sleeps the fiber way instead. */
+static atomic_bool done_busy;
+
+static void done_lock(void)
+{
+    bool idle = false;
+    while (!atomic_compare_exchange_weak(&done_busy, &idle, true)) {
+        idle = false;
+        ol_io_sleep_ms(1);
+    }
+}
+
+static void done_unlock(void)
+{
+    atomic_store(&done_busy, false);
+}
 
 static void done_hex(const char *s, size_t n, char *out)
 {
@@ -564,7 +585,7 @@ static void done_record(struct ol_s3_req *r, const char *id, const char *etag, c
     if (w < 0 || w >= DONE_CAP)
         goto out;
     size_t o = (size_t)w;
-    pthread_mutex_lock(&done_lock);
+    done_lock();
     size_t n = done_read(r, old);
     char *pos = old;
     struct done_line l;
@@ -579,7 +600,7 @@ static void done_record(struct ol_s3_req *r, const char *id, const char *etag, c
         kept++;
     }
     int rc = ol_obj_bucket_config_put(r->ctx->obj, r->bucket, DONE_SETTING, out, o);
-    pthread_mutex_unlock(&done_lock);
+    done_unlock();
     if (rc < 0)
         ol_warn("s3: keeping completed upload %s: %s", id, ol_strerror(rc));
 out:

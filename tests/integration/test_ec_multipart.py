@@ -234,3 +234,30 @@ def test_ec_multipart_aws_cli(ec, tmp_path):
     assert filecmp.cmp(src, dst, shallow=False)
     out = aws("s3", "ls", f"s3://{bucket}/dir/")
     assert str(20 * MIB) in str(out)
+
+
+def test_concurrent_completes_do_not_hang(ec):
+    """Eight CompleteMultipartUploads at once on two loop threads.  Each
+    records its upload for a repeated Complete in a bucket setting, whose
+    read and write park the fiber; a thread lock held across them stopped
+    both loops for good (the server answered nothing any more)."""
+    import concurrent.futures
+
+    s3 = helpers.make_client(ec.endpoint, read_timeout=20)
+    bucket = helpers.unique_bucket("ecmpc")
+    s3.create_bucket(Bucket=bucket)
+    small = b"x" * 1000
+    ups = [(f"k{i}",) + upload(s3, bucket, f"k{i}", [small]) for i in range(8)]
+
+    def complete(u):
+        key, uid, parts = u
+        s3.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=uid,
+                                     MultipartUpload={"Parts": parts})
+        return key
+
+    for _ in range(3):
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            assert sorted(ex.map(complete, ups)) == sorted(u[0] for u in ups)
+        ups = [(f"k{i}",) + upload(s3, bucket, f"k{i}", [small]) for i in range(8)]
+    for i in range(8):
+        assert s3.get_object(Bucket=bucket, Key=f"k{i}")["Body"].read() == small
