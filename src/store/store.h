@@ -23,7 +23,9 @@
  * Checksums: data is cut into blocks of `block_bytes` (from the start of each
  * extent); every block has a CRC32C in the index entry; reads verify every
  * block they touch and fail with -OL_ECORRUPT on a mismatch, never returning
- * bad bytes.  Inline objects carry one CRC over the inline bytes.
+ * bad bytes (one exception: ol_store_read_map_sealed, for a caller that
+ * authenticates the bytes itself).  Inline objects carry one CRC over the
+ * inline bytes.
  *
  * Keys: bucket names are 3..63 bytes, object keys 1..1024 arbitrary bytes.
  * (LMDB keys are limited to 511 bytes; index.c handles longer keys so the
