@@ -1,6 +1,8 @@
 /* Encryption at rest: see obj/sse.h.  AES-256-GCM and HMAC-SHA256 come
  * from OpenSSL (EVP); nothing cryptographic is written here, only the
- * framing around it. */
+ * framing around it.  OpenSSL 3.0 opens 64 KiB packages at 4.6 GB/s a
+ * core here, libgcrypt 1.10 at 4.8 and nettle 3.8 at 1.9 (bench/RESULTS.md,
+ * "Encryption at rest"): too little to carry a second crypto library. */
 #include "obj/sse.h"
 
 #include <errno.h>
@@ -112,6 +114,142 @@ void ol_sse_key_id(const uint8_t master[OL_SSE_KEY], char id[17])
     OPENSSL_cleanse(h, sizeof(h));
 }
 
+/* ---- per-thread state ---- */
+
+/* A reader's window: the packages it opens per backend read. */
+#define WIN_BYTES ((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)
+#define SEALED_PKG ((size_t)OL_SSE_PKG + OL_SSE_TAG)
+/* Scratch sets a thread keeps for its next readers: as many as GETs a
+ * thread commonly has in flight (4 MiB); more readers allocate and free
+ * their own. */
+#define POOL_MAX 4u
+/* Opened SSE-S3 data keys a thread remembers (see dk_memo). */
+#define MEMO_MAX 16u
+
+/* What a reader needs to open packages, kept by a thread between readers:
+ * the window (fresh pages cost a fault each per GET on a VM) and a cipher
+ * context (created and keyed with the cipher once; the next reader loads
+ * only its key). */
+struct scratch {
+    EVP_CIPHER_CTX *c;
+    uint8_t *win; /* WIN_BYTES */
+};
+
+/* An SSE-S3 entry opened before under a master key: the same bytes under
+ * the same master open to the same data key (the unwrap is deterministic
+ * and authenticated), so the memo answers exactly what an open would, and
+ * holds nothing the master key does not already give (both live in this
+ * process).  Saves a key id HMAC and a GCM unwrap with its context per
+ * GET of a small object. */
+struct dk_memo {
+    uint8_t master[OL_SSE_KEY];
+    uint8_t dk[OL_SSE_KEY];
+    size_t len; /* 0: empty */
+    uint8_t entry[OL_SSE_ENTRY_MAX];
+};
+
+struct tl_sse {
+    struct scratch pool[POOL_MAX];
+    unsigned npool;
+    struct dk_memo memo[MEMO_MAX];
+    unsigned memo_next; /* round-robin replacement */
+};
+
+static __thread struct tl_sse tl_sse;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tl_key;
+static bool tl_key_ok;
+
+static void scratch_free(struct scratch *sc)
+{
+    EVP_CIPHER_CTX_free(sc->c);
+    free(sc->win);
+    sc->c = NULL;
+    sc->win = NULL;
+}
+
+/* At a thread's exit: its pool freed, its memo wiped. */
+static void tl_sse_free(void *arg)
+{
+    struct tl_sse *t = arg;
+    for (unsigned i = 0; i < t->npool; i++)
+        scratch_free(&t->pool[i]);
+    t->npool = 0;
+    OPENSSL_cleanse(t->memo, sizeof(t->memo));
+}
+
+static void tl_init(void)
+{
+    tl_key_ok = pthread_key_create(&tl_key, tl_sse_free) == 0;
+}
+
+static struct tl_sse *tl(void)
+{
+    pthread_once(&tl_once, tl_init);
+    if (tl_key_ok && !pthread_getspecific(tl_key))
+        (void)pthread_setspecific(tl_key, &tl_sse);
+    return &tl_sse;
+}
+
+static int scratch_take(struct scratch *sc)
+{
+    struct tl_sse *t = tl();
+    if (t->npool > 0) {
+        *sc = t->pool[--t->npool];
+        return 0;
+    }
+    sc->c = EVP_CIPHER_CTX_new();
+    sc->win = malloc(WIN_BYTES);
+    if (!sc->c || !sc->win) {
+        scratch_free(sc);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+/* The context goes back keyed: the next reader's key replaces it before
+ * any use (stream_key), and the process that holds it holds the master. */
+static void scratch_give(struct scratch *sc)
+{
+    struct tl_sse *t = tl();
+    if (!sc->c)
+        return;
+    if (t->npool < POOL_MAX)
+        t->pool[t->npool++] = *sc;
+    else
+        scratch_free(sc);
+    sc->c = NULL;
+    sc->win = NULL;
+}
+
+static bool memo_find(const uint8_t *entry, size_t len, const uint8_t *master, uint8_t dk[32])
+{
+    struct tl_sse *t = tl();
+    for (unsigned i = 0; i < MEMO_MAX; i++) {
+        const struct dk_memo *m = &t->memo[i];
+        if (m->len == len && memcmp(m->entry, entry, len) == 0 &&
+            CRYPTO_memcmp(m->master, master, OL_SSE_KEY) == 0) {
+            memcpy(dk, m->dk, OL_SSE_KEY);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void memo_put(const uint8_t *entry, size_t len, const uint8_t *master,
+                     const uint8_t dk[32])
+{
+    struct tl_sse *t = tl();
+    if (len > OL_SSE_ENTRY_MAX)
+        return;
+    struct dk_memo *m = &t->memo[t->memo_next];
+    t->memo_next = (t->memo_next + 1) % MEMO_MAX;
+    memcpy(m->master, master, OL_SSE_KEY);
+    memcpy(m->dk, dk, OL_SSE_KEY);
+    memcpy(m->entry, entry, len);
+    m->len = len;
+}
+
 /* ---- the ":sse" entry ----
  *   "1 S3 <layout> <key id: 16 hex> <wrapped: 120 hex>"
  *   "1 C <layout> <salt: 32 hex> <check: 64 hex> <wrapped: 120 hex>" */
@@ -214,6 +352,8 @@ int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
     if (obj->mode == OL_SSE_S3) {
         if (!master)
             return -ENOKEY;
+        if (memo_find(val, len, master, obj->dk))
+            return 0;
         char id[17];
         ol_sse_key_id(master, id);
         if (fl[3] != 16 || memcmp(f[3], id, 16) != 0)
@@ -242,6 +382,8 @@ int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
         OPENSSL_cleanse(obj->dk, sizeof(obj->dk));
         return obj->mode == OL_SSE_C ? -OL_ESSEWRONGKEY : -OL_ECORRUPT;
     }
+    if (obj->mode == OL_SSE_S3)
+        memo_put(val, len, master, obj->dk);
     return 0;
 }
 
@@ -343,8 +485,12 @@ static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
     uint8_t k[32];
     struct ol_bytes m[1] = {{id, OL_SSE_HDR}};
     ol_hmac_sha256(dk, 32, m, 1, k);
-    int ok = enc ? EVP_EncryptInit_ex(c, gcm(), NULL, k, NULL)
-                 : EVP_DecryptInit_ex(c, gcm(), NULL, k, NULL);
+    /* A context that has the cipher already (a reader's, from the thread's
+     * pool) takes the key alone: naming the cipher again would free and
+     * rebuild its state. */
+    const EVP_CIPHER *ci = EVP_CIPHER_CTX_get0_cipher(c) ? NULL : gcm();
+    int ok = enc ? EVP_EncryptInit_ex(c, ci, NULL, k, NULL)
+                 : EVP_DecryptInit_ex(c, ci, NULL, k, NULL);
     OPENSSL_cleanse(k, sizeof(k));
     return ok == 1 ? 0 : -EIO;
 }
@@ -403,12 +549,12 @@ struct ol_sse_reader {
     uint32_t nstreams;
     uint64_t *pstart;       /* [nstreams + 1] plaintext offsets of the streams */
     uint64_t *sstart;       /* [nstreams] stored offsets */
-    EVP_CIPHER_CTX *c;
+    uint64_t one[3];        /* a one-stream object's pstart[2] and sstart[1] */
+    struct scratch sc;      /* from the thread's pool at the first read */
     int64_t keyed;          /* the stream the context is keyed for, -1: none */
-    uint8_t *win;           /* decrypted window */
-    uint64_t win_off;
+    uint64_t win_off;       /* the opened window: plaintext in sc.win */
     size_t win_len;
-    uint8_t *asm_buf;       /* the window's sealed bytes */
+    uint8_t *asm_buf;       /* sealed bytes gathered from short source reads */
 };
 
 void ol_sse_reader_free(struct ol_sse_reader *s)
@@ -416,10 +562,11 @@ void ol_sse_reader_free(struct ol_sse_reader *s)
     if (!s)
         return;
     OPENSSL_cleanse(s->k.dk, sizeof(s->k.dk));
-    EVP_CIPHER_CTX_free(s->c);
-    free(s->pstart);
-    free(s->sstart);
-    free(s->win);
+    scratch_give(&s->sc);
+    if (s->pstart != s->one)
+        free(s->pstart);
+    if (s->sstart != s->one + 2)
+        free(s->sstart);
     free(s->asm_buf);
     free(s);
 }
@@ -438,32 +585,12 @@ int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
     memcpy(s->entry, v, vl);
     s->entry_len = vl;
     s->keyed = -1;
+    s->pstart = s->one;
+    s->sstart = s->one + 2;
     int rc = ol_sse_entry_peek(v, vl, &s->k.mode, &s->k.layout);
     if (rc < 0)
         goto fail;
-    uint64_t *sizes = NULL;
     int n = 1;
-    if (s->k.layout == 'p') {
-        sizes = malloc(MAX_PARTS * sizeof(*sizes));
-        if (!sizes) {
-            rc = -ENOMEM;
-            goto fail;
-        }
-        n = parts_sizes(meta, meta_len, sizes);
-        if (n <= 0) {
-            free(sizes);
-            rc = -OL_ECORRUPT;
-            goto fail;
-        }
-    }
-    s->nstreams = (uint32_t)n;
-    s->pstart = calloc((size_t)n + 1, sizeof(uint64_t));
-    s->sstart = calloc((size_t)n, sizeof(uint64_t));
-    if (!s->pstart || !s->sstart) {
-        free(sizes);
-        rc = -ENOMEM;
-        goto fail;
-    }
     if (s->k.layout == 's') {
         int64_t p = ol_sse_plain_len(stored);
         if (p < 0) {
@@ -472,6 +599,19 @@ int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
         }
         s->pstart[1] = (uint64_t)p;
     } else {
+        uint64_t *sizes = malloc(MAX_PARTS * sizeof(*sizes));
+        if (!sizes) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        n = parts_sizes(meta, meta_len, sizes);
+        s->pstart = n > 0 ? calloc((size_t)n + 1, sizeof(uint64_t)) : NULL;
+        s->sstart = n > 0 ? calloc((size_t)n, sizeof(uint64_t)) : NULL;
+        if (n <= 0 || !s->pstart || !s->sstart) {
+            free(sizes);
+            rc = n <= 0 ? -OL_ECORRUPT : -ENOMEM;
+            goto fail;
+        }
         uint64_t so = 0;
         for (int i = 0; i < n; i++) {
             s->sstart[i] = so;
@@ -484,13 +624,9 @@ int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
             goto fail;
         }
     }
+    s->nstreams = (uint32_t)n;
     s->size = s->pstart[n];
     s->stored = stored;
-    s->c = EVP_CIPHER_CTX_new();
-    if (!s->c) {
-        rc = -ENOMEM;
-        goto fail;
-    }
     s->locked = true;
     if (s->k.mode == OL_SSE_S3) {
         rc = ol_sse_entry_open(s->entry, s->entry_len, master, NULL, &s->k);
@@ -557,18 +693,10 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
     if (off >= s->size || max == 0)
         return 0;
     if (!(off >= s->win_off && off < s->win_off + s->win_len)) {
-        const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG);
-        /* Sized to the object when it is smaller than a window. */
-        size_t wcap = (size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG;
-        if (s->size < wcap)
-            wcap = (size_t)s->size;
-        size_t acap = OL_SSE_HDR + sealed_cap;
-        if (s->stored < acap)
-            acap = (size_t)s->stored;
-        if (!s->win && !(s->win = malloc(wcap)))
-            return -ENOMEM;
-        if (!s->asm_buf && !(s->asm_buf = malloc(acap)))
-            return -ENOMEM;
+        const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
+        int rc = s->sc.c ? 0 : scratch_take(&s->sc);
+        if (rc < 0)
+            return rc;
         /* The stream holding off (streams are few: a binary search). */
         uint32_t lo = 0, hi = s->nstreams - 1;
         while (lo < hi) {
@@ -601,38 +729,39 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
             ask = at + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - at);
             s->primed = true;
         }
-        int rc = 0;
         if (!keyed && !with_id) {
             /* An id read ahead of a window in the middle of the stream. */
             uint8_t id[OL_SSE_HDR];
             rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), ask);
             ask = 0;
             if (rc == 0)
-                rc = stream_key(s->c, false, s->k.dk, id);
+                rc = stream_key(s->sc.c, false, s->k.dk, id);
             if (rc < 0)
                 return rc;
             s->keyed = i;
         }
-        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * (OL_SSE_PKG + OL_SSE_TAG);
+        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * SEALED_PKG;
         size_t need = sealed;
         if (with_id) {
             so -= OL_SSE_HDR;
             need += OL_SSE_HDR;
         }
         /* Opened straight from the source's buffer when one call hands
-         * over the whole window (a page-cache mapping does), else
-         * gathered into asm_buf first. */
+         * over the whole window (a page-cache mapping, an erasure set's
+         * read step), else gathered into asm_buf first. */
         const uint8_t *sw = NULL;
         ssize_t got = fn(src, so, need > ask ? need : ask, &sw);
         rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
         if (rc == 0 && (size_t)got < need) {
+            if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_HDR + sealed_cap)))
+                return -ENOMEM;
             memcpy(s->asm_buf, sw, (size_t)got);
             rc = src_read_exact(fn, src, so + (uint64_t)got, s->asm_buf + got,
                                 need - (size_t)got, 0);
             sw = s->asm_buf;
         }
         if (rc == 0 && with_id) {
-            rc = stream_key(s->c, false, s->k.dk, sw);
+            rc = stream_key(s->sc.c, false, s->k.dk, sw);
             sw += OL_SSE_HDR;
             if (rc == 0)
                 s->keyed = i;
@@ -643,7 +772,7 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         for (uint64_t pk = first; pk < last; pk++) {
             size_t n = (size_t)(plen - pk * OL_SSE_PKG < OL_SSE_PKG ? plen - pk * OL_SSE_PKG
                                                                     : OL_SSE_PKG);
-            rc = open_pkg(s->c, pk, pk + 1 == npk, sw + in, n, s->win + wl);
+            rc = open_pkg(s->sc.c, pk, pk + 1 == npk, sw + in, n, s->sc.win + wl);
             if (rc < 0)
                 return rc;
             wl += n;
@@ -653,7 +782,7 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
         s->win_len = wl;
     }
     size_t avail = (size_t)(s->win_off + s->win_len - off);
-    *data = s->win + (off - s->win_off);
+    *data = s->sc.win + (off - s->win_off);
     return (ssize_t)(avail < max ? avail : max);
 }
 

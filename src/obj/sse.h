@@ -125,6 +125,8 @@ uint64_t ol_sse_reader_size(const struct ol_sse_reader *s); /* plaintext */
 int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY]);
 /* Plaintext at off (as ol_obj_read): *data points into the reader's window
  * (valid until the next call), up to max bytes; 0 at the end.
+ * The window and the cipher context come from a small per-thread pool
+ * and go back to it when the reader is freed.
  * -OL_ESSENEEDKEY while locked; -OL_ECORRUPT when a package fails
  * authentication; the source's errors. */
 ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,

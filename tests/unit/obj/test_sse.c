@@ -240,6 +240,69 @@ static void parts(const uint8_t master[32])
     free(plain);
 }
 
+/* What a thread keeps between readers (a window and a keyed cipher context
+ * from its pool, the data keys it opened): readers of objects under
+ * different data keys, at once and one after the other, each open their own
+ * bytes; an entry opened before, with its wrapped key altered, or under
+ * another master key, still fails. */
+static void thread_reuse(const uint8_t master[32])
+{
+    enum { NOBJ = 6 };
+    const size_t n = 17 * OL_SSE_PKG + 5;
+    struct ol_sse_spec spec = {.mode = OL_SSE_S3};
+    char entry[NOBJ][OL_SSE_ENTRY_MAX];
+    uint8_t b[NOBJ][1024];
+    size_t bl[NOBJ];
+    struct mem m[NOBJ];
+    uint8_t *plain[NOBJ];
+    for (int i = 0; i < NOBJ; i++) {
+        struct ol_sse_obj obj;
+        CHECK_RC(ol_sse_entry_new(master, &spec, 's', entry[i], &obj), 0);
+        plain[i] = malloc(n);
+        fill(plain[i], n, 20u + (unsigned)i);
+        memset(&m[i], 0, sizeof(m[i]));
+        seal(&obj, plain[i], n, 0, &m[i]);
+        bl[i] = blob(b[i], sizeof(b[i]), entry[i], NULL);
+    }
+    /* More readers at once than a thread's pool keeps, read in turns. */
+    struct ol_sse_reader *r[NOBJ];
+    for (int i = 0; i < NOBJ; i++)
+        CHECK_RC(ol_sse_reader_new(b[i], bl[i], m[i].len, master, &r[i]), 0);
+    for (size_t at = 0; at < n; at += 5 * OL_SSE_PKG) {
+        size_t k = n - at < 5 * OL_SSE_PKG ? n - at : 5 * OL_SSE_PKG;
+        for (int i = 0; i < NOBJ; i++)
+            CHECK_RC(read_back(r[i], &m[i], at, k, plain[i] + at), 0);
+    }
+    for (int i = 0; i < NOBJ; i++)
+        ol_sse_reader_free(r[i]);
+    /* Again, each reader now on a context keyed for another object. */
+    for (int round = 0; round < 2; round++)
+        for (int i = NOBJ - 1; i >= 0; i--) {
+            struct ol_sse_reader *q;
+            CHECK_RC(ol_sse_reader_new(b[i], bl[i], m[i].len, master, &q), 0);
+            CHECK_RC(read_back(q, &m[i], 3 * OL_SSE_PKG + 7, n - 3 * OL_SSE_PKG - 7,
+                               plain[i] + 3 * OL_SSE_PKG + 7), 0);
+            ol_sse_reader_free(q);
+        }
+    /* The entries were opened before: an altered wrapped key (its last hex
+     * digit) and another master key fail all the same. */
+    char bad[OL_SSE_ENTRY_MAX];
+    snprintf(bad, sizeof(bad), "%s", entry[0]);
+    size_t el = strlen(bad);
+    bad[el - 1] = bad[el - 1] == '0' ? '1' : '0';
+    struct ol_sse_obj o;
+    CHECK_RC(ol_sse_entry_open((const uint8_t *)bad, el, master, NULL, &o), -OL_ECORRUPT);
+    uint8_t other[32];
+    memcpy(other, master, 32);
+    other[31] ^= 0x80;
+    CHECK_RC(ol_sse_entry_open((const uint8_t *)entry[0], el, other, NULL, &o), -ENOKEY);
+    CHECK_RC(ol_sse_entry_open((const uint8_t *)entry[0], el, master, NULL, &o), 0);
+    for (int i = 0; i < NOBJ; i++) {
+        free(m[i].p);
+        free(plain[i]);
+    }
+}
+
 int main(void)
 {
     uint8_t master[32];
@@ -251,6 +314,7 @@ int main(void)
     fill(c.ckey, 32, 5);
     one_stream(master, &c);
     parts(master);
+    thread_reuse(master);
     /* SSE-C entries never hold the key; SSE-S3 needs a master. */
     char entry[OL_SSE_ENTRY_MAX];
     struct ol_sse_obj obj;
