@@ -96,6 +96,9 @@ ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8
 ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *fd,
                         uint64_t *foff);
 void ol_ec_read_close(struct ol_ec_reader *r);
+/* ol_obj_read_direct's answer for an erasure-coded reader. */
+struct ol_eset_geom;
+int ol_ec_read_direct(const struct ol_ec_reader *r, unsigned *set, struct ol_eset_geom *g);
 
 int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
                    const char *vid, const char *name, const void *val, size_t len,
