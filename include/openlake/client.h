@@ -131,7 +131,9 @@ int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, 
  * pieces of a shard whose node is down, slow past timeout_ms, or answers an
  * error; objects that cannot be read so (encrypted, multipart manifests)
  * and GETs that cannot find k shards go through one node as on a single
- * node.  OPENLAKE_CLIENT_DIRECT=0 in the environment turns direct reads off.
+ * node (so do GETs that need a rebuild where ol_client_cuda_direct() is
+ * true: the buffer may be GPU memory).  OPENLAKE_CLIENT_DIRECT=0 in the
+ * environment turns direct reads off.
  * Counters of what the client's GETs did, since it was opened: */
 struct ol_client_stats {
     uint64_t direct_gets;    /* GETs answered by direct reads */

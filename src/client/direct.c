@@ -36,8 +36,7 @@ enum {
 
 /* ---- LAYOUT ---- */
 
-int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
-                      struct olc_layout *L)
+int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, struct olc_layout *L)
 {
     uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY];
     struct ol_wbuf w = {.p = a, .cap = sizeof(a)};
@@ -48,8 +47,8 @@ int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
     uint8_t *r = malloc(RCAP);
     if (!r)
         return -ENOMEM;
-    struct olc_call k = {.op = OL_COP_LAYOUT, .args = a, .args_len = w.len, .rctl = r,
-                         .rctl_cap = RCAP, .node = -1};
+    struct olc_call k = {
+        .op = OL_COP_LAYOUT, .args = a, .args_len = w.len, .rctl = r, .rctl_cap = RCAP, .node = -1};
     int rc = olc_call(c, &k);
     if (rc == 0)
         rc = olc_info(r, k.rctl_len, &L->info);
@@ -124,7 +123,9 @@ struct sreq {
 static void on_shard(void *arg, struct ol_net_call *nc, int result)
 {
     struct sreq *q = arg;
-    q->rc = result < 0 ? result : (uint64_t)result == q->len && nc->rep_data_len == q->len ? 0 : -EIO;
+    /* Exactly the bytes asked for, or the piece counts as lost. */
+    bool whole = result >= 0 && (uint64_t)result == q->len && nc->rep_data_len == q->len;
+    q->rc = result < 0 ? result : whole ? 0 : -EIO;
     pthread_mutex_lock(&q->f->mu);
     q->f->inflight--;
     pthread_cond_signal(&q->f->cv);
@@ -190,8 +191,7 @@ static void run_all(struct ol_client *c, const struct olc_layout *L, const char 
 }
 
 int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
-                  const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len,
-                  void *buf)
+                  const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len, void *buf)
 {
     if (shard >= L->k + L->m)
         return -EINVAL;
@@ -211,7 +211,7 @@ int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
 /* ---- rebuilding lost pieces ---- */
 
 struct lost {
-    struct sreq *piece;           /* the data piece that failed */
+    struct sreq *piece;             /* the data piece that failed */
     uint8_t *unit[OL_EC_MAX_UNITS]; /* scratch spans of the other shards */
     struct sreq src[OL_EC_MAX_UNITS];
     uint32_t present, tried;
@@ -221,8 +221,7 @@ struct lost {
  * short of k spans, the next shards not known bad; then decodes those that
  * have k.  0, or -ENODATA when a piece cannot get k spans. */
 static int rebuild(struct ol_client *c, const struct olc_layout *L, const char *bucket,
-                   const char *key, struct ol_ec_codec *codec, bool *bad, struct lost *lp,
-                   size_t n)
+                   const char *key, struct ol_ec_codec *codec, bool *bad, struct lost *lp, size_t n)
 {
     unsigned width = L->k + L->m;
     struct sreq **q = malloc(sizeof(*q) * n * width);
@@ -281,8 +280,7 @@ static int rebuild(struct ol_client *c, const struct olc_layout *L, const char *
         uint8_t *units[OL_EC_MAX_UNITS];
         memcpy(units, l->unit, sizeof(units));
         units[l->piece->shard] = l->piece->dst; /* decoded in place */
-        rc = ol_ec_reconstruct(codec, l->piece->len, units, l->present,
-                               1u << l->piece->shard);
+        rc = ol_ec_reconstruct(codec, l->piece->len, units, l->present, 1u << l->piece->shard);
         if (rc == 0)
             atomic_fetch_add(&c->st_rebuilt, 1);
     }
@@ -353,7 +351,11 @@ static int read_direct(struct ol_client *c, const char *bucket, const char *key,
             nlost++;
         }
     rc = 0;
-    if (nlost) {
+    /* Decoding writes the caller's buffer from the CPU: not where it may
+     * be GPU memory (a UCX that moves CUDA memory): those GETs fall back. */
+    if (nlost && ol_net_cuda_memory(c->net))
+        rc = -EXDEV;
+    if (nlost && rc == 0) {
         struct ol_ec_codec *codec = NULL;
         struct lost *lp = calloc(REBUILD_BATCH, sizeof(*lp));
         rc = lp ? ol_ec_codec_create(L->k, L->m, &codec) : -ENOMEM;

@@ -42,8 +42,8 @@ int ol_native_layout_encode(struct ol_deploy *dp, const struct ol_obj_reader *rd
 {
     unsigned set = 0;
     struct ol_eset_geom g;
-    if (!dp || !node_addr || ol_obj_read_direct(rd, &set, &g) < 0 || g.k != dp->k ||
-        g.m != dp->m || g.k + g.m > 20) {
+    if (!dp || !node_addr || ol_obj_read_direct(rd, &set, &g) < 0 || g.k != dp->k || g.m != dp->m ||
+        g.k + g.m > 20) {
         ol_wbuf_u8(w, 0);
         return w->over ? -EMSGSIZE : 0;
     }
@@ -55,6 +55,13 @@ int ol_native_layout_encode(struct ol_deploy *dp, const struct ol_obj_reader *rd
     ol_wbuf_u8(w, (uint8_t)g.m);
     ol_wbuf_u32(w, g.unit_bytes);
     ol_wbuf_u64(w, g.size);
+    /* Each node is looked up once per answer (a set has k+m drives on at
+     * most k+m nodes). */
+    struct {
+        char name[64], addr[128];
+        int rc;
+    } seen[20];
+    unsigned nseen = 0;
     for (unsigned i = 0; i < n; i++) {
         unsigned slot = (i + g.rotation) % n;
         uint32_t bit = 1u << slot;
@@ -63,7 +70,21 @@ int ol_native_layout_encode(struct ol_deploy *dp, const struct ol_obj_reader *rd
                                             : OL_NATIVE_SHARD_MISSING;
         char name[64], addr[128] = "";
         const char *node = node_of(dp, base + slot, name, sizeof(name));
-        if (node && (!node[0] || node_addr(arg, node, addr) < 0 || !addr[0]))
+        int arc = 0;
+        if (node && node[0]) {
+            unsigned j = 0;
+            while (j < nseen && strcmp(seen[j].name, node) != 0)
+                j++;
+            if (j == nseen) {
+                snprintf(seen[j].name, sizeof(seen[j].name), "%s", node);
+                seen[j].addr[0] = 0;
+                seen[j].rc = node_addr(arg, node, seen[j].addr);
+                nseen++;
+            }
+            arc = seen[j].rc;
+            memcpy(addr, seen[j].addr, sizeof(addr));
+        }
+        if (node && (!node[0] || arc < 0 || !addr[0]))
             state = OL_NATIVE_SHARD_MISSING, addr[0] = 0;
         ol_wbuf_u8(w, state);
         ol_wbuf_str(w, addr, strlen(addr));
@@ -75,9 +96,8 @@ enum { VERS_FIRST = 16 };
 
 /* The metadata of version vid on drive d (0, or -OL_ENOKEY), and whether
  * it is the drive's newest version of the key. */
-static int find_version(const struct ol_drive *d, const char *bucket, const char *key,
-                        size_t klen, const struct ol_version_id *vid, struct ol_shard_meta *out,
-                        bool *newest)
+static int find_version(const struct ol_drive *d, const char *bucket, const char *key, size_t klen,
+                        const struct ol_version_id *vid, struct ol_shard_meta *out, bool *newest)
 {
     unsigned cap = VERS_FIRST;
     for (int round = 0; round < 2; round++) {
@@ -102,8 +122,8 @@ static int find_version(const struct ol_drive *d, const char *bucket, const char
 }
 
 int ol_native_shard_read(struct ol_deploy *dp, unsigned set, const char *bucket, const char *key,
-                         size_t klen, const struct ol_version_id *vid, unsigned shard,
-                         uint64_t off, size_t len, void *buf, bool *newest)
+                         size_t klen, const struct ol_version_id *vid, unsigned shard, uint64_t off,
+                         size_t len, void *buf, bool *newest)
 {
     if (set >= ol_deploy_nsets(dp) || shard >= dp->k + dp->m)
         return -EINVAL;

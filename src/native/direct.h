@@ -61,7 +61,7 @@ int ol_native_layout_encode(struct ol_deploy *dp, const struct ol_obj_reader *rd
  * metadata), -EINVAL (set out of range, a range past the shard's end),
  * -OL_ECORRUPT (failed the drive's checksums), a drive's error. */
 int ol_native_shard_read(struct ol_deploy *dp, unsigned set, const char *bucket, const char *key,
-                         size_t klen, const struct ol_version_id *vid, unsigned shard,
-                         uint64_t off, size_t len, void *buf, bool *newest);
+                         size_t klen, const struct ol_version_id *vid, unsigned shard, uint64_t off,
+                         size_t len, void *buf, bool *newest);
 
 #endif

@@ -17,10 +17,8 @@ int main(int argc, char **argv)
         return 2;
     }
     struct ol_client *c1, *c2;
-    struct ol_client_opts o1 = {.endpoint = argv[1], .access_key = argv[2],
-                                .secret_key = argv[3]};
-    struct ol_client_opts o2 = {.endpoint = argv[1], .access_key = argv[4],
-                                .secret_key = argv[5]};
+    struct ol_client_opts o1 = {.endpoint = argv[1], .access_key = argv[2], .secret_key = argv[3]};
+    struct ol_client_opts o2 = {.endpoint = argv[1], .access_key = argv[4], .secret_key = argv[5]};
     int rc = ol_client_open(&o1, &c1);
     if (rc < 0) {
         printf("open1 %d\n", rc);
