@@ -126,6 +126,24 @@ struct ol_client_info {
  * object's info. */
 int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
                       void *buf, uint64_t cap, struct ol_client_info *info);
+/* On a cluster, a GET reads the object's data shards straight from the
+ * nodes that hold them, in parallel, and rebuilds (Reed-Solomon, ISA-L) the
+ * pieces of a shard whose node is down, slow past timeout_ms, or answers an
+ * error; objects that cannot be read so (encrypted, multipart manifests)
+ * and GETs that cannot find k shards go through one node as on a single
+ * node (so do GETs that need a rebuild where ol_client_cuda_direct() is
+ * true: the buffer may be GPU memory).  OPENLAKE_CLIENT_DIRECT=0 in the
+ * environment turns direct reads off.
+ * Counters of what the client's GETs did, since it was opened: */
+struct ol_client_stats {
+    uint64_t direct_gets;    /* GETs answered by direct reads */
+    uint64_t shard_reads;    /* shard pieces read from their nodes */
+    uint64_t shard_failures; /* ... that failed (node down, error, timeout) */
+    uint64_t pieces_rebuilt; /* data pieces rebuilt from other shards */
+    uint64_t fallbacks;      /* direct GETs that went through one node after all */
+};
+void ol_client_stats(struct ol_client *c, struct ol_client_stats *out);
+
 /* Writes len bytes from buf as the object's new content (any size). */
 int ol_client_put(struct ol_client *c, const char *bucket, const char *key, const void *buf,
                   uint64_t len, struct ol_client_info *info);

@@ -217,6 +217,13 @@ class Client:
     def _staged(self, buf):
         return _is_tensor(buf) and buf.is_cuda and self.cuda_path != "direct"
 
+    def stats(self):
+        """What this client's GETs did (ol_client_stats): a dict of
+        direct_gets, shard_reads, shard_failures, pieces_rebuilt, fallbacks."""
+        st = _lib.Stats()
+        _L.ol_client_stats(self._h, ctypes.byref(st))
+        return {name: getattr(st, name) for name, _ in _lib.Stats._fields_}
+
     # ---- objects ----
 
     def kv(self, replicas=1):

@@ -54,6 +54,12 @@ class Op(ctypes.Structure):
                 ("user_data", ctypes.c_uint64), ("result", ctypes.c_int64), ("info", Info)]
 
 
+class Stats(ctypes.Structure):
+    _fields_ = [("direct_gets", ctypes.c_uint64), ("shard_reads", ctypes.c_uint64),
+                ("shard_failures", ctypes.c_uint64), ("pieces_rebuilt", ctypes.c_uint64),
+                ("fallbacks", ctypes.c_uint64)]
+
+
 OP_GET, OP_PUT, OP_HEAD, OP_DELETE = 1, 2, 3, 4
 LIST_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(Info))
 
@@ -63,6 +69,7 @@ for name, res, args in [
     ("ol_client_close", None, [_P]),
     ("ol_client_strerror", ctypes.c_char_p, [ctypes.c_int]),
     ("ol_client_cuda_direct", ctypes.c_int, [_P]),
+    ("ol_client_stats", None, [_P, ctypes.POINTER(Stats)]),
     ("ol_client_get", ctypes.c_int64, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
                                        _P, ctypes.c_uint64, ctypes.POINTER(Info)]),
     ("ol_client_put", ctypes.c_int, [_P, ctypes.c_char_p, ctypes.c_char_p, _P, ctypes.c_uint64,

@@ -195,6 +195,8 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
     pthread_mutex_init(&c->batch_mu, NULL);
     pthread_mutex_init(&c->mem_mu, NULL);
     c->kv_replicas = 1;
+    const char *dr = getenv("OPENLAKE_CLIENT_DIRECT");
+    c->direct_off = dr && strcmp(dr, "0") == 0;
     snprintf(c->access_key, sizeof(c->access_key), "%s", o->access_key);
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : OLC_TIMEOUT_MS;
     int rc = 0;

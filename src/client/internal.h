@@ -43,6 +43,10 @@ struct ol_client {
      * thread).  A list of struct ol_client_mem under mem_mu. */
     pthread_mutex_t mem_mu;
     struct ol_client_mem *tokened;
+    /* Direct reads (direct.c): off once a node did not know LAYOUT, or
+     * OPENLAKE_CLIENT_DIRECT=0; and ol_client_stats's counters. */
+    atomic_bool direct_off;
+    _Atomic uint64_t st_direct, st_shard_reads, st_shard_failures, st_rebuilt, st_fallbacks;
 };
 
 /* One request: args (after the access key, which call() puts first), data
@@ -74,5 +78,32 @@ bool olc_name_ok(const char *s, size_t max);
 bool olc_transport_error(int rc);
 
 void olc_batch_stop(struct ol_client *c);
+
+/* An object's LAYOUT (native/proto.h), addresses resolved ("" = the node
+ * that answered). */
+struct olc_layout {
+    struct ol_client_info info;
+    bool direct;
+    uint32_t set;
+    struct ol_version_id vid;
+    unsigned k, m;
+    uint32_t unit;
+    uint64_t size;
+    uint8_t state[20];   /* OL_NATIVE_SHARD_* by shard index */
+    char addr[20][128];
+};
+int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
+                   struct olc_layout *L);
+/* One SHARD_GET of L's version: 0 (len bytes in buf) or the error. */
+int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
+                  const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len,
+                  void *buf);
+
+/* A GET by direct reads (direct.c) on a cluster: true when it answered
+ * (*result: the bytes read or the error, info filled on success), false
+ * when the caller must GET through a node (one node, an object that is not
+ * direct, a node that does not know LAYOUT, too few shards). */
+bool olc_direct_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                    void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result);
 
 #endif

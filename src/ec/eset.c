@@ -2973,6 +2973,20 @@ ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
     return n;
 }
 
+void ol_eset_reader_geom(const struct ol_eset_reader *rd, struct ol_eset_geom *out)
+{
+    const struct ol_shard_meta *w = &rd->r->win;
+    memset(out, 0, sizeof(*out));
+    out->vid = w->vid;
+    out->k = w->k;
+    out->m = w->m;
+    out->rotation = w->rotation;
+    out->unit_bytes = w->unit_bytes;
+    out->size = w->size;
+    out->have = rd->r->have;
+    out->unasked = rd->r->unasked;
+}
+
 void ol_eset_reader_close(struct ol_eset_reader *rd)
 {
     if (!rd)

@@ -333,6 +333,20 @@ ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max,
 ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
                            const uint8_t **data);
 void ol_eset_reader_close(struct ol_eset_reader *rd);
+/* The reader's version as stored, for a client that reads the shards
+ * itself (native/direct.h): its vid, geometry, rotation (shard i is on slot
+ * (i + rotation) % (k+m)), its stored size, and what the resolution saw of
+ * the slots: have, those holding a consistent shard of it; unasked, those
+ * not asked (a read of the latest version may resolve from fewer drives).
+ * A slot in neither answered without it, or failed. */
+struct ol_eset_geom {
+    struct ol_version_id vid;
+    unsigned k, m, rotation;
+    uint32_t unit_bytes;
+    uint64_t size;
+    uint32_t have, unasked;
+};
+void ol_eset_reader_geom(const struct ol_eset_reader *rd, struct ol_eset_geom *out);
 
 /* Replaces the blob of the readable version vid (NULL: the newest) by meta
  * (len <= OL_ESET_META_MAX bytes, borrowed) on every drive holding it,

@@ -1,5 +1,6 @@
 #include "native/peers.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -71,6 +72,39 @@ static void ask(const char *s3, char out[128])
     curl_easy_cleanup(h);
 }
 
+/* The native address of the node at s3 ("" when none), cached. */
+static void native_of(const char *s3, char native[128], uint64_t now)
+{
+    native[0] = 0;
+    bool known = false;
+    pthread_mutex_lock(&mu);
+    for (unsigned c = 0; c < MAX_PEERS; c++)
+        if (strcmp(cache[c].s3, s3) == 0 && cache[c].until_ms > now) {
+            snprintf(native, 128, "%s", cache[c].native);
+            known = true;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    if (known)
+        return;
+    ask(s3, native);
+    pthread_mutex_lock(&mu);
+    /* The slot of this node, else the one that expires first. */
+    unsigned slot = 0;
+    for (unsigned c = 0; c < MAX_PEERS; c++) {
+        if (strcmp(cache[c].s3, s3) == 0) {
+            slot = c;
+            break;
+        }
+        if (cache[c].until_ms < cache[slot].until_ms)
+            slot = c;
+    }
+    snprintf(cache[slot].s3, sizeof(cache[slot].s3), "%s", s3);
+    snprintf(cache[slot].native, sizeof(cache[slot].native), "%s", native);
+    cache[slot].until_ms = now + (native[0] ? OL_NATIVE_PEERS_TTL_MS : OL_NATIVE_PEERS_RETRY_MS);
+    pthread_mutex_unlock(&mu);
+}
+
 unsigned ol_native_cluster_peers(void *arg, char (*out)[128], unsigned max)
 {
     (void)arg;
@@ -78,37 +112,48 @@ unsigned ol_native_cluster_peers(void *arg, char (*out)[128], unsigned max)
     unsigned n = ol_cluster_peers_s3(s3, MAX_PEERS), got = 0;
     uint64_t now = ol_mono_ms();
     for (unsigned i = 0; i < n && got < max; i++) {
-        char native[128] = "";
-        bool known = false;
-        pthread_mutex_lock(&mu);
-        for (unsigned c = 0; c < MAX_PEERS; c++)
-            if (strcmp(cache[c].s3, s3[i]) == 0 && cache[c].until_ms > now) {
-                snprintf(native, sizeof(native), "%s", cache[c].native);
-                known = true;
-                break;
-            }
-        pthread_mutex_unlock(&mu);
-        if (!known) {
-            ask(s3[i], native);
-            pthread_mutex_lock(&mu);
-            /* The slot of this node, else the one that expires first. */
-            unsigned slot = 0;
-            for (unsigned c = 0; c < MAX_PEERS; c++) {
-                if (strcmp(cache[c].s3, s3[i]) == 0) {
-                    slot = c;
-                    break;
-                }
-                if (cache[c].until_ms < cache[slot].until_ms)
-                    slot = c;
-            }
-            snprintf(cache[slot].s3, sizeof(cache[slot].s3), "%s", s3[i]);
-            snprintf(cache[slot].native, sizeof(cache[slot].native), "%s", native);
-            cache[slot].until_ms =
-                now + (native[0] ? OL_NATIVE_PEERS_TTL_MS : OL_NATIVE_PEERS_RETRY_MS);
-            pthread_mutex_unlock(&mu);
-        }
+        char native[128];
+        native_of(s3[i], native, now);
         if (native[0])
             snprintf(out[got++], 128, "%s", native);
     }
     return got;
+}
+
+int ol_native_cluster_node_addr(void *arg, const char *node, char out[128])
+{
+    (void)arg;
+    out[0] = 0;
+    /* The map as the map thread last saw it: the node's state and S3
+     * address. */
+    size_t cap = 256 * 1024;
+    char *j = malloc(cap);
+    if (!j)
+        return -ENOMEM;
+    int rc = ol_cluster_nodes_json(j, cap);
+    cJSON *arr = rc == 0 ? cJSON_Parse(j) : NULL;
+    free(j);
+    char s3[128] = "";
+    rc = -ENOENT;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+        const cJSON *state = cJSON_GetObjectItemCaseSensitive(e, "state");
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(e, "s3");
+        if (!cJSON_IsString(name) || strcmp(name->valuestring, node) != 0)
+            continue;
+        if (!cJSON_IsString(state) || strcmp(state->valuestring, "up") != 0)
+            rc = -EHOSTDOWN;
+        else if (cJSON_IsString(a) && strlen(a->valuestring) < sizeof(s3)) {
+            snprintf(s3, sizeof(s3), "%s", a->valuestring);
+            rc = 0;
+        }
+        break;
+    }
+    cJSON_Delete(arr);
+    if (rc < 0)
+        return rc;
+    native_of(s3, out, ol_mono_ms());
+    return out[0] ? 0 : -EHOSTUNREACH;
 }

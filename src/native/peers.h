@@ -19,5 +19,10 @@ enum {
 
 /* ol_native_server_opts.peers for a cluster node (arg unused). */
 unsigned ol_native_cluster_peers(void *arg, char (*out)[128], unsigned max);
+/* ol_native_server_opts.node_addr for a cluster node: the native address
+ * of the map's node `node` (cached as above).  -ENOENT (not in the map),
+ * -EHOSTDOWN (the map says down), -EHOSTUNREACH (its port did not
+ * answer), -ENOMEM. */
+int ol_native_cluster_node_addr(void *arg, const char *node, char out[128]);
 
 #endif

@@ -115,6 +115,23 @@ enum ol_native_op {
      * together is at most OL_NATIVE_MAX_DATA (an item that would pass it
      * answers -EMSGSIZE, and so do the items after it). */
     OL_COP_GET_BATCH = 74,
+    /* Direct reads (native/direct.h; docs/PROTOCOL.md "Direct reads").
+     * LAYOUT.  Request: str bucket, str key, str version id ("" =
+     * current).  Authorized as GET.  Reply: status 0, ctl = object info,
+     * then u8 direct (0: read it with GET), and when 1: u32 set, 16 bytes
+     * version id, u8 k, u8 m, u32 unit bytes, u64 stored size, then k+m
+     * times {u8 state (OL_NATIVE_SHARD_*), str native address of the node
+     * that holds the shard ("" = this node)}, in shard order. */
+    OL_COP_LAYOUT = 75,
+    /* SHARD_GET.  Request: str bucket, str key, u32 set, 16 bytes version
+     * id, u8 shard, u64 offset, u64 length (1..OL_NATIVE_MAX_DATA), bytes of
+     * that shard of that version, from a drive of this node.  Authorized as
+     * GET (s3:GetObject, and s3:GetObjectVersion unless the version is the
+     * drive's newest of the key).  Reply: status = length, data = the
+     * bytes (the drive verified them); -OL_ENOKEY when no drive of this
+     * node holds that shard of that version; -ENOTSUP for a version that
+     * cannot be read so (encrypted, a manifest). */
+    OL_COP_SHARD_GET = 76,
     OL_COP_END,
 
     /* The KV-cache namespace (docs/KV.md, kv/kv.h): immutable blocks under
@@ -155,6 +172,13 @@ enum ol_native_op {
      * grow at the end. */
     OL_COP_KV_STATS = 84,
     OL_COP_KV_END,
+};
+
+/* LAYOUT's shard states. */
+enum {
+    OL_NATIVE_SHARD_HELD = 0,    /* the resolution saw it on its drive */
+    OL_NATIVE_SHARD_UNKNOWN = 1, /* its drive was not asked */
+    OL_NATIVE_SHARD_MISSING = 2, /* its drive lacks it, failed, or its node is down */
 };
 
 enum {

@@ -19,6 +19,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "kv/serve.h"
+#include "native/direct.h"
 #include "native/etag.h"
 #include "native/proto.h"
 #include "net/net.h"
@@ -82,7 +83,7 @@ struct ol_native_server {
     uint64_t next_session;
     uint64_t last_sweep_ms;
 
-    _Atomic uint64_t st[7];
+    _Atomic uint64_t st[10];
 
     pthread_mutex_t pmu;
     struct pooled *pool[POOL_CLASSES];
@@ -189,7 +190,7 @@ static void buf_release(void *arg, void *data)
     free(b);
 }
 
-enum { ST_REQ, ST_GET, ST_PUT, ST_GETB, ST_PUTB, ST_ERR, ST_ABORTED };
+enum { ST_REQ, ST_GET, ST_PUT, ST_GETB, ST_PUTB, ST_ERR, ST_ABORTED, ST_LAYOUT, ST_SHARD, ST_SHARDB };
 
 static void count(struct ol_native_server *s, unsigned i, uint64_t n)
 {
@@ -484,6 +485,90 @@ static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
 out:
     ol_obj_read_close(rd);
     return rc;
+}
+
+/* LAYOUT (native/direct.h): resolved and authorized as a GET; the info,
+ * then where the shards are. */
+static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
+                     struct out *out)
+{
+    struct names n;
+    char vid[OL_NATIVE_MAX_VID + 1];
+    if (!arg_names(r, &n) || !arg_str(r, vid, sizeof(vid), NULL))
+        return -EINVAL;
+    if (strcmp(vid, "null") == 0)
+        vid[0] = 0;
+    int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n.bucket, n.key,
+                     n.key_len, NULL);
+    if (rc < 0)
+        return rc;
+    struct ol_obj_reader *rd;
+    rc = open_reader(s, &n, vid, &rd);
+    if (rc < 0)
+        return rc;
+    const struct ol_obj_info *info = ol_obj_read_info(rd);
+    char rvid[OL_STORE_VID_MAX] = "";
+    if (vid[0])
+        snprintf(rvid, sizeof(rvid), "%s", vid);
+    else if (ol_obj_read_vid(rd, rvid) < 0)
+        rvid[0] = 0;
+    struct out io = {0};
+    rc = put_info(&io, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
+    uint8_t *b = rc == 0 ? malloc(io.ctl_len + OL_NATIVE_LAYOUT_MAX) : NULL;
+    if (rc == 0 && !b)
+        rc = -ENOMEM;
+    if (rc == 0) {
+        struct ol_wbuf w = {.p = b, .cap = io.ctl_len + OL_NATIVE_LAYOUT_MAX};
+        ol_wbuf_bytes(&w, io.ctl, io.ctl_len);
+        rc = ol_native_layout_encode(ol_obj_deploy(s->o.obj), rd, s->o.node_addr,
+                                     s->o.node_addr_arg, &w);
+        out->ctl = b;
+        out->ctl_len = w.len;
+        b = NULL;
+    }
+    free(b);
+    free(io.ctl);
+    ol_obj_read_close(rd);
+    return rc;
+}
+
+/* SHARD_GET (native/direct.h): bytes of one shard from this node's drive,
+ * authorized as a GET of the object (of its version, when the drive holds
+ * a newer one). */
+static int op_shard_get(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
+                        struct out *out)
+{
+    struct names n;
+    if (!arg_names(r, &n))
+        return -EINVAL;
+    uint32_t set = ol_rbuf_u32(r);
+    struct ol_version_id vid;
+    ol_rbuf_vid(r, &vid);
+    uint8_t shard = ol_rbuf_u8(r);
+    uint64_t off = ol_rbuf_u64(r), len = ol_rbuf_u64(r);
+    if (r->bad || len == 0 || len > OL_NATIVE_MAX_DATA)
+        return -EINVAL;
+    int rc = allowed(s, ak, "s3:GetObject", n.bucket, n.key, n.key_len, NULL);
+    if (rc < 0)
+        return rc;
+    struct ol_deploy *dp = ol_obj_deploy(s->o.obj);
+    if (!dp || !s->o.node_addr)
+        return -ENOTSUP;
+    out->data = buf_get(s, (size_t)len);
+    if (!out->data)
+        return -ENOMEM;
+    out->data_len = (size_t)len;
+    bool newest = false;
+    rc = ol_native_shard_read(dp, set, n.bucket, n.key, n.key_len, &vid, shard, off,
+                              (size_t)len, out->data, &newest);
+    /* An older version is GetObjectVersion's (the bytes read go nowhere
+     * when refused: an error reply carries no data). */
+    if (rc == 0 && !newest)
+        rc = allowed(s, ak, "s3:GetObjectVersion", n.bucket, n.key, n.key_len, NULL);
+    if (rc < 0)
+        return rc;
+    count(s, ST_SHARDB, len);
+    return (int)len;
 }
 
 static int op_get_batch(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
@@ -989,6 +1074,14 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
             count(s, ST_GET, 1);
             rc = op_head_get(s, ak, h->op, &r, &out);
             break;
+        case OL_COP_LAYOUT:
+            count(s, ST_LAYOUT, 1);
+            rc = op_layout(s, ak, &r, &out);
+            break;
+        case OL_COP_SHARD_GET:
+            count(s, ST_SHARD, 1);
+            rc = op_shard_get(s, ak, &r, &out);
+            break;
         case OL_COP_GET_BATCH:
             count(s, ST_GET, 1);
             rc = op_get_batch(s, ak, &r, &out);
@@ -1180,4 +1273,7 @@ void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_
     out->put_bytes = atomic_load(&s->st[ST_PUTB]);
     out->errors = atomic_load(&s->st[ST_ERR]);
     out->sessions_aborted = atomic_load(&s->st[ST_ABORTED]);
+    out->layouts = atomic_load(&s->st[ST_LAYOUT]);
+    out->shard_gets = atomic_load(&s->st[ST_SHARD]);
+    out->shard_get_bytes = atomic_load(&s->st[ST_SHARDB]);
 }

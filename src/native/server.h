@@ -76,6 +76,11 @@ struct ol_native_server_opts {
     /* The node's KV-cache store for the OL_COP_KV_* ops (kv/kv.h); borrowed,
      * outlives the server; NULL: those ops answer -ENOTSUP. */
     struct ol_kv *kv;
+    /* Direct reads (native/direct.h): a cluster node's native address by
+     * node name, for LAYOUT's answers.  NULL (one node): LAYOUT answers "not
+     * direct", SHARD_GET -ENOTSUP. */
+    int (*node_addr)(void *arg, const char *node, char out[128]);
+    void *node_addr_arg;
     unsigned workers;   /* 0: OL_NATIVE_SERVER_WORKERS */
     /* Per-user limits (access/ratelimit.h), shared with the S3 port;
      * borrowed, outlives the server; NULL: none.  A request (all but HELLO)
@@ -96,6 +101,7 @@ void ol_native_server_destroy(struct ol_native_server *s);
 
 struct ol_native_server_stats {
     uint64_t requests, gets, puts, get_bytes, put_bytes, errors, sessions_aborted;
+    uint64_t layouts, shard_gets, shard_get_bytes; /* direct reads (native/direct.h) */
 };
 void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_stats *out);
 

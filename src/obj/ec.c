@@ -983,6 +983,20 @@ ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const u
     return r->erd ? ol_eset_reader_map(r->erd, r->data_off + off, n, data) : -EAGAIN;
 }
 
+int ol_ec_read_direct(const struct ol_ec_reader *r, unsigned *set, struct ol_eset_geom *g)
+{
+    if (r->mf || !r->erd || r->data_off)
+        return -ENOTSUP;
+    unsigned ns = ol_deploy_nsets(r->dp);
+    for (unsigned i = 0; i < ns; i++)
+        if (ol_deploy_set(r->dp, i) == r->es) {
+            *set = i;
+            ol_eset_reader_geom(r->erd, g);
+            return 0;
+        }
+    return -ENOTSUP;
+}
+
 void ol_ec_read_close(struct ol_ec_reader *r)
 {
     if (!r)

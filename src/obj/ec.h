@@ -98,6 +98,9 @@ ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *f
 /* The same bytes in the page cache's mapping (ol_store_read_map's contract). */
 ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_ec_read_close(struct ol_ec_reader *r);
+/* ol_obj_read_direct's answer for an erasure-coded reader. */
+struct ol_eset_geom;
+int ol_ec_read_direct(const struct ol_ec_reader *r, unsigned *set, struct ol_eset_geom *g);
 
 int ol_ec_attr_put(struct ol_deploy *dp, const char *bucket, const char *key, size_t key_len,
                    const char *vid, const char *name, const void *val, size_t len,

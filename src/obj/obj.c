@@ -341,6 +341,13 @@ const struct ol_obj_info *ol_obj_read_info(const struct ol_obj_reader *r)
     return r->sd ? ol_store_read_info(r->sd) : ol_ec_read_info(r->ec);
 }
 
+int ol_obj_read_direct(const struct ol_obj_reader *r, unsigned *set, struct ol_eset_geom *g)
+{
+    if (!r->ec || r->sse)
+        return -ENOTSUP;
+    return ol_ec_read_direct(r->ec, set, g);
+}
+
 enum ol_sse_mode ol_obj_read_sse(const struct ol_obj_reader *r)
 {
     return r->sse ? ol_sse_reader_mode(r->sse) : OL_SSE_NONE;

@@ -132,6 +132,14 @@ ssize_t ol_obj_read_file(struct ol_obj_reader *r, uint64_t off, size_t max, int 
  * read those with ol_obj_read. */
 ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const uint8_t **data);
 void ol_obj_read_close(struct ol_obj_reader *r);
+/* Direct reads (native/direct.h): where a client may read the reader's
+ * bytes from the shards themselves.  0 and *out when they are one
+ * erasure-coded version stored as they are: set, the index of its erasure
+ * set in the deployment (ol_deploy_set), g its layout.  -ENOTSUP where
+ * they are not: one drive, an encrypted object, a multipart manifest, an
+ * object whose metadata leads its bytes (written before blobs). */
+struct ol_eset_geom;
+int ol_obj_read_direct(const struct ol_obj_reader *r, unsigned *set, struct ol_eset_geom *g);
 
 /* ---- deleting ---- */
 

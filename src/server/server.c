@@ -606,6 +606,9 @@ static void metrics(void *ctx, char **text, size_t *len)
         EMIT("openlake_native_get_bytes_total %" PRIu64 "\n", ns.get_bytes);
         EMIT("openlake_native_put_bytes_total %" PRIu64 "\n", ns.put_bytes);
         EMIT("openlake_native_put_sessions_aborted_total %" PRIu64 "\n", ns.sessions_aborted);
+        EMIT("openlake_native_layouts_total %" PRIu64 "\n", ns.layouts);
+        EMIT("openlake_native_shard_gets_total %" PRIu64 "\n", ns.shard_gets);
+        EMIT("openlake_native_shard_get_bytes_total %" PRIu64 "\n", ns.shard_get_bytes);
     }
     if (srv->router.ctx.rl) {
         /* Per-user limits (access/ratelimit.h): requests refused for their
@@ -766,6 +769,7 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .secret_arg = srv->users,
         .may_ack_write = srv->cl ? ol_member_may_ack_writes : NULL,
         .peers = srv->cl ? ol_native_cluster_peers : NULL,
+        .node_addr = srv->cl ? ol_native_cluster_node_addr : NULL,
         .kv = srv->kv,
         .rl = srv->router.ctx.rl,
     };

@@ -211,6 +211,48 @@ int main(void)
         get_info(r, rl, &in);
         CHECK(in.size == big);
     }
+    /* Direct reads on one drive: LAYOUT answers the info and "not direct",
+     * SHARD_GET is not served; both need the credentials. */
+    {
+        ARGS(a, 256);
+        put_names(&a, "bkt", "obj");
+        ol_wbuf_str(&a, "", 0);
+        CHECK_RC(call(&c, OL_COP_LAYOUT, &a, NULL, 0, r, sizeof(r), &rl, NULL, 0), 0);
+        get_info(r, rl, &in);
+        CHECK(in.size == big);
+        struct ol_rbuf rb = {.p = r, .len = rl};
+        (void)ol_rbuf_u64(&rb);
+        (void)ol_rbuf_u64(&rb);
+        size_t l;
+        for (int i = 0; i < 3; i++)
+            (void)ol_rbuf_str(&rb, 300, &l);
+        CHECK(ol_rbuf_u8(&rb) == 0 && !rb.bad && rb.off == rb.len);
+        CHECK_RC(call(&bad_secret, OL_COP_LAYOUT, &a, NULL, 0, r, sizeof(r), &rl, NULL, 0),
+                 -EACCES);
+        ARGS(n, 256);
+        put_names(&n, "bkt", "nope");
+        ol_wbuf_str(&n, "", 0);
+        CHECK_RC(call(&c, OL_COP_LAYOUT, &n, NULL, 0, r, sizeof(r), &rl, NULL, 0), -OL_ENOKEY);
+        ARGS(g, 256);
+        put_names(&g, "bkt", "obj");
+        ol_wbuf_u32(&g, 0);
+        struct ol_version_id vid = {{0}};
+        ol_wbuf_vid(&g, &vid);
+        ol_wbuf_u8(&g, 0);
+        ol_wbuf_u64(&g, 0);
+        ol_wbuf_u64(&g, 10);
+        CHECK_RC(call(&c, OL_COP_SHARD_GET, &g, NULL, 0, r, sizeof(r), &rl, back, big),
+                 -ENOTSUP);
+        /* Malformed: a zero length. */
+        ARGS(z, 256);
+        put_names(&z, "bkt", "obj");
+        ol_wbuf_u32(&z, 0);
+        ol_wbuf_vid(&z, &vid);
+        ol_wbuf_u8(&z, 0);
+        ol_wbuf_u64(&z, 0);
+        ol_wbuf_u64(&z, 0);
+        CHECK_RC(call(&c, OL_COP_SHARD_GET, &z, NULL, 0, r, sizeof(r), &rl, back, big), -EINVAL);
+    }
     /* If-match: the ranges of one object never mix two versions. */
     {
         ARGS(a, 2048);

@@ -1,0 +1,426 @@
+/* libopenlake: direct reads on a cluster (docs/PROTOCOL.md "Direct
+ * reads"; the node's side is native/direct.h).
+ *
+ * A GET asks any node for the object's LAYOUT (resolved and authorized as
+ * a GET), then reads the pieces of the data shards the range needs from
+ * the nodes that hold them, many SHARD_GETs in flight at once, each
+ * landing at its place in the caller's buffer.  A piece whose node fails,
+ * times out or answers an error is rebuilt: the same span of k other
+ * shards (data first, then parity) is read into scratch buffers and ISA-L
+ * (ec/codec.h) decodes the lost one into the caller's buffer.  When fewer
+ * than k shards of a piece can be had, the GET goes through a node as
+ * before (the fallback), and so does every object LAYOUT says is not
+ * direct (encrypted, a manifest, one node).
+ *
+ * Every piece lies inside one stripe unit (ec/stripe.h): it is one
+ * contiguous span of one shard and of the object, so no reply needs a
+ * copy.  The version LAYOUT named is pinned: a node whose drive has
+ * another version answers an error for it, never other bytes. */
+#include "client/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "ec/codec.h"
+#include "ec/stripe.h"
+
+enum {
+    WINDOW = 64,        /* SHARD_GETs in flight per GET */
+    REBUILD_BATCH = 16, /* lost pieces rebuilt at once (scratch: k units each) */
+    MAX_PIECES = 1 << 20,
+    SHARD_CTL = 4 + OL_NATIVE_MAX_ACCESS_KEY + 4 + OL_NATIVE_MAX_BUCKET + 4 + OL_NATIVE_MAX_KEY +
+                4 + OL_VERSION_ID_BYTES + 1 + 8 + 8,
+};
+
+/* ---- LAYOUT ---- */
+
+int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, struct olc_layout *L)
+{
+    uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY];
+    struct ol_wbuf w = {.p = a, .cap = sizeof(a)};
+    ol_wbuf_str(&w, bucket, strlen(bucket));
+    ol_wbuf_str(&w, key, strlen(key));
+    ol_wbuf_str(&w, "", 0);
+    enum { RCAP = 8 + 8 + 4 + 72 + 4 + 72 + 4 + 256 + 3000 };
+    uint8_t *r = malloc(RCAP);
+    if (!r)
+        return -ENOMEM;
+    struct olc_call k = {
+        .op = OL_COP_LAYOUT, .args = a, .args_len = w.len, .rctl = r, .rctl_cap = RCAP, .node = -1};
+    int rc = olc_call(c, &k);
+    if (rc == 0)
+        rc = olc_info(r, k.rctl_len, &L->info);
+    if (rc < 0) {
+        free(r);
+        return rc;
+    }
+    /* Past the info (olc_info read it). */
+    struct ol_rbuf rb = {.p = r, .len = k.rctl_len};
+    size_t n;
+    (void)ol_rbuf_u64(&rb);
+    (void)ol_rbuf_u64(&rb);
+    for (int i = 0; i < 3; i++)
+        (void)ol_rbuf_str(&rb, 4096, &n);
+    L->direct = ol_rbuf_u8(&rb) == 1;
+    if (L->direct) {
+        L->set = ol_rbuf_u32(&rb);
+        ol_rbuf_vid(&rb, &L->vid);
+        L->k = ol_rbuf_u8(&rb);
+        L->m = ol_rbuf_u8(&rb);
+        L->unit = ol_rbuf_u32(&rb);
+        L->size = ol_rbuf_u64(&rb);
+        if (rb.bad || ol_ec_check_geometry(L->k, L->m) < 0 || L->unit == 0 ||
+            L->size != L->info.size) {
+            L->direct = false;
+        }
+        /* The node LAYOUT went to says "" for itself. */
+        char self[128] = "";
+        pthread_mutex_lock(&c->mu);
+        if (k.used_node >= 0 && (unsigned)k.used_node < c->nnodes)
+            memcpy(self, c->nodes[k.used_node], sizeof(self));
+        pthread_mutex_unlock(&c->mu);
+        for (unsigned i = 0; L->direct && i < L->k + L->m; i++) {
+            L->state[i] = ol_rbuf_u8(&rb);
+            const char *s = ol_rbuf_str(&rb, 127, &n);
+            if (rb.bad) {
+                L->direct = false;
+                break;
+            }
+            if (n)
+                memcpy(L->addr[i], s, n);
+            else
+                memcpy(L->addr[i], self, sizeof(self));
+            L->addr[i][n ? n : sizeof(self) - 1] = 0;
+            if (!L->addr[i][0])
+                L->state[i] = OL_NATIVE_SHARD_MISSING;
+        }
+    }
+    free(r);
+    return 0;
+}
+
+/* ---- SHARD_GETs in flight ---- */
+
+struct flight {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned inflight;
+};
+
+struct sreq {
+    struct ol_net_call nc;
+    struct flight *f;
+    unsigned shard;
+    uint64_t shard_off, len;
+    uint8_t *dst;
+    int rc;
+    uint8_t ctl[SHARD_CTL];
+    uint8_t rctl[16];
+};
+
+static void on_shard(void *arg, struct ol_net_call *nc, int result)
+{
+    struct sreq *q = arg;
+    /* Exactly the bytes asked for, or the piece counts as lost. */
+    bool whole = result >= 0 && (uint64_t)result == q->len && nc->rep_data_len == q->len;
+    q->rc = result < 0 ? result : whole ? 0 : -EIO;
+    pthread_mutex_lock(&q->f->mu);
+    q->f->inflight--;
+    pthread_cond_signal(&q->f->cv);
+    pthread_mutex_unlock(&q->f->mu);
+}
+
+static void prepare(struct ol_client *c, const struct olc_layout *L, const char *bucket,
+                    const char *key, struct sreq *q)
+{
+    struct ol_wbuf w = {.p = q->ctl, .cap = sizeof(q->ctl)};
+    ol_wbuf_str(&w, c->access_key, strlen(c->access_key));
+    ol_wbuf_str(&w, bucket, strlen(bucket));
+    ol_wbuf_str(&w, key, strlen(key));
+    ol_wbuf_u32(&w, L->set);
+    ol_wbuf_vid(&w, &L->vid);
+    ol_wbuf_u8(&w, (uint8_t)q->shard);
+    ol_wbuf_u64(&w, q->shard_off);
+    ol_wbuf_u64(&w, q->len);
+    q->nc = (struct ol_net_call){.addr = L->addr[q->shard],
+                                 .op = OL_COP_SHARD_GET,
+                                 .timeout_ms = c->timeout_ms,
+                                 .ctl = q->ctl,
+                                 .ctl_len = w.len,
+                                 .rep_ctl = q->rctl,
+                                 .rep_ctl_cap = sizeof(q->rctl),
+                                 .rep_data = q->dst,
+                                 .rep_data_cap = q->len};
+}
+
+/* Runs the SHARD_GETs q[0..n) (rc < 0 already: skipped), WINDOW at a time;
+ * each ends with its rc. */
+static void run_all(struct ol_client *c, const struct olc_layout *L, const char *bucket,
+                    const char *key, struct sreq **q, size_t n)
+{
+    struct flight f = {.inflight = 0};
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    pthread_mutex_lock(&f.mu);
+    for (size_t next = 0; next < n || f.inflight;) {
+        while (next < n && f.inflight < WINDOW) {
+            struct sreq *r = q[next++];
+            if (r->rc < 0)
+                continue;
+            r->f = &f;
+            prepare(c, L, bucket, key, r);
+            f.inflight++;
+            pthread_mutex_unlock(&f.mu);
+            int rc = ol_net_call_async(c->net, &r->nc, on_shard, r);
+            pthread_mutex_lock(&f.mu);
+            if (rc < 0) {
+                r->rc = rc;
+                f.inflight--;
+            }
+        }
+        if (f.inflight)
+            pthread_cond_wait(&f.cv, &f.mu);
+    }
+    pthread_mutex_unlock(&f.mu);
+    pthread_mutex_destroy(&f.mu);
+    pthread_cond_destroy(&f.cv);
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_add(q[i]->rc == 0 ? &c->st_shard_reads : &c->st_shard_failures, 1);
+}
+
+int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
+                  const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len, void *buf)
+{
+    if (shard >= L->k + L->m)
+        return -EINVAL;
+    struct sreq *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    r->shard = shard;
+    r->shard_off = off;
+    r->len = len;
+    r->dst = buf;
+    run_all(c, L, bucket, key, &r, 1);
+    int rc = r->rc;
+    free(r);
+    return rc;
+}
+
+/* ---- rebuilding lost pieces ---- */
+
+struct lost {
+    struct sreq *piece;             /* the data piece that failed */
+    uint8_t *unit[OL_EC_MAX_UNITS]; /* scratch spans of the other shards */
+    struct sreq src[OL_EC_MAX_UNITS];
+    uint32_t present, tried;
+};
+
+/* Rebuilds the pieces lost[0..n): each round asks, for every piece still
+ * short of k spans, the next shards not known bad; then decodes those that
+ * have k.  0, or -ENODATA when a piece cannot get k spans. */
+static int rebuild(struct ol_client *c, const struct olc_layout *L, const char *bucket,
+                   const char *key, struct ol_ec_codec *codec, bool *bad, struct lost *lp, size_t n)
+{
+    unsigned width = L->k + L->m;
+    struct sreq **q = malloc(sizeof(*q) * n * width);
+    if (!q)
+        return -ENOMEM;
+    int rc = 0;
+    for (unsigned round = 0; round <= width && rc == 0; round++) {
+        size_t nq = 0;
+        bool pending = false;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            struct lost *l = &lp[i];
+            unsigned have = (unsigned)__builtin_popcount(l->present);
+            if (have >= L->k)
+                continue;
+            pending = true;
+            /* Data shards first (their spans are object bytes), then parity. */
+            for (unsigned s = 0; s < width && have < L->k; s++) {
+                if (s == l->piece->shard || (l->tried >> s & 1) || bad[s] ||
+                    L->state[s] == OL_NATIVE_SHARD_MISSING)
+                    continue;
+                l->tried |= 1u << s;
+                if (!l->unit[s] && !(l->unit[s] = malloc(l->piece->len))) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                struct sreq *r = &l->src[s];
+                memset(r, 0, sizeof(*r));
+                r->shard = s;
+                r->shard_off = l->piece->shard_off;
+                r->len = l->piece->len;
+                r->dst = l->unit[s];
+                q[nq++] = r;
+                have++;
+            }
+            if (have < L->k && rc == 0)
+                rc = -ENODATA; /* no shards left to ask */
+        }
+        if (!pending || rc < 0)
+            break;
+        run_all(c, L, bucket, key, q, nq);
+        for (size_t i = 0; i < nq; i++) {
+            if (q[i]->rc < 0)
+                bad[q[i]->shard] = true;
+        }
+        for (size_t i = 0; i < n; i++)
+            for (unsigned s = 0; s < width; s++)
+                if (lp[i].tried >> s & 1 && lp[i].src[s].rc == 0 && lp[i].src[s].dst)
+                    lp[i].present |= 1u << s;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct lost *l = &lp[i];
+        if ((unsigned)__builtin_popcount(l->present) < L->k) {
+            rc = -ENODATA;
+            break;
+        }
+        uint8_t *units[OL_EC_MAX_UNITS];
+        memcpy(units, l->unit, sizeof(units));
+        units[l->piece->shard] = l->piece->dst; /* decoded in place */
+        rc = ol_ec_reconstruct(codec, l->piece->len, units, l->present, 1u << l->piece->shard);
+        if (rc == 0)
+            atomic_fetch_add(&c->st_rebuilt, 1);
+    }
+    free(q);
+    return rc;
+}
+
+static void lost_free(struct lost *lp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++)
+            free(lp[i].unit[s]);
+}
+
+/* ---- the GET ---- */
+
+static bool direct_wanted(struct ol_client *c)
+{
+    if (atomic_load(&c->direct_off))
+        return false;
+    pthread_mutex_lock(&c->mu);
+    unsigned n = c->nnodes;
+    pthread_mutex_unlock(&c->mu);
+    return n > 1;
+}
+
+/* Reads [offset, offset + want) of the version of L into buf.  0, or an
+ * error after which the caller falls back to a GET. */
+static int read_direct(struct ol_client *c, const char *bucket, const char *key,
+                       const struct olc_layout *L, uint64_t offset, uint64_t want, uint8_t *buf)
+{
+    struct ol_ec_layout l;
+    int rc = ol_ec_layout_init(&l, L->size, L->unit, L->k);
+    if (rc < 0)
+        return rc;
+    uint64_t end = offset + want;
+    size_t np = 0;
+    struct ol_ec_piece p;
+    for (uint64_t o = offset; o < end && np <= MAX_PIECES; o += p.len, np++)
+        if ((rc = ol_ec_layout_piece(&l, o, end, &p)) < 0)
+            return rc;
+    if (np > MAX_PIECES)
+        return -E2BIG;
+    struct sreq *rq = calloc(np, sizeof(*rq));
+    struct sreq **q = malloc(sizeof(*q) * np);
+    if (!rq || !q) {
+        free(rq);
+        free(q);
+        return -ENOMEM;
+    }
+    size_t i = 0;
+    for (uint64_t o = offset; o < end; o += p.len, i++) {
+        (void)ol_ec_layout_piece(&l, o, end, &p);
+        rq[i].shard = p.shard;
+        rq[i].shard_off = p.shard_off;
+        rq[i].len = p.len;
+        rq[i].dst = buf + (p.obj_off - offset);
+        /* A shard LAYOUT already knows lost is rebuilt without asking. */
+        rq[i].rc = L->state[p.shard] == OL_NATIVE_SHARD_MISSING ? -ENXIO : 0;
+        q[i] = &rq[i];
+    }
+    run_all(c, L, bucket, key, q, np);
+    bool bad[OL_EC_MAX_UNITS] = {false};
+    size_t nlost = 0;
+    for (i = 0; i < np; i++)
+        if (rq[i].rc < 0) {
+            bad[rq[i].shard] = true;
+            nlost++;
+        }
+    rc = 0;
+    /* Decoding writes the caller's buffer from the CPU: not where it may
+     * be GPU memory (a UCX that moves CUDA memory): those GETs fall back. */
+    if (nlost && ol_net_cuda_memory(c->net))
+        rc = -EXDEV;
+    if (nlost && rc == 0) {
+        struct ol_ec_codec *codec = NULL;
+        struct lost *lp = calloc(REBUILD_BATCH, sizeof(*lp));
+        rc = lp ? ol_ec_codec_create(L->k, L->m, &codec) : -ENOMEM;
+        for (i = 0; i < np && rc == 0;) {
+            size_t n = 0;
+            memset(lp, 0, sizeof(*lp) * REBUILD_BATCH);
+            for (; i < np && n < REBUILD_BATCH; i++)
+                if (rq[i].rc < 0)
+                    lp[n++].piece = &rq[i];
+            if (n)
+                rc = rebuild(c, L, bucket, key, codec, bad, lp, n);
+            lost_free(lp, n);
+        }
+        ol_ec_codec_destroy(codec);
+        free(lp);
+    }
+    free(q);
+    free(rq);
+    return rc;
+}
+
+bool olc_direct_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                    void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result)
+{
+    if (!direct_wanted(c))
+        return false;
+    struct olc_layout *L = calloc(1, sizeof(*L));
+    if (!L)
+        return false;
+    int rc = olc_get_layout(c, bucket, key, L);
+    bool done = true;
+    if (rc == -ENOTSUP) {
+        atomic_store(&c->direct_off, true); /* an older node: GET from now on */
+        done = false;
+    } else if (rc < 0) {
+        *result = rc; /* what a GET would answer too (no key, refused...) */
+    } else if (offset > L->size || (offset == L->size && L->size > 0)) {
+        *result = -ERANGE;
+    } else if (!L->direct) {
+        done = false;
+    } else {
+        uint64_t want = L->size - offset < cap ? L->size - offset : cap;
+        rc = want ? read_direct(c, bucket, key, L, offset, want, buf) : 0;
+        if (rc < 0) {
+            atomic_fetch_add(&c->st_fallbacks, 1);
+            done = false;
+        } else {
+            atomic_fetch_add(&c->st_direct, 1);
+            *result = (int64_t)want;
+        }
+    }
+    if (done && info && *result >= 0)
+        *info = L->info;
+    free(L);
+    return done;
+}
+
+OLC_API void ol_client_stats(struct ol_client *c, struct ol_client_stats *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (!c)
+        return;
+    out->direct_gets = atomic_load(&c->st_direct);
+    out->shard_reads = atomic_load(&c->st_shard_reads);
+    out->shard_failures = atomic_load(&c->st_shard_failures);
+    out->pieces_rebuilt = atomic_load(&c->st_rebuilt);
+    out->fallbacks = atomic_load(&c->st_fallbacks);
+}
