@@ -375,8 +375,13 @@ static ssize_t backend_read(void *arg, uint64_t off, size_t max, const uint8_t *
 static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **data)
 {
     struct ol_obj_reader *r = arg;
-    if (!r->sd)
-        return ol_ec_read(r->ec, off, max, data);
+    if (!r->sd) {
+        /* An erasure set's local data shard piece in place (at most one
+         * stripe unit: a window inside it opens without a copy, one across
+         * two is gathered by the sealed reader), else the set's read. */
+        ssize_t n = ol_ec_read_map(r->ec, off, max, data);
+        return n == -EAGAIN ? ol_ec_read(r->ec, off, max, data) : n;
+    }
     ssize_t n = ol_store_read_map_sealed(r->sd, off, max, data);
     return n == -EAGAIN ? ol_store_read(r->sd, off, max, data) : n;
 }

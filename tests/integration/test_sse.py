@@ -287,3 +287,4 @@ def test_native_port(mode_server, mode_s3, mode_bucket):
         c.put(b, "n-put", data)
     g = s3.get_object(Bucket=b, Key="n-put")
     assert g["ServerSideEncryption"] == "AES256" and g["Body"].read() == data
+
