@@ -382,6 +382,28 @@ static int open_reader(struct ol_native_server *s, const struct names *n, const 
     return ol_obj_read_open(s->o.obj, n->bucket, n->key, n->key_len, rd);
 }
 
+/* A read of bucket/key (version vid, "" for the current object), authorized
+ * as S3 authorizes a GET of it, and the version id it resolved to (rvid: vid,
+ * else the current object's, "" when it has none).  0 with *rd open, or the
+ * refusal or the open's error. */
+static int open_authorized(struct ol_native_server *s, const char *ak, const struct names *n,
+                           const char *vid, struct ol_obj_reader **rd,
+                           char rvid[OL_STORE_VID_MAX])
+{
+    int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n->bucket, n->key,
+                     n->key_len, NULL);
+    if (rc == 0)
+        rc = open_reader(s, n, vid, rd);
+    if (rc < 0)
+        return rc;
+    rvid[0] = 0;
+    if (vid[0])
+        snprintf(rvid, OL_STORE_VID_MAX, "%s", vid);
+    else if (ol_obj_read_vid(*rd, rvid) < 0)
+        rvid[0] = 0;
+    return 0;
+}
+
 /* Copies [off, off+len) of the object into dst. */
 static int read_into(struct ol_obj_reader *rd, uint64_t off, size_t len, uint8_t *dst)
 {
@@ -418,20 +440,12 @@ static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
     }
     if (strcmp(vid, "null") == 0)
         vid[0] = 0; /* unversioned: the current object */
-    int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n.bucket, n.key,
-                     n.key_len, NULL);
-    if (rc < 0)
-        return rc;
     struct ol_obj_reader *rd;
-    rc = open_reader(s, &n, vid, &rd);
+    char rvid[OL_STORE_VID_MAX];
+    int rc = open_authorized(s, ak, &n, vid, &rd, rvid);
     if (rc < 0)
         return rc;
     const struct ol_obj_info *info = ol_obj_read_info(rd);
-    char rvid[OL_STORE_VID_MAX] = "";
-    if (vid[0])
-        snprintf(rvid, sizeof(rvid), "%s", vid);
-    else if (ol_obj_read_vid(rd, rvid) < 0)
-        rvid[0] = 0;
     if (if_match[0]) {
         char q[72];
         snprintf(q, sizeof(q), "\"%s\"", info->etag);
@@ -498,20 +512,12 @@ static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf 
         return -EINVAL;
     if (strcmp(vid, "null") == 0)
         vid[0] = 0;
-    int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n.bucket, n.key,
-                     n.key_len, NULL);
-    if (rc < 0)
-        return rc;
     struct ol_obj_reader *rd;
-    rc = open_reader(s, &n, vid, &rd);
+    char rvid[OL_STORE_VID_MAX];
+    int rc = open_authorized(s, ak, &n, vid, &rd, rvid);
     if (rc < 0)
         return rc;
     const struct ol_obj_info *info = ol_obj_read_info(rd);
-    char rvid[OL_STORE_VID_MAX] = "";
-    if (vid[0])
-        snprintf(rvid, sizeof(rvid), "%s", vid);
-    else if (ol_obj_read_vid(rd, rvid) < 0)
-        rvid[0] = 0;
     struct out io = {0};
     rc = put_info(&io, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
     uint8_t *b = rc == 0 ? malloc(io.ctl_len + OL_NATIVE_LAYOUT_MAX) : NULL;
