@@ -999,14 +999,30 @@ static int sd_delete_version(void *d, const char *bucket, const char *key, size_
     if (!st)
         return -EIO;
     struct sd_scan sc = {0};
-    int n = scan(st, bucket, key, klen, &sc, NULL, NULL);
-    int rc = n < 0 ? n : 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) != 0)
-            continue;
-        int e = ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
-        if (e < 0 && e != -OL_ENOVERSION)
-            rc = e;
+    int rc = 0;
+    /* A copy that is gone by the time its delete runs was rewritten (a
+     * PUT's mark, which runs after the PUT answered, a heal, set_meta): the
+     * rewrite's new copy of vid must go too, or the deleted version comes
+     * back on this drive (seen: a DELETE right after a PUT, on a loaded
+     * machine, left the object readable).  So scan again until a round
+     * deletes every copy it saw; a rewrite queued after our delete finds its
+     * source gone and writes nothing. */
+    for (unsigned round = 0; round < 4; round++) {
+        scan_free(&sc);
+        int n = scan(st, bucket, key, klen, &sc, NULL, NULL);
+        rc = n < 0 ? n : 0;
+        bool raced = false;
+        for (int i = 0; i < n && rc == 0; i++) {
+            if (ol_version_id_cmp(&sc.v[i].sm.vid, vid) != 0)
+                continue;
+            int e = ol_store_delete_v(st, bucket, key, klen, sc.v[i].svid, NULL);
+            if (e == -OL_ENOVERSION)
+                raced = true;
+            else if (e < 0)
+                rc = e;
+        }
+        if (rc < 0 || !raced)
+            break;
     }
     scan_free(&sc);
     return sd_note(d, rc);
