@@ -23,6 +23,7 @@ enum {
     OLC_SMALL_GET = 1 << 20, /* batch GETs up to this go in GET_BATCH messages */
     OLC_MAX_LANES = OL_CLIENT_MAX_LANES,
     OLC_DEFAULT_LANES = 4, /* opts.lanes 0: as many as the node has, up to this */
+    OLC_SPREAD_MIN = 8 << 20, /* GETs into buffers from this size up spread over lanes */
 };
 
 struct olc_batch; /* batch.c */
@@ -88,6 +89,14 @@ int olc_call(struct ol_client *c, struct olc_call *k);
  * counts as busy until olc_lane_done.  Any thread, the net threads too. */
 unsigned olc_lane_pick(struct ol_client *c, const char *addr, char out[128], struct ol_net **net);
 void olc_lane_done(struct ol_client *c, unsigned lane);
+
+/* A GET of up to cap bytes (cap >= OLC_SPREAD_MIN, two lanes or more) in
+ * pieces on every lane at once, to one node (lanes.c): true when it
+ * answered (*result: bytes read or the error; info filled on success),
+ * false when the caller must read it message by message (one lane, a small
+ * buffer, a transport error, the object changed between the pieces). */
+bool olc_get_spread(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                    void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result);
 
 /* Decodes the object info of a reply (native/proto.h). */
 int olc_info(const void *ctl, size_t len, struct ol_client_info *info);

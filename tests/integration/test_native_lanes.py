@@ -85,6 +85,15 @@ def test_round_trips_spread_over_lanes(srv, bkt):
         got = c.get_many([(bkt, k, b) for k, b in zip(keys, bufs)])
         for k, n, b in zip(keys, got, bufs):
             assert n == len(objs[k]) and bytes(b) == objs[k], k
+        # One large GET alone goes in pieces on every lane at once, at an
+        # offset too.
+        big = objs["k5"]
+        before_one = c.stats()["lane_calls"]
+        assert bytes(c.get(bkt, "k5")) == big
+        assert all(a > b for a, b in zip(c.stats()["lane_calls"], before_one))
+        buf = bytearray(len(big))
+        assert c.get_into(bkt, "k5", buf, 12345) == len(big) - 12345
+        assert bytes(buf[:len(big) - 12345]) == big[12345:]
         st = c.stats()
     assert st["lanes"] == LANES
     assert all(n > 0 for n in st["lane_calls"]), st
