@@ -7,7 +7,7 @@
 # On the GPU machine: BIN_DIR=.gpu/bin with LD_LIBRARY_PATH and
 # UCX_MODULE_DIR set (bench/gpu_native_probe.sh).
 set -euo pipefail
-BIN=${1:-build}; SECS=${2:-2}; shift 2 || true
+BIN=$(cd "${1:-build}" && pwd); SECS=${2:-2}; shift 2 || true
 LANES=${*:-1 4}
 export OPENLAKE_LIB=${OPENLAKE_LIB:-$BIN/libopenlake.so}
 R=$(cd "$(dirname "$0")/.." && pwd)
