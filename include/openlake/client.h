@@ -74,6 +74,8 @@ enum {
 
 struct ol_client;
 
+enum { OL_CLIENT_MAX_LANES = 8 }; /* ol_client_opts.lanes */
+
 struct ol_client_opts {
     /* Where to connect: the node's S3 URL ("http://host:port"; the library
      * asks it for its native port) or its native address ("host:port").
@@ -82,6 +84,17 @@ struct ol_client_opts {
     const char *access_key;
     const char *secret_key;
     unsigned timeout_ms; /* per message; 0: 30000 */
+    /* Lanes: connections to each node, each with a UCX worker and a net
+     * thread of its own, over which the client spreads its calls (each
+     * goes on the least busy lane; a batch's ops too), so that large GETs
+     * and PUTs are not bounded by one thread's copies on either side.  A
+     * node has its own number of lanes (its native_lanes); lane i talks to
+     * the node's lane i (modulo its count).  0: the environment's
+     * OPENLAKE_CLIENT_LANES, else as many as the first node has, at most
+     * 4; at most OL_CLIENT_MAX_LANES.  Every lane authenticates with the
+     * same keys; a call on a lane that fails fails (after the fail-over to
+     * other nodes) with a transport error in its deadline, as any call. */
+    unsigned lanes;
 };
 
 int ol_client_open(const struct ol_client_opts *opts, struct ol_client **out);
@@ -141,6 +154,8 @@ struct ol_client_stats {
     uint64_t shard_failures; /* ... that failed (node down, error, timeout) */
     uint64_t pieces_rebuilt; /* data pieces rebuilt from other shards */
     uint64_t fallbacks;      /* direct GETs that went through one node after all */
+    unsigned lanes;          /* the client's lanes (ol_client_opts.lanes) */
+    uint64_t lane_calls[OL_CLIENT_MAX_LANES]; /* messages sent on each lane */
 };
 void ol_client_stats(struct ol_client *c, struct ol_client_stats *out);
 

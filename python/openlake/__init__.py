@@ -161,13 +161,13 @@ class Client:
     forces staging; "direct" raises where UCX cannot."""
 
     def __init__(self, endpoint="http://127.0.0.1:9000", access_key="openlake",
-                 secret_key="openlake-secret", timeout_ms=0, cuda_path=None):
+                 secret_key="openlake-secret", timeout_ms=0, cuda_path=None, lanes=0):
         if cuda_path not in (None, "direct", "staged"):
             raise ValueError("cuda_path: None, 'direct' or 'staged'")
         self._c = None
         self._endpoint = endpoint
         self._streams = weakref.WeakSet()  # open PutStreams, aborted by close()
-        o = _lib.Opts(_b(endpoint), _b(access_key), _b(secret_key), timeout_ms)
+        o = _lib.Opts(_b(endpoint), _b(access_key), _b(secret_key), timeout_ms, lanes)
         h = ctypes.c_void_p()
         rc = _L.ol_client_open(ctypes.byref(o), ctypes.byref(h))
         if rc < 0:
@@ -219,10 +219,13 @@ class Client:
 
     def stats(self):
         """What this client's GETs did (ol_client_stats): a dict of
-        direct_gets, shard_reads, shard_failures, pieces_rebuilt, fallbacks."""
+        direct_gets, shard_reads, shard_failures, pieces_rebuilt, fallbacks,
+        lanes and lane_calls (a list: messages sent on each lane)."""
         st = _lib.Stats()
         _L.ol_client_stats(self._h, ctypes.byref(st))
-        return {name: getattr(st, name) for name, _ in _lib.Stats._fields_}
+        out = {name: getattr(st, name) for name, _ in _lib.Stats._fields_}
+        out["lane_calls"] = list(st.lane_calls)[:st.lanes]
+        return out
 
     # ---- objects ----
 

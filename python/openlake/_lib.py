@@ -39,7 +39,10 @@ lib = _load()
 
 class Opts(ctypes.Structure):
     _fields_ = [("endpoint", ctypes.c_char_p), ("access_key", ctypes.c_char_p),
-                ("secret_key", ctypes.c_char_p), ("timeout_ms", ctypes.c_uint)]
+                ("secret_key", ctypes.c_char_p), ("timeout_ms", ctypes.c_uint),
+                ("lanes", ctypes.c_uint)]
+
+MAX_LANES = 8  # OL_CLIENT_MAX_LANES
 
 
 class Info(ctypes.Structure):
@@ -57,7 +60,8 @@ class Op(ctypes.Structure):
 class Stats(ctypes.Structure):
     _fields_ = [("direct_gets", ctypes.c_uint64), ("shard_reads", ctypes.c_uint64),
                 ("shard_failures", ctypes.c_uint64), ("pieces_rebuilt", ctypes.c_uint64),
-                ("fallbacks", ctypes.c_uint64)]
+                ("fallbacks", ctypes.c_uint64), ("lanes", ctypes.c_uint),
+                ("lane_calls", ctypes.c_uint64 * MAX_LANES)]
 
 
 OP_GET, OP_PUT, OP_HEAD, OP_DELETE = 1, 2, 3, 4

@@ -124,6 +124,10 @@ struct acall {
     struct job *j;
     unsigned start, tries, nnodes;
     char addr[128];
+    char lane_addr[128]; /* addr on the lane taken */
+    struct ol_net *net;
+    unsigned lane;
+    bool on_lane; /* lane taken, to give back */
     uint8_t *ctl;   /* access key + args */
     uint8_t *rctl;  /* the reply's control bytes */
     uint8_t *stage; /* GET_BATCH: the items' bytes, copied out at the end */
@@ -144,7 +148,11 @@ static void pick_node(struct ol_client *c, struct acall *a)
     a->nnodes = c->nnodes;
     memcpy(a->addr, c->nodes[(a->start + a->tries) % c->nnodes], sizeof(a->addr));
     pthread_mutex_unlock(&c->mu);
-    a->nc.addr = a->addr;
+    if (a->on_lane)
+        olc_lane_done(c, a->lane);
+    a->lane = olc_lane_pick(c, a->addr, a->lane_addr, &a->net);
+    a->on_lane = true;
+    a->nc.addr = a->lane_addr;
 }
 
 /* The results of a GET_BATCH reply (native/proto.h), op by op. */
@@ -228,6 +236,8 @@ static void start_async(struct olc_batch *b, struct job *j);
 static struct job *finish_acall(struct acall *a, int rc)
 {
     struct job *j = a->j;
+    if (a->on_lane)
+        olc_lane_done(j->b->c, a->lane);
     if (j->grouped)
         grouped_results(a, rc);
     else
@@ -245,7 +255,7 @@ static void on_reply(void *arg, struct ol_net_call *nc, int rc)
     struct ol_client *c = a->j->b->c;
     while (olc_transport_error(rc) && ++a->tries < a->nnodes) {
         pick_node(c, a);
-        rc = ol_net_call_async(c->net, &a->nc, on_reply, a);
+        rc = ol_net_call_async(a->net, &a->nc, on_reply, a);
         if (rc == 0)
             return;
     }
@@ -339,7 +349,7 @@ static void start_async(struct olc_batch *b, struct job *j)
         if (rc == 0) {
             a->start = atomic_fetch_add(&c->next, 1);
             pick_node(c, a);
-            rc = ol_net_call_async(c->net, &a->nc, on_reply, a);
+            rc = ol_net_call_async(a->net, &a->nc, on_reply, a);
         }
         if (rc == 0)
             return;

@@ -98,6 +98,42 @@ bool olc_transport_error(int rc)
            rc == -EHOSTUNREACH || rc == -ENOTCONN || rc == -ESHUTDOWN || rc == -OL_EFENCED;
 }
 
+unsigned olc_lane_pick(struct ol_client *c, const char *addr, char out[128], struct ol_net **net)
+{
+    unsigned n = c->nlanes ? c->nlanes : 1, start = atomic_fetch_add(&c->lane_next, 1) % n;
+    unsigned lane = start, best = UINT32_MAX;
+    for (unsigned t = 0; t < n; t++) {
+        unsigned i = (start + t) % n, b = atomic_load(&c->lane_busy[i]);
+        if (b < best) {
+            best = b;
+            lane = i;
+        }
+    }
+    atomic_fetch_add(&c->lane_busy[lane], 1);
+    atomic_fetch_add(&c->lane_calls[lane], 1);
+    *net = c->lanes[lane];
+    snprintf(out, 128, "%s", addr);
+    if (lane == 0)
+        return lane; /* lane 0: the node's own address */
+    pthread_mutex_lock(&c->mu);
+    for (unsigned i = 0; i < c->nnodes; i++) {
+        if (strcmp(c->nodes[i], addr) != 0 || !c->node_nlanes[i])
+            continue;
+        uint16_t port = c->node_ports[i][lane % c->node_nlanes[i]];
+        const char *colon = strrchr(addr, ':');
+        if (colon && port)
+            snprintf(out, 128, "%.*s:%u", (int)(colon - addr), addr, (unsigned)port);
+        break;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return lane;
+}
+
+void olc_lane_done(struct ol_client *c, unsigned lane)
+{
+    atomic_fetch_sub(&c->lane_busy[lane], 1);
+}
+
 int olc_call(struct ol_client *c, struct olc_call *k)
 {
     size_t akl = strlen(c->access_key), cap = 4 + akl + k->args_len;
@@ -116,7 +152,10 @@ int olc_call(struct ol_client *c, struct olc_call *k)
     int rc = -EHOSTUNREACH;
     for (unsigned t = 0; t < (k->node >= 0 ? 1u : n); t++) {
         unsigned i = (start + t) % n;
-        struct ol_net_call nc = {.addr = nodes[i],
+        char la[128];
+        struct ol_net *net;
+        unsigned lane = olc_lane_pick(c, nodes[i], la, &net);
+        struct ol_net_call nc = {.addr = la,
                                  .op = k->op,
                                  .timeout_ms = c->timeout_ms,
                                  .ctl = ctl,
@@ -127,7 +166,8 @@ int olc_call(struct ol_client *c, struct olc_call *k)
                                  .rep_ctl_cap = k->rctl_cap,
                                  .rep_data = k->rdata,
                                  .rep_data_cap = k->rdata_cap};
-        rc = ol_net_call(c->net, &nc);
+        rc = ol_net_call(net, &nc);
+        olc_lane_done(c, lane);
         k->rctl_len = nc.rep_ctl_len;
         k->rdata_len = nc.rep_data_len;
         k->used_node = (int)i;
@@ -153,21 +193,42 @@ static int hello(struct ol_client *c)
     if (rb.bad || ver != OL_NATIVE_PROTO_VERSION)
         return -EPROTO;
     /* Entry 0 is the node itself ("": the address we reached it by). */
+    int idx[OLC_MAX_NODES]; /* entry -> c->nodes index, -1: none */
     pthread_mutex_lock(&c->mu);
-    for (uint32_t i = 0; i < n && c->nnodes < OLC_MAX_NODES; i++) {
+    for (uint32_t i = 0; i < n; i++) {
         size_t l;
         const char *a = ol_rbuf_str(&rb, 127, &l);
         if (rb.bad)
             break;
+        if (i < OLC_MAX_NODES)
+            idx[i] = l == 0 ? 0 : -1;
         if (l == 0)
             continue;
-        bool dup = false;
-        for (unsigned j = 0; j < c->nnodes; j++)
-            dup |= strlen(c->nodes[j]) == l && memcmp(c->nodes[j], a, l) == 0;
-        if (!dup) {
+        for (unsigned j = 0; j < c->nnodes && i < OLC_MAX_NODES; j++)
+            if (strlen(c->nodes[j]) == l && memcmp(c->nodes[j], a, l) == 0)
+                idx[i] = (int)j;
+        if (i < OLC_MAX_NODES && idx[i] < 0 && c->nnodes < OLC_MAX_NODES) {
             memcpy(c->nodes[c->nnodes], a, l);
-            c->nodes[c->nnodes++][l] = 0;
+            c->nodes[c->nnodes][l] = 0;
+            idx[i] = (int)c->nnodes++;
         }
+    }
+    /* The lane table, when the node has one (native/proto.h): each entry's
+     * lanes' ports, lane 0 first.  A node without one has one lane. */
+    uint32_t m = rb.bad ? 0 : ol_rbuf_u32(&rb);
+    for (uint32_t i = 0; !rb.bad && i < m && i < n && i < OLC_MAX_NODES; i++) {
+        uint32_t np = ol_rbuf_u32(&rb);
+        uint16_t ports[OLC_MAX_LANES];
+        unsigned got = 0;
+        for (uint32_t p = 0; p < np && !rb.bad; p++) {
+            uint32_t port = ol_rbuf_u32(&rb);
+            if (got < OLC_MAX_LANES && port > 0 && port < 65536)
+                ports[got++] = (uint16_t)port;
+        }
+        if (rb.bad || idx[i] < 0 || c->node_nlanes[idx[i]] || !got)
+            continue;
+        memcpy(c->node_ports[idx[i]], ports, got * sizeof(ports[0]));
+        c->node_nlanes[idx[i]] = got;
     }
     pthread_mutex_unlock(&c->mu);
     return 0;
@@ -217,10 +278,34 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
                              .rma_confirm = rma_confirm,
                              .rma_confirm_arg = c};
     if (rc == 0)
-        rc = ol_net_create(&no, &c->net);
-    OPENSSL_cleanse(key, sizeof(key));
-    if (rc == 0)
+        rc = ol_net_create(&no, &c->lanes[0]);
+    if (rc == 0) {
+        c->net = c->lanes[0];
+        c->nlanes = 1;
         rc = hello(c);
+    }
+    /* The further lanes, once the node said how many it has: each its own
+     * ol_net, signing with the same key (every lane authenticates every
+     * request). */
+    if (rc == 0) {
+        unsigned want = o->lanes;
+        const char *ev = getenv("OPENLAKE_CLIENT_LANES");
+        if (!want && ev && atoi(ev) > 0)
+            want = (unsigned)atoi(ev);
+        if (!want) {
+            pthread_mutex_lock(&c->mu);
+            want = c->node_nlanes[0] ? c->node_nlanes[0] : 1;
+            pthread_mutex_unlock(&c->mu);
+            if (want > OLC_DEFAULT_LANES)
+                want = OLC_DEFAULT_LANES;
+        }
+        if (want > OLC_MAX_LANES)
+            want = OLC_MAX_LANES;
+        /* A lane UCX cannot start is one fewer, not a failed open. */
+        while (c->nlanes < want && ol_net_create(&no, &c->lanes[c->nlanes]) == 0)
+            c->nlanes++;
+    }
+    OPENSSL_cleanse(key, sizeof(key));
     if (rc < 0) {
         ol_client_close(c);
         return rc;
@@ -234,8 +319,8 @@ OLC_API void ol_client_close(struct ol_client *c)
     if (!c)
         return;
     olc_batch_stop(c);
-    if (c->net)
-        ol_net_destroy(c->net);
+    for (unsigned i = c->nlanes; i-- > 0;)
+        ol_net_destroy(c->lanes[i]);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->batch_mu);
     pthread_mutex_destroy(&c->mem_mu);
@@ -254,7 +339,8 @@ OLC_API int ol_client_cuda_direct(struct ol_client *c)
 }
 
 struct ol_client_mem {
-    void *memh;
+    void *memh; /* lane 0's */
+    void *lane_memh[OLC_MAX_LANES]; /* the other lanes' (index 0 unused) */
     void *addr;
     size_t len;
     /* Its packed rkey (for rdma tokens), made at registration; rkey_rc
@@ -315,9 +401,17 @@ OLC_API int ol_client_mem_reg(struct ol_client *c, void *addr, size_t len,
         free(m);
         return rc;
     }
+    /* Every lane's context too, so a transfer on any lane skips
+     * registration; a lane that refuses only loses that. */
+    for (unsigned i = 1; i < c->nlanes; i++)
+        if (ol_net_mem_map(c->lanes[i], addr, len, &m->lane_memh[i]) < 0)
+            m->lane_memh[i] = NULL;
     m->addr = addr;
     m->len = len;
     if (RAND_bytes(m->tag, OL_RDMA_TOKEN_TAG_BYTES) != 1) {
+        for (unsigned i = 1; i < c->nlanes; i++)
+            if (m->lane_memh[i])
+                ol_net_mem_unmap(c->lanes[i], m->lane_memh[i]);
         ol_net_mem_unmap(c->net, m->memh);
         free(m);
         return -EIO;
@@ -348,6 +442,9 @@ OLC_API void ol_client_mem_dereg(struct ol_client *c, struct ol_client_mem *m)
             break;
         }
     pthread_mutex_unlock(&c->mem_mu);
+    for (unsigned i = 1; i < c->nlanes; i++)
+        if (m->lane_memh[i])
+            ol_net_mem_unmap(c->lanes[i], m->lane_memh[i]);
     ol_net_mem_unmap(c->net, m->memh);
     free(m->rkey);
     free(m);

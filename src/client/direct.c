@@ -118,6 +118,9 @@ struct sreq {
     int rc;
     uint8_t ctl[SHARD_CTL];
     uint8_t rctl[16];
+    char addr[128]; /* the node's address on the lane taken */
+    unsigned lane;
+    struct ol_client *c;
 };
 
 static void on_shard(void *arg, struct ol_net_call *nc, int result)
@@ -126,6 +129,7 @@ static void on_shard(void *arg, struct ol_net_call *nc, int result)
     /* Exactly the bytes asked for, or the piece counts as lost. */
     bool whole = result >= 0 && (uint64_t)result == q->len && nc->rep_data_len == q->len;
     q->rc = result < 0 ? result : whole ? 0 : -EIO;
+    olc_lane_done(q->c, q->lane);
     pthread_mutex_lock(&q->f->mu);
     q->f->inflight--;
     pthread_cond_signal(&q->f->cv);
@@ -144,7 +148,7 @@ static void prepare(struct ol_client *c, const struct olc_layout *L, const char 
     ol_wbuf_u8(&w, (uint8_t)q->shard);
     ol_wbuf_u64(&w, q->shard_off);
     ol_wbuf_u64(&w, q->len);
-    q->nc = (struct ol_net_call){.addr = L->addr[q->shard],
+    q->nc = (struct ol_net_call){.addr = q->addr,
                                  .op = OL_COP_SHARD_GET,
                                  .timeout_ms = c->timeout_ms,
                                  .ctl = q->ctl,
@@ -173,7 +177,12 @@ static void run_all(struct ol_client *c, const struct olc_layout *L, const char 
             prepare(c, L, bucket, key, r);
             f.inflight++;
             pthread_mutex_unlock(&f.mu);
-            int rc = ol_net_call_async(c->net, &r->nc, on_shard, r);
+            struct ol_net *net;
+            r->c = c;
+            r->lane = olc_lane_pick(c, L->addr[r->shard], r->addr, &net);
+            int rc = ol_net_call_async(net, &r->nc, on_shard, r);
+            if (rc < 0)
+                olc_lane_done(c, r->lane);
             pthread_mutex_lock(&f.mu);
             if (rc < 0) {
                 r->rc = rc;
@@ -423,4 +432,7 @@ OLC_API void ol_client_stats(struct ol_client *c, struct ol_client_stats *out)
     out->shard_failures = atomic_load(&c->st_shard_failures);
     out->pieces_rebuilt = atomic_load(&c->st_rebuilt);
     out->fallbacks = atomic_load(&c->st_fallbacks);
+    out->lanes = c->nlanes;
+    for (unsigned i = 0; i < c->nlanes && i < OL_CLIENT_MAX_LANES; i++)
+        out->lane_calls[i] = atomic_load(&c->lane_calls[i]);
 }

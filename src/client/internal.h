@@ -21,12 +21,27 @@ enum {
     OLC_POOL_THREADS = 8,    /* batch workers (ops of several messages) */
     OLC_ASYNC_MAX = 1024,    /* a batch's single-message calls in flight */
     OLC_SMALL_GET = 1 << 20, /* batch GETs up to this go in GET_BATCH messages */
+    OLC_MAX_LANES = OL_CLIENT_MAX_LANES,
+    OLC_DEFAULT_LANES = 4, /* opts.lanes 0: as many as the node has, up to this */
+    OLC_SPREAD_MIN = 8 << 20, /* GETs into buffers from this size up spread over lanes */
 };
 
 struct olc_batch; /* batch.c */
 
 struct ol_client {
+    /* Lanes: one ol_net (UCX worker, net thread) each; a call goes on the
+     * least busy, to the node's lane of the same index (its ports from
+     * HELLO's lane table; a node without one: its one address).  net is
+     * lane 0's: memory registration's rkeys and the worker address of S3
+     * over RDMA are its. */
     struct ol_net *net;
+    struct ol_net *lanes[OLC_MAX_LANES];
+    unsigned nlanes;
+    _Atomic unsigned lane_busy[OLC_MAX_LANES];
+    _Atomic uint64_t lane_calls[OLC_MAX_LANES];
+    atomic_uint lane_next;
+    uint16_t node_ports[OLC_MAX_NODES][OLC_MAX_LANES]; /* mu */
+    unsigned node_nlanes[OLC_MAX_NODES];               /* mu; 0: unknown */
     char access_key[OL_NATIVE_MAX_ACCESS_KEY + 1];
     pthread_mutex_t mu; /* nodes */
     char nodes[OLC_MAX_NODES][128];
@@ -67,6 +82,21 @@ struct olc_call {
     int used_node; /* out */
 };
 int olc_call(struct ol_client *c, struct olc_call *k);
+
+/* Picks the lane for a call to the node at addr (the least busy lane, from
+ * a round-robin start): its ol_net in *net and that node's address on that
+ * lane in out (addr itself for a node whose lanes are not known).  The lane
+ * counts as busy until olc_lane_done.  Any thread, the net threads too. */
+unsigned olc_lane_pick(struct ol_client *c, const char *addr, char out[128], struct ol_net **net);
+void olc_lane_done(struct ol_client *c, unsigned lane);
+
+/* A GET of up to cap bytes (cap >= OLC_SPREAD_MIN, two lanes or more) in
+ * pieces on every lane at once, to one node (lanes.c): true when it
+ * answered (*result: bytes read or the error; info filled on success),
+ * false when the caller must read it message by message (one lane, a small
+ * buffer, a transport error, the object changed between the pieces). */
+bool olc_get_spread(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                    void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result);
 
 /* Decodes the object info of a reply (native/proto.h). */
 int olc_info(const void *ctl, size_t len, struct ol_client_info *info);

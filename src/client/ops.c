@@ -91,6 +91,8 @@ OLC_API int64_t ol_client_get(struct ol_client *c, const char *bucket, const cha
     int64_t direct;
     if (olc_direct_get(c, bucket, key, offset, buf, cap, info, &direct))
         return direct;
+    if (olc_get_spread(c, bucket, key, offset, buf, cap, info, &direct))
+        return direct;
     struct ol_client_info first;
     uint64_t want = cap < OL_NATIVE_MAX_DATA ? cap : OL_NATIVE_MAX_DATA;
     int64_t n = get_one(c, bucket, key, NULL, offset, buf, want, &first);

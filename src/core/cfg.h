@@ -88,6 +88,7 @@ struct ol_cfg {
     char cluster[1024];      /* etcd endpoints, host:port[,host:port...] */
     char node[64];           /* this node's name */
     char cluster_name[64];
+    int64_t native_lanes;    /* native port net threads; 0: min(4, cores) */
     char native_listen[256]; /* host:port of the native client port; "": S3's host, a free port; "off" */
     char drive_listen[256];  /* host:port of the drive service; port 0 = a free one */
     char cluster_key_file[256]; /* the drive protocol's key (cluster/key.h); "" = etcd's */

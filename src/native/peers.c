@@ -65,8 +65,20 @@ static void ask(const char *s3, char out[128])
         cJSON *j = cJSON_Parse(b.b);
         const cJSON *port = j ? cJSON_GetObjectItemCaseSensitive(j, "port") : NULL;
         const char *colon = strrchr(s3, ':');
-        if (cJSON_IsNumber(port) && port->valuedouble > 0 && port->valuedouble < 65536 && colon)
-            snprintf(out, 128, "%.*s:%d", (int)(colon - s3), s3, port->valueint);
+        if (cJSON_IsNumber(port) && port->valuedouble > 0 && port->valuedouble < 65536 && colon) {
+            int n = snprintf(out, 128, "%.*s:%d", (int)(colon - s3), s3, port->valueint);
+            /* Its further lanes (lane 0 is "port" again, first). */
+            const cJSON *ports = cJSON_GetObjectItemCaseSensitive(j, "ports");
+            const cJSON *p;
+            int i = 0;
+            cJSON_ArrayForEach(p, ports)
+            {
+                if (i++ == 0 || !cJSON_IsNumber(p) || p->valuedouble <= 0 ||
+                    p->valuedouble >= 65536 || n < 0 || n > 120)
+                    continue;
+                n += snprintf(out + n, 128 - (size_t)n, ",%d", p->valueint);
+            }
+        }
         cJSON_Delete(j);
     }
     curl_easy_cleanup(h);
@@ -155,5 +167,6 @@ int ol_native_cluster_node_addr(void *arg, const char *node, char out[128])
     if (rc < 0)
         return rc;
     native_of(s3, out, ol_mono_ms());
+    out[strcspn(out, ",")] = 0; /* lane 0's address */
     return out[0] ? 0 : -EHOSTUNREACH;
 }

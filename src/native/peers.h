@@ -17,10 +17,12 @@ enum {
     OL_NATIVE_PEERS_HTTP_MS = 1000,
 };
 
-/* ol_native_server_opts.peers for a cluster node (arg unused). */
+/* ol_native_server_opts.peers for a cluster node (arg unused): each node as
+ * "host:port" of its lane 0, then ",port" for each further lane it lists
+ * (GET /_openlake/native "ports"; as many as fit 127 characters). */
 unsigned ol_native_cluster_peers(void *arg, char (*out)[128], unsigned max);
 /* ol_native_server_opts.node_addr for a cluster node: the native address
- * of the map's node `node` (cached as above).  -ENOENT (not in the map),
+ * (lane 0's) of the map's node `node` (cached as above).  -ENOENT (not in the map),
  * -EHOSTDOWN (the map says down), -EHOSTUNREACH (its port did not
  * answer), -ENOMEM. */
 int ol_native_cluster_node_addr(void *arg, const char *node, char out[128]);

@@ -64,15 +64,32 @@ struct session {
     uint32_t meta_len;
 };
 
+/* One lane: an ol_net of its own (its UCX worker and net thread) on its
+ * own port.  Requests of every lane share the queue and the workers; a
+ * reply goes back through the request, so on the lane it came by. */
+struct lane {
+    struct ol_native_server *s;
+    unsigned idx;
+    struct ol_net *net;
+    _Atomic uint64_t requests;
+};
+
+/* A queued request and the lane it came by (for its session's conn). */
+struct qent {
+    struct ol_net_req *req;
+    unsigned lane;
+};
+
 struct ol_native_server {
     struct ol_native_server_opts o;
-    struct ol_net *net;
+    struct lane lanes[OL_NATIVE_MAX_LANES];
+    unsigned nlanes;
     pthread_t threads[MAX_WORKERS];
     unsigned nthreads;
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct ol_net_req **ring;
+    struct qent *ring;
     unsigned head, count;
     bool stop;
 
@@ -227,9 +244,17 @@ static bool key_fn(void *arg, const struct ol_wire_hdr *h, const void *ctl, size
     return true;
 }
 
+/* A connection's id across lanes: each ol_net numbers its own from 1. */
+static uint64_t conn_key(unsigned lane, const struct ol_net_req *req)
+{
+    return (uint64_t)lane << 56 | ol_net_req_conn(req);
+}
+
 static void serve(void *ctx, struct ol_net_req *req)
 {
-    struct ol_native_server *s = ctx;
+    struct lane *l = ctx;
+    struct ol_native_server *s = l->s;
+    atomic_fetch_add_explicit(&l->requests, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->mu);
     if (s->stop || s->count == OL_NATIVE_SERVER_QUEUE) {
         bool stop = s->stop;
@@ -237,15 +262,18 @@ static void serve(void *ctx, struct ol_net_req *req)
         ol_net_reply(req, stop ? -ESHUTDOWN : -EAGAIN, NULL, 0, NULL, 0);
         return;
     }
-    s->ring[(s->head + s->count++) % OL_NATIVE_SERVER_QUEUE] = req;
+    s->ring[(s->head + s->count++) % OL_NATIVE_SERVER_QUEUE] =
+        (struct qent){.req = req, .lane = l->idx};
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
 }
 
 /* A connection is gone: its sessions are aborted by the next sweep. */
-static void gone(void *ctx, uint64_t conn)
+static void gone(void *ctx, uint64_t conn_id)
 {
-    struct ol_native_server *s = ctx;
+    struct lane *l = ctx;
+    struct ol_native_server *s = l->s;
+    uint64_t conn = (uint64_t)l->idx << 56 | conn_id;
     pthread_mutex_lock(&s->smu);
     for (unsigned i = 0; i < OL_NATIVE_MAX_SESSIONS; i++)
         if (s->sessions[i].id && s->sessions[i].conn == conn)
@@ -354,7 +382,8 @@ static int op_hello(struct ol_native_server *s, struct out *out)
             return -ENOMEM;
         np = s->o.peers(s->o.peers_arg, peers, 64);
     }
-    size_t cap = 4 + 8 + 4 + 4 + (size_t)np * (4 + 128);
+    size_t cap = 4 + 8 + 4 + 4 + (size_t)np * (4 + 128) + 4 +
+                 (size_t)(1 + np) * 4 * (1 + OL_NATIVE_MAX_LANES);
     uint8_t *b = malloc(cap);
     if (!b) {
         free(peers);
@@ -364,10 +393,33 @@ static int op_hello(struct ol_native_server *s, struct out *out)
     ol_wbuf_u32(&w, OL_NATIVE_PROTO_VERSION);
     ol_wbuf_u64(&w, OL_NATIVE_MAX_DATA);
     ol_wbuf_u32(&w, 1 + np);
-    /* This node: "" (the address the client reached it by). */
+    /* This node: "" (the address the client reached it by).  A peer's
+     * entry is "host:port" (its lane 0), its further lanes' ports after
+     * commas (native/peers.h), which go to the lane table below. */
     ol_wbuf_str(&w, "", 0);
-    for (unsigned i = 0; i < np; i++)
-        ol_wbuf_str(&w, peers[i], strnlen(peers[i], sizeof(peers[i])));
+    for (unsigned i = 0; i < np; i++) {
+        size_t l = strnlen(peers[i], sizeof(peers[i]));
+        const char *comma = memchr(peers[i], ',', l);
+        ol_wbuf_str(&w, peers[i], comma ? (size_t)(comma - peers[i]) : l);
+    }
+    /* The lane table (grown at the end: older clients stop before it): for
+     * each entry above, its lanes' ports, lane 0 first. */
+    ol_wbuf_u32(&w, 1 + np);
+    ol_wbuf_u32(&w, s->nlanes);
+    for (unsigned i = 0; i < s->nlanes; i++)
+        ol_wbuf_u32(&w, ol_net_port(s->lanes[i].net));
+    for (unsigned i = 0; i < np; i++) {
+        uint32_t ports[OL_NATIVE_MAX_LANES];
+        unsigned n = 0;
+        const char *c = strrchr(peers[i], ':');
+        for (const char *q = c; q && *q && n < OL_NATIVE_MAX_LANES;) {
+            ports[n++] = (uint32_t)strtoul(q + 1, NULL, 10);
+            q = strchr(q + 1, ',');
+        }
+        ol_wbuf_u32(&w, n);
+        for (unsigned k = 0; k < n; k++)
+            ol_wbuf_u32(&w, ports[k]);
+    }
     free(peers);
     out->ctl = b;
     out->ctl_len = w.len;
@@ -793,7 +845,8 @@ static void put_session(struct ol_native_server *s, struct session *x)
     pthread_mutex_unlock(&s->smu);
 }
 
-static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, const char *ak,
+static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, unsigned lane,
+                        const char *ak,
                         struct ol_rbuf *r, struct out *out)
 {
     struct names n;
@@ -826,7 +879,7 @@ static int op_put_begin(struct ol_native_server *s, struct ol_net_req *req, cons
     if (!x)
         return -EAGAIN;
     snprintf(x->access_key, sizeof(x->access_key), "%s", ak);
-    x->conn = ol_net_req_conn(req);
+    x->conn = conn_key(lane, req);
     x->total = total;
     struct ol_sse_obj so;
     int rc = default_seal(s, n.bucket, meta, sizeof(meta), &meta_len, &so);
@@ -1053,7 +1106,7 @@ static int op_kv(struct ol_native_server *s, struct ol_net_req *req, uint8_t op,
 
 /* ---- workers ---- */
 
-static void handle(struct ol_native_server *s, struct ol_net_req *req)
+static void handle(struct ol_native_server *s, struct ol_net_req *req, unsigned lane)
 {
     const struct ol_wire_hdr *h = ol_net_req_hdr(req);
     struct ol_rbuf r = {.p = ol_net_req_ctl(req), .len = h->ctl_len};
@@ -1098,7 +1151,7 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req)
             break;
         case OL_COP_PUT_BEGIN:
             count(s, ST_PUT, 1);
-            rc = op_put_begin(s, req, ak, &r, &out);
+            rc = op_put_begin(s, req, lane, ak, &r, &out);
             break;
         case OL_COP_PUT_WRITE:
         case OL_COP_PUT_COMMIT:
@@ -1154,8 +1207,10 @@ static void *worker_main(void *arg)
                 break;
         }
         struct ol_net_req *req = NULL;
+        unsigned lane = 0;
         if (s->count) {
-            req = s->ring[s->head];
+            req = s->ring[s->head].req;
+            lane = s->ring[s->head].lane;
             s->head = (s->head + 1) % OL_NATIVE_SERVER_QUEUE;
             s->count--;
         }
@@ -1170,7 +1225,7 @@ static void *worker_main(void *arg)
             if (stop)
                 ol_net_reply(req, -ESHUTDOWN, NULL, 0, NULL, 0);
             else
-                handle(s, req);
+                handle(s, req, lane);
             continue;
         }
         if (stop)
@@ -1204,9 +1259,22 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     s->last_sweep_ms = ol_mono_ms();
     struct ol_net_opts no = {
         .hlc = opts->hlc, .key_fn = key_fn, .key_arg = s, .spin_us = OL_NATIVE_SERVER_SPIN_US};
-    int rc = ol_net_create(&no, &s->net);
-    if (rc < 0)
+    unsigned nl = opts->lanes ? opts->lanes : 1;
+    if (nl > OL_NATIVE_MAX_LANES)
+        nl = OL_NATIVE_MAX_LANES;
+    int rc = 0;
+    for (unsigned i = 0; i < nl && rc == 0; i++) {
+        s->lanes[i].s = s;
+        s->lanes[i].idx = i;
+        rc = ol_net_create(&no, &s->lanes[i].net);
+        if (rc == 0)
+            s->nlanes++;
+    }
+    if (rc < 0) {
+        for (unsigned i = 0; i < s->nlanes; i++)
+            ol_net_destroy(s->lanes[i].net);
         goto fail;
+    }
     unsigned nw = opts->workers ? opts->workers : OL_NATIVE_SERVER_WORKERS;
     if (nw > MAX_WORKERS)
         nw = MAX_WORKERS;
@@ -1215,8 +1283,10 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
             break;
         s->nthreads++;
     }
-    if (rc == 0)
-        rc = ol_net_listen(s->net, opts->host, opts->port, serve, gone, s);
+    /* Lane 0 on the configured port, the others on free ones. */
+    for (unsigned i = 0; i < s->nlanes && rc == 0; i++)
+        rc = ol_net_listen(s->lanes[i].net, opts->host, i ? 0 : opts->port, serve, gone,
+                           &s->lanes[i]);
     if (rc < 0) {
         ol_native_server_destroy(s);
         return rc;
@@ -1232,14 +1302,23 @@ fail:
 
 uint16_t ol_native_server_port(const struct ol_native_server *s)
 {
-    return ol_net_port(s->net);
+    return ol_net_port(s->lanes[0].net);
+}
+
+unsigned ol_native_server_lanes(const struct ol_native_server *s, uint16_t *ports, unsigned max)
+{
+    unsigned n = 0;
+    for (; n < s->nlanes && n < max; n++)
+        ports[n] = ol_net_port(s->lanes[n].net);
+    return n;
 }
 
 void ol_native_server_destroy(struct ol_native_server *s)
 {
     if (!s)
         return;
-    ol_net_unlisten(s->net);
+    for (unsigned i = 0; i < s->nlanes; i++)
+        ol_net_unlisten(s->lanes[i].net);
     pthread_mutex_lock(&s->mu);
     s->stop = true;
     pthread_cond_broadcast(&s->cv);
@@ -1248,12 +1327,13 @@ void ol_native_server_destroy(struct ol_native_server *s)
         pthread_join(s->threads[i], NULL);
     /* What is still queued is answered (dropped: not listening). */
     while (s->count) {
-        ol_net_reply(s->ring[s->head], -ESHUTDOWN, NULL, 0, NULL, 0);
+        ol_net_reply(s->ring[s->head].req, -ESHUTDOWN, NULL, 0, NULL, 0);
         s->head = (s->head + 1) % OL_NATIVE_SERVER_QUEUE;
         s->count--;
     }
     sweep(s, true);
-    ol_net_destroy(s->net);
+    for (unsigned i = 0; i < s->nlanes; i++)
+        ol_net_destroy(s->lanes[i].net);
     close_done_readers(s); /* every reply is released by now */
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
@@ -1282,4 +1362,7 @@ void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_
     out->layouts = atomic_load(&s->st[ST_LAYOUT]);
     out->shard_gets = atomic_load(&s->st[ST_SHARD]);
     out->shard_get_bytes = atomic_load(&s->st[ST_SHARDB]);
+    out->lanes = s->nlanes;
+    for (unsigned i = 0; i < OL_NATIVE_MAX_LANES; i++)
+        out->lane_requests[i] = i < s->nlanes ? atomic_load(&s->lanes[i].requests) : 0;
 }

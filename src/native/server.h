@@ -3,8 +3,14 @@
  * a native GET or PUT sees and makes exactly what the S3 port does (same
  * objects, ETags, versions, content types).
  *
- * The server owns an ol_net (net/net.h) of its own, listening on its own
- * port, with a per-request key (ol_net_opts.key_fn): the access key that
+ * The server owns opts.lanes ol_nets (net/net.h), its lanes: each its own
+ * UCX worker and net thread, listening on its own port (lane 0 on
+ * opts.port, the others on free ports, ol_native_server_lanes), so that
+ * one node's native traffic is not bounded by one thread's copies.  A
+ * client opens one connection per lane (HELLO's lane table, native/proto.h)
+ * and spreads its calls; the requests of every lane go to the one queue and
+ * pool of workers, and each reply goes back on the lane its request came
+ * by.  Every lane authenticates every request the same way: a per-request key (ol_net_opts.key_fn): the access key that
  * opens every request's control bytes names the user, whose secret (from
  * the lookup callback, the S3 users) gives the key the request must be
  * signed with.  A request that names no known user or fails its MAC never
@@ -49,6 +55,7 @@ enum {
     /* The net thread's and the workers' polling before they sleep
      * (net/net.h, spin_us): a small GET's round trip is mostly wakeups. */
     OL_NATIVE_SERVER_SPIN_US = 50,
+    OL_NATIVE_MAX_LANES = 16,
 };
 
 struct ol_native_server_opts {
@@ -65,7 +72,9 @@ struct ol_native_server_opts {
     int (*secret)(void *arg, const char *access_key, char secret[129]);
     void *secret_arg;
     /* The native addresses of the other nodes that serve the same objects
-     * ("host:port"), for HELLO's node list: writes up to max of them into
+     * ("host:port", the node's lane 0, then optionally ",port" for each
+     * further lane of that node, on the same host), for HELLO's node list
+     * and lane table: writes up to max of them into
      * out and returns how many.  NULL: a single node. */
     unsigned (*peers)(void *arg, char (*out)[128], unsigned max);
     void *peers_arg;
@@ -82,6 +91,7 @@ struct ol_native_server_opts {
     int (*node_addr)(void *arg, const char *node, char out[128]);
     void *node_addr_arg;
     unsigned workers;   /* 0: OL_NATIVE_SERVER_WORKERS */
+    unsigned lanes;     /* net threads (above); 0: 1; at most OL_NATIVE_MAX_LANES */
     /* Per-user limits (access/ratelimit.h), shared with the S3 port;
      * borrowed, outlives the server; NULL: none.  A request (all but HELLO)
      * over its user's request rate, or made while the user's bandwidth is
@@ -94,7 +104,9 @@ struct ol_native_server_opts {
 /* Starts listening.  -EADDRINUSE, -EIO (UCX cannot start), -ENOMEM. */
 int ol_native_server_create(const struct ol_native_server_opts *opts,
                             struct ol_native_server **out);
-uint16_t ol_native_server_port(const struct ol_native_server *s);
+uint16_t ol_native_server_port(const struct ol_native_server *s); /* lane 0's */
+/* The lanes' ports, lane 0 first: writes up to max, returns how many. */
+unsigned ol_native_server_lanes(const struct ol_native_server *s, uint16_t *ports, unsigned max);
 /* Stops listening, answers what is queued with -ESHUTDOWN, aborts the
  * open PUT sessions and frees the server. */
 void ol_native_server_destroy(struct ol_native_server *s);
@@ -102,6 +114,8 @@ void ol_native_server_destroy(struct ol_native_server *s);
 struct ol_native_server_stats {
     uint64_t requests, gets, puts, get_bytes, put_bytes, errors, sessions_aborted;
     uint64_t layouts, shard_gets, shard_get_bytes; /* direct reads (native/direct.h) */
+    unsigned lanes;
+    uint64_t lane_requests[OL_NATIVE_MAX_LANES]; /* requests received by each lane */
 };
 void ol_native_server_stats(struct ol_native_server *s, struct ol_native_server_stats *out);
 

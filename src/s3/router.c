@@ -401,9 +401,15 @@ static int admin_route(struct ol_s3_req *r, struct ol_server_hooks *hooks, bool 
     if (p.n == 17 && memcmp(p.p, "/_openlake/native", 17) == 0) {
         if (!r->ctx->native_port)
             return ol_s3_error(r, OL_S3_NotImplemented, "The native client port is off.");
-        char body[64];
-        int n = snprintf(body, sizeof(body), "{\"protocol\":1,\"port\":%u}\n",
+        /* "port" is lane 0's (what older clients read), "ports" every
+         * lane's, lane 0 first (native/server.h). */
+        char body[256];
+        int n = snprintf(body, sizeof(body), "{\"protocol\":1,\"port\":%u,\"ports\":[",
                          (unsigned)r->ctx->native_port);
+        for (unsigned i = 0; i < r->ctx->native_lanes && i < 16; i++)
+            n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%u", i ? "," : "",
+                          (unsigned)r->ctx->native_lane_ports[i]);
+        n += snprintf(body + n, sizeof(body) - (size_t)n, "]}\n");
         struct ol_http_hdr h[] = {{"Content-Type", "application/json"}};
         return ol_http_respond(r->conn, 200, h, 1, body, (size_t)n);
     }

@@ -60,6 +60,8 @@ struct ol_s3_ctx {
     const struct ol_cfg *cfg;
     struct ol_users *users; /* who may sign requests (users/users.h) */
     uint16_t native_port; /* the native client port (native/server.h); 0: none */
+    uint16_t native_lane_ports[16]; /* every lane's port, lane 0 first */
+    unsigned native_lanes;
     struct ol_kv *kv;     /* the KV-cache store (kv/kv.h), for admin info; NULL: none */
     struct ol_rl *rl;     /* per-user limits (access/ratelimit.h); NULL: none */
 };

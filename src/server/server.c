@@ -609,6 +609,10 @@ static void metrics(void *ctx, char **text, size_t *len)
         EMIT("openlake_native_layouts_total %" PRIu64 "\n", ns.layouts);
         EMIT("openlake_native_shard_gets_total %" PRIu64 "\n", ns.shard_gets);
         EMIT("openlake_native_shard_get_bytes_total %" PRIu64 "\n", ns.shard_get_bytes);
+        EMIT("# TYPE openlake_native_lane_requests_total counter\n");
+        for (unsigned i = 0; i < ns.lanes; i++)
+            EMIT("openlake_native_lane_requests_total{lane=\"%u\"} %" PRIu64 "\n", i,
+                 ns.lane_requests[i]);
     }
     if (srv->router.ctx.rl) {
         /* Per-user limits (access/ratelimit.h): requests refused for their
@@ -772,7 +776,12 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         .node_addr = srv->cl ? ol_native_cluster_node_addr : NULL,
         .kv = srv->kv,
         .rl = srv->router.ctx.rl,
+        .lanes = (unsigned)srv->cfg->native_lanes,
     };
+    if (!o.lanes) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        o.lanes = nc > 4 ? 4 : nc > 1 ? (unsigned)nc : 1;
+    }
     int rc = ol_native_server_create(&o, &srv->native);
     if (rc < 0) {
         snprintf(err, errlen, "cannot serve the native port on %s:%lu: %s", host, port,
@@ -780,6 +789,8 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         return rc;
     }
     srv->router.ctx.native_port = ol_native_server_port(srv->native);
+    srv->router.ctx.native_lanes =
+        ol_native_server_lanes(srv->native, srv->router.ctx.native_lane_ports, 16);
     return 0;
 }
 

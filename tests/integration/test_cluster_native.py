@@ -4,7 +4,12 @@ one node, it learns the others (HELLO), spreads its calls over them, and
 when the node it was given is killed it goes on through the others, reading
 every object byte-identical (the serving node rebuilds the lost shards) and
 writing new ones.  KV blocks placed on the killed node become misses; the
-others still hit, and nothing is an error."""
+others still hit, and nothing is an error.  Every node has two lanes
+(native_lanes): the client learns the other nodes' lanes from HELLO and
+reaches every lane of every node."""
+
+import re
+import urllib.request
 
 
 from cluster_harness import Cluster, body, needs_etcd
@@ -17,12 +22,15 @@ MIB = 1 << 20
 
 
 def test_native_cluster_node_down():
-    with Cluster(nodes=3, dirs=2, k=3, m=3) as cl:
+    cl = Cluster(nodes=3, dirs=2, k=3, m=3)
+    for n in cl.nodes:
+        n.extra += ["--native_lanes", "2", "--metrics_public", "true"]
+    with cl:
         n1 = cl.nodes[0]
         s3 = make_client(n1.endpoint)
         bucket = unique_bucket("ncl")
         s3.create_bucket(Bucket=bucket)
-        c = openlake.Client(n1.endpoint)
+        c = openlake.Client(n1.endpoint, lanes=2)
         try:
             # The KV namespace: keys spread over the three nodes.
             from openlake.kv import chain_keys
@@ -37,6 +45,13 @@ def test_native_cluster_node_down():
             s3b = make_client(cl.nodes[1].endpoint)
             for k, v in objs.items():
                 assert s3b.get_object(Bucket=bucket, Key=k)["Body"].read() == v
+            # Each node's every lane served some of it (the peers' lanes came
+            # from n1's HELLO).
+            for n in cl.nodes:
+                with urllib.request.urlopen(n.endpoint + "/_openlake/metrics", timeout=10) as r:
+                    m = re.findall(r'^openlake_native_lane_requests_total\{lane="\d+"\} (\d+)$',
+                                   r.read().decode(), re.M)
+                assert len(m) == 2 and all(int(x) > 0 for x in m), (n.name, m)
             # The node the client was given goes away: the client goes on.
             n1.kill9()
             for k, v in objs.items():
