@@ -19,6 +19,10 @@ for L in $LANES; do
   SRV=$!
   for _ in $(seq 100); do env -u LD_LIBRARY_PATH curl -sf -o /dev/null "http://127.0.0.1:$HP/_openlake/native" && break; sleep 0.05; done
   env -u LD_LIBRARY_PATH curl -s -X PUT -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" --aws-sigv4 "aws:amz:us-east-1:s3" -u openlake:openlake-secret "http://127.0.0.1:$HP/bench" >/dev/null
+  # The HTTP path in the same run: one connection, GETs of 64 MiB.
+  "$BIN/openlake" bench --endpoint "http://127.0.0.1:$HP" --bucket bench --op get --size 64MiB \
+      --concurrency 1 --objects 2 --prepare --duration "${SECS}s" --quiet 2>/dev/null | head -1 |
+      sed 's/^/HTTP GET 64 MiB, 1 connection: /'
   for C in ${CLIENTS:-1 4}; do
     python3 "$R/bench/native_lanes.py" "http://127.0.0.1:$HP" bench --lanes "$L" --clients "$C" --mib 64 --seconds "$SECS"
   done

@@ -91,7 +91,9 @@ struct ol_client_opts {
      * node has its own number of lanes (its native_lanes); lane i talks to
      * the node's lane i (modulo its count).  0: the environment's
      * OPENLAKE_CLIENT_LANES, else as many as the first node has, at most
-     * 4; at most OL_CLIENT_MAX_LANES.  Every lane authenticates with the
+     * 4 and at most one per four of this host's cores (1 below 8 cores:
+     * on a small host extra net threads cost more than they bring); at
+     * most OL_CLIENT_MAX_LANES.  Every lane authenticates with the
      * same keys; a call on a lane that fails fails (after the fail-over to
      * other nodes) with a transport error in its deadline, as any call. */
     unsigned lanes;

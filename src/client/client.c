@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -298,6 +299,13 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
             pthread_mutex_unlock(&c->mu);
             if (want > OLC_DEFAULT_LANES)
                 want = OLC_DEFAULT_LANES;
+            /* And one per four of this host's cores, as the server sizes
+             * its own (server/server.c): lanes on a small host cost more
+             * than they bring. */
+            long nc = sysconf(_SC_NPROCESSORS_ONLN);
+            unsigned mine = nc >= 8 ? (unsigned)(nc / 4) : 1;
+            if (want > mine)
+                want = mine;
         }
         if (want > OLC_MAX_LANES)
             want = OLC_MAX_LANES;
