@@ -132,8 +132,11 @@ int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, 
  * error; objects that cannot be read so (encrypted, multipart manifests)
  * and GETs that cannot find k shards go through one node as on a single
  * node (so do GETs that need a rebuild where ol_client_cuda_direct() is
- * true: the buffer may be GPU memory).  OPENLAKE_CLIENT_DIRECT=0 in the
- * environment turns direct reads off.
+ * true: the buffer may be GPU memory).  A GET of at most 1 MiB (the bytes
+ * its range holds) takes one round trip instead: the node asked for the
+ * layout answers the bytes (OPENLAKE_CLIENT_INLINE_MAX=bytes sets the
+ * bound, 0 never).  OPENLAKE_CLIENT_DIRECT=0 in the environment turns
+ * direct reads off.
  * Counters of what the client's GETs did, since it was opened: */
 struct ol_client_stats {
     uint64_t direct_gets;    /* GETs answered by direct reads */
@@ -141,6 +144,7 @@ struct ol_client_stats {
     uint64_t shard_failures; /* ... that failed (node down, error, timeout) */
     uint64_t pieces_rebuilt; /* data pieces rebuilt from other shards */
     uint64_t fallbacks;      /* direct GETs that went through one node after all */
+    uint64_t inline_gets;    /* small GETs answered by LAYOUT itself (no shard reads) */
 };
 void ol_client_stats(struct ol_client *c, struct ol_client_stats *out);
 

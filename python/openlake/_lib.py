@@ -57,7 +57,7 @@ class Op(ctypes.Structure):
 class Stats(ctypes.Structure):
     _fields_ = [("direct_gets", ctypes.c_uint64), ("shard_reads", ctypes.c_uint64),
                 ("shard_failures", ctypes.c_uint64), ("pieces_rebuilt", ctypes.c_uint64),
-                ("fallbacks", ctypes.c_uint64)]
+                ("fallbacks", ctypes.c_uint64), ("inline_gets", ctypes.c_uint64)]
 
 
 OP_GET, OP_PUT, OP_HEAD, OP_DELETE = 1, 2, 3, 4

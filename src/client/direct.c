@@ -36,21 +36,38 @@ enum {
 
 /* ---- LAYOUT ---- */
 
-int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, struct olc_layout *L)
+int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
+                   const struct olc_want *want, struct olc_layout *L)
 {
-    uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY];
+    uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY + 3 * 8];
     struct ol_wbuf w = {.p = a, .cap = sizeof(a)};
     ol_wbuf_str(&w, bucket, strlen(bucket));
     ol_wbuf_str(&w, key, strlen(key));
     ol_wbuf_str(&w, "", 0);
+    uint64_t inl = want ? want->inline_max : 0;
+    if (inl) {
+        ol_wbuf_u64(&w, want->offset);
+        ol_wbuf_u64(&w, want->cap);
+        ol_wbuf_u64(&w, inl);
+    }
     enum { RCAP = 8 + 8 + 4 + 72 + 4 + 72 + 4 + 256 + 3000 };
     uint8_t *r = malloc(RCAP);
     if (!r)
         return -ENOMEM;
-    struct olc_call k = {
-        .op = OL_COP_LAYOUT, .args = a, .args_len = w.len, .rctl = r, .rctl_cap = RCAP, .node = -1};
+    uint64_t dcap = inl ? (want->cap < inl ? want->cap : inl) : 0;
+    struct olc_call k = {.op = OL_COP_LAYOUT,
+                         .args = a,
+                         .args_len = w.len,
+                         .rctl = r,
+                         .rctl_cap = RCAP,
+                         .rdata = dcap ? want->buf : NULL,
+                         .rdata_cap = dcap,
+                         .node = -1};
     int rc = olc_call(c, &k);
-    if (rc == 0)
+    if (rc >= 0 && (uint64_t)rc > dcap)
+        rc = -EPROTO;
+    int64_t status = rc;
+    if (rc >= 0)
         rc = olc_info(r, k.rctl_len, &L->info);
     if (rc < 0) {
         free(r);
@@ -63,7 +80,14 @@ int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, str
     (void)ol_rbuf_u64(&rb);
     for (int i = 0; i < 3; i++)
         (void)ol_rbuf_str(&rb, 4096, &n);
-    L->direct = ol_rbuf_u8(&rb) == 1;
+    uint8_t how = ol_rbuf_u8(&rb);
+    L->direct = how == OL_NATIVE_LAYOUT_DIRECT;
+    L->inlined = inl && how == OL_NATIVE_LAYOUT_INLINE && !rb.bad;
+    L->inline_len = (uint64_t)status;
+    if (L->inlined && (uint64_t)status != k.rdata_len) {
+        free(r);
+        return -EPROTO; /* fewer bytes than the status says */
+    }
     if (L->direct) {
         L->set = ol_rbuf_u32(&rb);
         ol_rbuf_vid(&rb, &L->vid);
@@ -385,13 +409,17 @@ bool olc_direct_get(struct ol_client *c, const char *bucket, const char *key, ui
     struct olc_layout *L = calloc(1, sizeof(*L));
     if (!L)
         return false;
-    int rc = olc_get_layout(c, bucket, key, L);
+    struct olc_want w = {.offset = offset, .cap = cap, .inline_max = c->inline_max, .buf = buf};
+    int rc = olc_get_layout(c, bucket, key, &w, L);
     bool done = true;
     if (rc == -ENOTSUP) {
         atomic_store(&c->direct_off, true); /* an older node: GET from now on */
         done = false;
     } else if (rc < 0) {
         *result = rc; /* what a GET would answer too (no key, refused...) */
+    } else if (L->inlined) {
+        atomic_fetch_add(&c->st_inline, 1);
+        *result = (int64_t)L->inline_len;
     } else if (offset > L->size || (offset == L->size && L->size > 0)) {
         *result = -ERANGE;
     } else if (!L->direct) {
@@ -423,4 +451,5 @@ OLC_API void ol_client_stats(struct ol_client *c, struct ol_client_stats *out)
     out->shard_failures = atomic_load(&c->st_shard_failures);
     out->pieces_rebuilt = atomic_load(&c->st_rebuilt);
     out->fallbacks = atomic_load(&c->st_fallbacks);
+    out->inline_gets = atomic_load(&c->st_inline);
 }
