@@ -139,6 +139,16 @@ def test_direct_reads_and_rebuild():
             assert st["inline_gets"] - st0["inline_gets"] == 5, st
             assert st["pieces_rebuilt"] > st0["pieces_rebuilt"], st
             assert st["fallbacks"] == 0, st
+            # Every range rebuilt by the client, the stripes' edges included.
+            os.environ["OPENLAKE_CLIENT_INLINE_MAX"] = "0"
+            try:
+                with openlake.Client(n1.endpoint) as eager:
+                    check_reads(eager, bucket, objs)
+                    st = eager.stats()
+                    assert st["direct_gets"] == 7 and st["pieces_rebuilt"] > 0, st
+                    assert st["fallbacks"] == 0, st
+            finally:
+                del os.environ["OPENLAKE_CLIENT_INLINE_MAX"]
         finally:
             c.close()
 
