@@ -6,7 +6,7 @@ by side in one process: `direct` (the default: LAYOUT, then SHARD_GETs; reads up
 OPENLAKE_CLIENT_INLINE_MAX come back in LAYOUT's reply), `eager` (INLINE_MAX=0: every
 read by SHARD_GETs) and `node` (OPENLAKE_CLIENT_DIRECT=0: GET through one node).
 Rounds interleave the clients (order rotating); each round times `--reads` GETs per
-client, one at a time, into one buffer.  Then a node other than the one asked is killed
+client, one at a time, into one buffer (--batch: one get_many of them).  Then a node other than the one asked is killed
 and the rounds run again (direct: rebuilt by the client; node: rebuilt by the node).
 Prints medians (ms per GET, GB/s) and ratios to `node`.
   UCX_NET_DEVICES=lo OPENLAKE_BIN=build/openlake bench/direct.py --size 64MiB [--rounds 5]
@@ -47,16 +47,23 @@ def open_client(ol, endpoint, env):
                 os.environ[k] = v
 
 
+BATCH = False
+
+
 def rounds(clients, bucket, keys, size, n, count):
-    buf = bytearray(size)
+    bufs = [bytearray(size) for _ in range(n if BATCH else 1)]
     res = {name: [] for name, _ in clients}
     for r in range(count):
         order = clients[r % len(clients):] + clients[:r % len(clients)]
         for name, c in order:
             t0 = time.perf_counter()
-            for i in range(n):
-                got = c.get_into(bucket, keys[i % len(keys)], buf)
-                assert got == size, (name, got)
+            if BATCH:  # one ol_client_run of n GETs
+                got = c.get_many([(bucket, keys[i % len(keys)], bufs[i]) for i in range(n)])
+                assert got == [size] * n, (name, got)
+            else:
+                for i in range(n):
+                    got = c.get_into(bucket, keys[i % len(keys)], bufs[0])
+                    assert got == size, (name, got)
             res[name].append((time.perf_counter() - t0) / n)
     return res
 
@@ -78,8 +85,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-down", action="store_true")
+    ap.add_argument("--batch", action="store_true",
+                    help="each round: one get_many of --reads GETs (ol_client_run)")
     ap.add_argument("--bin", default=os.environ.get("OPENLAKE_BIN", "build/openlake"))
     a = ap.parse_args()
+    global BATCH
+    BATCH = a.batch
     os.environ.setdefault("UCX_NET_DEVICES", "lo")
     binary = os.path.abspath(a.bin)
     os.environ["OPENLAKE_BIN"] = binary
@@ -103,8 +114,8 @@ def main():
         for k in keys:
             clients[0][1].put("bdirect", k, data)
         rounds(clients, "bdirect", keys, size, 1, 1)  # warm-up, uncounted
-        print("size %s, %d GETs per client per round, %d rounds, %d objects" % (
-            a.size, n, a.rounds, a.objects))
+        print("size %s, %d GETs per client per round%s, %d rounds, %d objects" % (
+            a.size, n, " (one batch)" if BATCH else "", a.rounds, a.objects))
         report("all nodes up:", rounds(clients, "bdirect", keys, size, n, a.rounds), size)
         if not a.no_down:
             nps[1].kill()

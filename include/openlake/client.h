@@ -132,7 +132,7 @@ int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, 
  * error; objects that cannot be read so (encrypted, multipart manifests)
  * and GETs that cannot find k shards go through one node as on a single
  * node (so do GETs that need a rebuild where ol_client_cuda_direct() is
- * true: the buffer may be GPU memory).  A GET of at most 1 MiB (the bytes
+ * true: the buffer may be GPU memory).  A GET of at most 256 KiB (the bytes
  * its range holds) takes one round trip instead: the node asked for the
  * layout answers the bytes (OPENLAKE_CLIENT_INLINE_MAX=bytes sets the
  * bound, 0 never).  OPENLAKE_CLIENT_DIRECT=0 in the environment turns

@@ -357,7 +357,7 @@ static int rebuild_all(struct ol_client *c, const struct olc_layout *L, const ch
 
 /* ---- the GET ---- */
 
-static bool direct_wanted(struct ol_client *c)
+bool olc_direct_on(struct ol_client *c)
 {
     if (atomic_load(&c->direct_off))
         return false;
@@ -425,7 +425,7 @@ static int read_direct(struct ol_client *c, const char *bucket, const char *key,
 bool olc_direct_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
                     void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result)
 {
-    if (!direct_wanted(c))
+    if (!olc_direct_on(c))
         return false;
     struct olc_layout *L = calloc(1, sizeof(*L));
     if (!L)

@@ -24,7 +24,7 @@ enum {
     /* Direct reads pay a LAYOUT round trip before the SHARD_GETs: reads of
      * up to this many bytes come back in LAYOUT's reply instead (one round
      * trip, as a GET).  Measured: bench/RESULTS.md "Direct reads". */
-    OLC_INLINE_MAX = 1 << 20,
+    OLC_INLINE_MAX = 256 << 10,
 };
 
 struct olc_batch; /* batch.c */
@@ -115,6 +115,9 @@ int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
 int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
                   const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len,
                   void *buf);
+
+/* Whether GETs try direct reads: a cluster, not turned off.  Any thread. */
+bool olc_direct_on(struct ol_client *c);
 
 /* A GET by direct reads (direct.c) on a cluster: true when it answered
  * (*result: the bytes read or the error, info filled on success), false

@@ -2,8 +2,9 @@
 of 4+2 (two drives a node, so one node down leaves exactly k shards), the
 native client reads an object's data shards straight from the nodes that
 hold them (LAYOUT, then SHARD_GETs), byte-identical for 0 B, 1 B, a small
-object, one of several stripes and ranges; reads of at most 1 MiB come back
-in LAYOUT's reply instead (no SHARD_GET served).  With a node killed, every
+object, one of several stripes and ranges; reads of at most 256 KiB come back
+in LAYOUT's reply instead (no SHARD_GET served); a batch's large GETs read
+direct too.  With a node killed, every
 object reads identical again, its lost pieces rebuilt by the client (ISA-L),
 without going through one node.  SHARD_GET is authorized as a GET: another
 user gets AccessDenied from it, and a wrong secret is refused."""
@@ -42,7 +43,7 @@ def check_reads(c, bucket, objs):
     big = objs["o/big"]
     # Ranges: across a stripe's end, inside one unit, the tail (small:
     # inline), across two units (direct).
-    for off, n in ((4 * MIB - 100, 300000), (MIB + 5, 17), (len(big) - 9, 100),
+    for off, n in ((4 * MIB - 100, 200000), (MIB + 5, 17), (len(big) - 9, 100),
                    (MIB - 7, 2 * MIB + 3)):
         buf = bytearray(n)
         got = c.get_into(bucket, "o/big", buf, off)
@@ -101,16 +102,28 @@ def test_direct_reads_and_rebuild():
             # Small reads pay no extra round trip and read no shard: the
             # nodes served no SHARD_GET for them.
             st0, sg0 = c.stats(), sum(shard_gets(n) for n in cl.nodes)
-            buf = bytearray(MIB)
+            buf = bytearray(256 << 10)
             for _ in range(3):
                 assert c.get_into(bucket, "o/small", buf) == 5000
-                assert c.get_into(bucket, "o/big", buf, 3 * MIB) == MIB
-                assert bytes(buf) == objs["o/big"][3 * MIB:4 * MIB]
+                assert c.get_into(bucket, "o/big", buf, 3 * MIB) == len(buf)
+                assert bytes(buf) == objs["o/big"][3 * MIB:3 * MIB + len(buf)]
             st = c.stats()
             assert st["inline_gets"] - st0["inline_gets"] == 6, st
             assert st["direct_gets"] == st0["direct_gets"], st
             assert st["shard_reads"] == st0["shard_reads"], st
             assert sum(shard_gets(n) for n in cl.nodes) == sg0
+            # A batch's large GETs read direct too (its small ones share
+            # GET_BATCH messages through a node).
+            st0 = c.stats()
+            bufs = [bytearray(2 * MIB + 3), bytearray(3 * MIB), bytearray(100)]
+            got = c.get_many([(bucket, "o/big", bufs[0], MIB - 7), (bucket, "o/big", bufs[1]),
+                              (bucket, "o/small", bufs[2])])
+            assert got == [len(bufs[0]), len(bufs[1]), 100], got
+            assert bytes(bufs[0]) == objs["o/big"][MIB - 7:3 * MIB - 4]
+            assert bytes(bufs[1]) == objs["o/big"][:3 * MIB]
+            assert bytes(bufs[2]) == objs["o/small"][:100]
+            st = c.stats()
+            assert st["direct_gets"] - st0["direct_gets"] == 2, st
             # OPENLAKE_CLIENT_INLINE_MAX=0: every read direct, same bytes.
             os.environ["OPENLAKE_CLIENT_INLINE_MAX"] = "0"
             try:
