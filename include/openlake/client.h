@@ -184,7 +184,8 @@ int64_t ol_client_list(struct ol_client *c, const char *bucket, const char *pref
  * only queues: small GETs travel many to a message, other ops of one
  * message (up to 64 MiB) go out at once, up to 1024 in flight per client
  * (the rest start as those complete), larger ones run on 8 library
- * threads.  Any thread may submit and reap; an op is reaped once. */
+ * threads, and so do GETs past 1 MiB on a cluster (direct reads, as
+ * ol_client_get).  Any thread may submit and reap; an op is reaped once. */
 
 enum ol_client_opcode {
     OL_CLIENT_OP_GET = 1, /* offset, buf, len: a ranged read into buf */
