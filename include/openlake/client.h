@@ -147,8 +147,11 @@ int64_t ol_client_get(struct ol_client *c, const char *bucket, const char *key, 
  * error; objects that cannot be read so (encrypted, multipart manifests)
  * and GETs that cannot find k shards go through one node as on a single
  * node (so do GETs that need a rebuild where ol_client_cuda_direct() is
- * true: the buffer may be GPU memory).  OPENLAKE_CLIENT_DIRECT=0 in the
- * environment turns direct reads off.
+ * true: the buffer may be GPU memory).  A GET of at most 256 KiB (the bytes
+ * its range holds) takes one round trip instead: the node asked for the
+ * layout answers the bytes (OPENLAKE_CLIENT_INLINE_MAX=bytes sets the
+ * bound, 0 never).  OPENLAKE_CLIENT_DIRECT=0 in the environment turns
+ * direct reads off.
  * Counters of what the client's GETs did, since it was opened: */
 struct ol_client_stats {
     uint64_t direct_gets;    /* GETs answered by direct reads */
@@ -158,6 +161,7 @@ struct ol_client_stats {
     uint64_t fallbacks;      /* direct GETs that went through one node after all */
     unsigned lanes;          /* the client's lanes (ol_client_opts.lanes) */
     uint64_t lane_calls[OL_CLIENT_MAX_LANES]; /* messages sent on each lane */
+    uint64_t inline_gets;    /* small GETs answered by LAYOUT itself (no shard reads) */
 };
 void ol_client_stats(struct ol_client *c, struct ol_client_stats *out);
 
@@ -197,7 +201,8 @@ int64_t ol_client_list(struct ol_client *c, const char *bucket, const char *pref
  * only queues: small GETs travel many to a message, other ops of one
  * message (up to 64 MiB) go out at once, up to 1024 in flight per client
  * (the rest start as those complete), larger ones run on 8 library
- * threads.  Any thread may submit and reap; an op is reaped once. */
+ * threads, and so do GETs past 1 MiB on a cluster (direct reads, as
+ * ol_client_get).  Any thread may submit and reap; an op is reaped once. */
 
 enum ol_client_opcode {
     OL_CLIENT_OP_GET = 1, /* offset, buf, len: a ranged read into buf */

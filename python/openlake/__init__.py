@@ -220,7 +220,8 @@ class Client:
     def stats(self):
         """What this client's GETs did (ol_client_stats): a dict of
         direct_gets, shard_reads, shard_failures, pieces_rebuilt, fallbacks,
-        lanes and lane_calls (a list: messages sent on each lane)."""
+        lanes, lane_calls (a list: messages sent on each lane) and
+        inline_gets."""
         st = _lib.Stats()
         _L.ol_client_stats(self._h, ctypes.byref(st))
         out = {name: getattr(st, name) for name, _ in _lib.Stats._fields_}

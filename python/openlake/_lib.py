@@ -61,7 +61,7 @@ class Stats(ctypes.Structure):
     _fields_ = [("direct_gets", ctypes.c_uint64), ("shard_reads", ctypes.c_uint64),
                 ("shard_failures", ctypes.c_uint64), ("pieces_rebuilt", ctypes.c_uint64),
                 ("fallbacks", ctypes.c_uint64), ("lanes", ctypes.c_uint),
-                ("lane_calls", ctypes.c_uint64 * MAX_LANES)]
+                ("lane_calls", ctypes.c_uint64 * MAX_LANES), ("inline_gets", ctypes.c_uint64)]
 
 
 OP_GET, OP_PUT, OP_HEAD, OP_DELETE = 1, 2, 3, 4

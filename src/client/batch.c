@@ -9,7 +9,8 @@
  * OL_NATIVE_MAX_DATA bytes each): one round trip answers hundreds of them.
  * A call that meets a transport error is sent again to the next node, as
  * olc_call does.  Ops of several messages (a GET or PUT past 64 MiB) run
- * on a pool of OLC_POOL_THREADS threads through the blocking calls.
+ * on a pool of OLC_POOL_THREADS threads through the blocking calls, and so
+ * do GETs past OLC_SMALL_GET on a cluster (direct reads, direct.c).
  *
  * Every op gets its own result.  Results are written by whoever completes
  * the op (the net thread or a pool thread) before it takes the batch's
@@ -451,6 +452,14 @@ static bool small_get(const struct ol_client_op *op)
     return op->opcode == OL_CLIENT_OP_GET && op->len <= OLC_SMALL_GET && op->buf && names_ok(op);
 }
 
+/* A GET past OLC_SMALL_GET on a cluster reads the shards from their nodes
+ * (direct.c): the pool runs it through ol_client_get (up to 64 shard reads
+ * in flight each) rather than one call through a node. */
+static bool direct_get(struct ol_client *c, const struct ol_client_op *op)
+{
+    return op->opcode == OL_CLIENT_OP_GET && op->len > OLC_SMALL_GET && olc_direct_on(c);
+}
+
 /* Whether op is one message (else the pool runs it: its arguments are
  * checked there, as ol_client_* check them). */
 static bool one_message(const struct ol_client_op *op)
@@ -519,7 +528,7 @@ static int submit(struct ol_client *c, struct ol_client_op *const *ops, unsigned
                           .ops = (struct ol_client_op **)&ops[i],
                           .n = cnt,
                           .grouped = grouped,
-                          .async = grouped || one_message(ops[i]),
+                          .async = grouped || (one_message(ops[i]) && !direct_get(c, ops[i])),
                           .w = w};
         struct job **head = j->async ? &async : &pool, **tail = j->async ? &atail : &ptail;
         if (*tail)

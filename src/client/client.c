@@ -259,6 +259,8 @@ OLC_API int ol_client_open(const struct ol_client_opts *o, struct ol_client **ou
     c->kv_replicas = 1;
     const char *dr = getenv("OPENLAKE_CLIENT_DIRECT");
     c->direct_off = dr && strcmp(dr, "0") == 0;
+    const char *im = getenv("OPENLAKE_CLIENT_INLINE_MAX");
+    c->inline_max = im && *im ? strtoull(im, NULL, 10) : OLC_INLINE_MAX;
     snprintf(c->access_key, sizeof(c->access_key), "%s", o->access_key);
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : OLC_TIMEOUT_MS;
     int rc = 0;

@@ -5,9 +5,11 @@
  * a GET), then reads the pieces of the data shards the range needs from
  * the nodes that hold them, many SHARD_GETs in flight at once, each
  * landing at its place in the caller's buffer.  A piece whose node fails,
- * times out or answers an error is rebuilt: the same span of k other
- * shards (data first, then parity) is read into scratch buffers and ISA-L
- * (ec/codec.h) decodes the lost one into the caller's buffer.  When fewer
+ * times out or answers an error is rebuilt with the pieces of its stripe
+ * that share its span (struct group below): only the spans missing to make
+ * k are read, and ISA-L (ec/codec.h) decodes the lost ones into the
+ * caller's buffer.  Reads of at most inline_max bytes come back in
+ * LAYOUT's reply (one round trip, no SHARD_GET).  When fewer
  * than k shards of a piece can be had, the GET goes through a node as
  * before (the fallback), and so does every object LAYOUT says is not
  * direct (encrypted, a manifest, one node).
@@ -36,21 +38,38 @@ enum {
 
 /* ---- LAYOUT ---- */
 
-int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, struct olc_layout *L)
+int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
+                   const struct olc_want *want, struct olc_layout *L)
 {
-    uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY];
+    uint8_t a[4 * 3 + OL_NATIVE_MAX_BUCKET + OL_NATIVE_MAX_KEY + 3 * 8];
     struct ol_wbuf w = {.p = a, .cap = sizeof(a)};
     ol_wbuf_str(&w, bucket, strlen(bucket));
     ol_wbuf_str(&w, key, strlen(key));
     ol_wbuf_str(&w, "", 0);
+    uint64_t inl = want ? want->inline_max : 0;
+    if (inl) {
+        ol_wbuf_u64(&w, want->offset);
+        ol_wbuf_u64(&w, want->cap);
+        ol_wbuf_u64(&w, inl);
+    }
     enum { RCAP = 8 + 8 + 4 + 72 + 4 + 72 + 4 + 256 + 3000 };
     uint8_t *r = malloc(RCAP);
     if (!r)
         return -ENOMEM;
-    struct olc_call k = {
-        .op = OL_COP_LAYOUT, .args = a, .args_len = w.len, .rctl = r, .rctl_cap = RCAP, .node = -1};
+    uint64_t dcap = inl ? (want->cap < inl ? want->cap : inl) : 0;
+    struct olc_call k = {.op = OL_COP_LAYOUT,
+                         .args = a,
+                         .args_len = w.len,
+                         .rctl = r,
+                         .rctl_cap = RCAP,
+                         .rdata = dcap ? want->buf : NULL,
+                         .rdata_cap = dcap,
+                         .node = -1};
     int rc = olc_call(c, &k);
-    if (rc == 0)
+    if (rc >= 0 && (uint64_t)rc > dcap)
+        rc = -EPROTO;
+    int64_t status = rc;
+    if (rc >= 0)
         rc = olc_info(r, k.rctl_len, &L->info);
     if (rc < 0) {
         free(r);
@@ -63,7 +82,14 @@ int olc_get_layout(struct ol_client *c, const char *bucket, const char *key, str
     (void)ol_rbuf_u64(&rb);
     for (int i = 0; i < 3; i++)
         (void)ol_rbuf_str(&rb, 4096, &n);
-    L->direct = ol_rbuf_u8(&rb) == 1;
+    uint8_t how = ol_rbuf_u8(&rb);
+    L->direct = how == OL_NATIVE_LAYOUT_DIRECT;
+    L->inlined = inl && how == OL_NATIVE_LAYOUT_INLINE && !rb.bad;
+    L->inline_len = (uint64_t)status;
+    if (L->inlined && (uint64_t)status != k.rdata_len) {
+        free(r);
+        return -EPROTO; /* fewer bytes than the status says */
+    }
     if (L->direct) {
         L->set = ol_rbuf_u32(&rb);
         ol_rbuf_vid(&rb, &L->vid);
@@ -219,94 +245,128 @@ int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
 
 /* ---- rebuilding lost pieces ---- */
 
-struct lost {
-    struct sreq *piece;             /* the data piece that failed */
-    uint8_t *unit[OL_EC_MAX_UNITS]; /* scratch spans of the other shards */
+/* The pieces of one stripe that share a span (the same shard offset and
+ * length: a whole stripe's data pieces do, the edges of a ranged read may
+ * not) decode together: the pieces of it that arrived are sources where
+ * they lie in the caller's buffer, the lost ones are decoded in place, and
+ * only the spans missing to make k (parity, data shards outside the range)
+ * are read, into scratch that is kept from one group to the next. */
+struct group {
+    uint64_t shard_off, len;
+    uint8_t *unit[OL_EC_MAX_UNITS]; /* in the caller's buffer, scratch, or NULL */
+    uint8_t *own[OL_EC_MAX_UNITS];  /* this slot's scratch */
+    uint64_t own_cap[OL_EC_MAX_UNITS];
     struct sreq src[OL_EC_MAX_UNITS];
-    uint32_t present, tried;
+    uint32_t present, lost, tried;
 };
 
-/* Rebuilds the pieces lost[0..n): each round asks, for every piece still
- * short of k spans, the next shards not known bad; then decodes those that
- * have k.  0, or -ENODATA when a piece cannot get k spans. */
+/* Rebuilds the groups g[0..n): each round asks, for every group still short
+ * of k spans, the next shards not known bad; then decodes them all.  0, or
+ * -ENODATA when a group cannot get k spans. */
 static int rebuild(struct ol_client *c, const struct olc_layout *L, const char *bucket,
-                   const char *key, struct ol_ec_codec *codec, bool *bad, struct lost *lp, size_t n)
+                   const char *key, struct ol_ec_codec *codec, bool *bad, struct group *g,
+                   size_t n)
 {
     unsigned width = L->k + L->m;
-    struct sreq **q = malloc(sizeof(*q) * n * width);
-    if (!q)
-        return -ENOMEM;
+    struct sreq *q[REBUILD_BATCH * OL_EC_MAX_UNITS];
     int rc = 0;
     for (unsigned round = 0; round <= width && rc == 0; round++) {
         size_t nq = 0;
-        bool pending = false;
         for (size_t i = 0; i < n && rc == 0; i++) {
-            struct lost *l = &lp[i];
-            unsigned have = (unsigned)__builtin_popcount(l->present);
-            if (have >= L->k)
-                continue;
-            pending = true;
+            struct group *G = &g[i];
+            unsigned have = (unsigned)__builtin_popcount(G->present);
             /* Data shards first (their spans are object bytes), then parity. */
             for (unsigned s = 0; s < width && have < L->k; s++) {
-                if (s == l->piece->shard || (l->tried >> s & 1) || bad[s] ||
+                uint32_t bit = 1u << s;
+                if ((G->present | G->lost | G->tried) & bit || bad[s] ||
                     L->state[s] == OL_NATIVE_SHARD_MISSING)
                     continue;
-                l->tried |= 1u << s;
-                if (!l->unit[s] && !(l->unit[s] = malloc(l->piece->len))) {
-                    rc = -ENOMEM;
-                    break;
+                G->tried |= bit;
+                if (G->own_cap[s] < G->len) {
+                    free(G->own[s]);
+                    G->own_cap[s] = 0;
+                    if (!(G->own[s] = malloc(G->len))) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    G->own_cap[s] = G->len;
                 }
-                struct sreq *r = &l->src[s];
+                struct sreq *r = &G->src[s];
                 memset(r, 0, sizeof(*r));
                 r->shard = s;
-                r->shard_off = l->piece->shard_off;
-                r->len = l->piece->len;
-                r->dst = l->unit[s];
+                r->shard_off = G->shard_off;
+                r->len = G->len;
+                r->dst = G->unit[s] = G->own[s];
                 q[nq++] = r;
                 have++;
             }
             if (have < L->k && rc == 0)
                 rc = -ENODATA; /* no shards left to ask */
         }
-        if (!pending || rc < 0)
+        if (nq == 0 || rc < 0)
             break;
         run_all(c, L, bucket, key, q, nq);
-        for (size_t i = 0; i < nq; i++) {
+        for (size_t i = 0; i < nq; i++)
             if (q[i]->rc < 0)
                 bad[q[i]->shard] = true;
-        }
         for (size_t i = 0; i < n; i++)
             for (unsigned s = 0; s < width; s++)
-                if (lp[i].tried >> s & 1 && lp[i].src[s].rc == 0 && lp[i].src[s].dst)
-                    lp[i].present |= 1u << s;
+                if (g[i].tried >> s & 1 && g[i].src[s].rc == 0)
+                    g[i].present |= 1u << s;
     }
     for (size_t i = 0; i < n && rc == 0; i++) {
-        struct lost *l = &lp[i];
-        if ((unsigned)__builtin_popcount(l->present) < L->k) {
-            rc = -ENODATA;
-            break;
-        }
-        uint8_t *units[OL_EC_MAX_UNITS];
-        memcpy(units, l->unit, sizeof(units));
-        units[l->piece->shard] = l->piece->dst; /* decoded in place */
-        rc = ol_ec_reconstruct(codec, l->piece->len, units, l->present, 1u << l->piece->shard);
+        struct group *G = &g[i];
+        if ((unsigned)__builtin_popcount(G->present) < L->k)
+            return -ENODATA;
+        rc = ol_ec_reconstruct(codec, G->len, G->unit, G->present, G->lost);
         if (rc == 0)
-            atomic_fetch_add(&c->st_rebuilt, 1);
+            atomic_fetch_add(&c->st_rebuilt, (uint64_t)__builtin_popcount(G->lost));
     }
-    free(q);
     return rc;
 }
 
-static void lost_free(struct lost *lp, size_t n)
+/* Rebuilds the lost pieces among rq[0..np) (in object order, so the pieces
+ * of one span are next to each other), REBUILD_BATCH groups at a time. */
+static int rebuild_all(struct ol_client *c, const struct olc_layout *L, const char *bucket,
+                       const char *key, bool *bad, struct sreq *rq, size_t np)
 {
-    for (size_t i = 0; i < n; i++)
+    struct ol_ec_codec *codec = NULL;
+    struct group *g = calloc(REBUILD_BATCH, sizeof(*g));
+    int rc = g ? ol_ec_codec_create(L->k, L->m, &codec) : -ENOMEM;
+    for (size_t i = 0; i < np && rc == 0;) {
+        size_t n = 0;
+        while (i < np && n < REBUILD_BATCH) {
+            size_t j = i;
+            uint32_t present = 0, lost = 0;
+            for (; j < np && rq[j].shard_off == rq[i].shard_off && rq[j].len == rq[i].len; j++)
+                *(rq[j].rc == 0 ? &present : &lost) |= 1u << rq[j].shard;
+            if (lost) {
+                struct group *G = &g[n++];
+                G->shard_off = rq[i].shard_off;
+                G->len = rq[i].len;
+                G->present = present;
+                G->lost = lost;
+                G->tried = 0;
+                memset(G->unit, 0, sizeof(G->unit));
+                for (size_t t = i; t < j; t++)
+                    G->unit[rq[t].shard] = rq[t].dst;
+            }
+            i = j;
+        }
+        if (n)
+            rc = rebuild(c, L, bucket, key, codec, bad, g, n);
+    }
+    for (size_t i = 0; g && i < REBUILD_BATCH; i++)
         for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++)
-            free(lp[i].unit[s]);
+            free(g[i].own[s]);
+    ol_ec_codec_destroy(codec);
+    free(g);
+    return rc;
 }
 
 /* ---- the GET ---- */
 
-static bool direct_wanted(struct ol_client *c)
+bool olc_direct_on(struct ol_client *c)
 {
     if (atomic_load(&c->direct_off))
         return false;
@@ -364,23 +424,8 @@ static int read_direct(struct ol_client *c, const char *bucket, const char *key,
      * be GPU memory (a UCX that moves CUDA memory): those GETs fall back. */
     if (nlost && ol_net_cuda_memory(c->net))
         rc = -EXDEV;
-    if (nlost && rc == 0) {
-        struct ol_ec_codec *codec = NULL;
-        struct lost *lp = calloc(REBUILD_BATCH, sizeof(*lp));
-        rc = lp ? ol_ec_codec_create(L->k, L->m, &codec) : -ENOMEM;
-        for (i = 0; i < np && rc == 0;) {
-            size_t n = 0;
-            memset(lp, 0, sizeof(*lp) * REBUILD_BATCH);
-            for (; i < np && n < REBUILD_BATCH; i++)
-                if (rq[i].rc < 0)
-                    lp[n++].piece = &rq[i];
-            if (n)
-                rc = rebuild(c, L, bucket, key, codec, bad, lp, n);
-            lost_free(lp, n);
-        }
-        ol_ec_codec_destroy(codec);
-        free(lp);
-    }
+    if (nlost && rc == 0)
+        rc = rebuild_all(c, L, bucket, key, bad, rq, np);
     free(q);
     free(rq);
     return rc;
@@ -389,18 +434,22 @@ static int read_direct(struct ol_client *c, const char *bucket, const char *key,
 bool olc_direct_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
                     void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result)
 {
-    if (!direct_wanted(c))
+    if (!olc_direct_on(c))
         return false;
     struct olc_layout *L = calloc(1, sizeof(*L));
     if (!L)
         return false;
-    int rc = olc_get_layout(c, bucket, key, L);
+    struct olc_want w = {.offset = offset, .cap = cap, .inline_max = c->inline_max, .buf = buf};
+    int rc = olc_get_layout(c, bucket, key, &w, L);
     bool done = true;
     if (rc == -ENOTSUP) {
         atomic_store(&c->direct_off, true); /* an older node: GET from now on */
         done = false;
     } else if (rc < 0) {
         *result = rc; /* what a GET would answer too (no key, refused...) */
+    } else if (L->inlined) {
+        atomic_fetch_add(&c->st_inline, 1);
+        *result = (int64_t)L->inline_len;
     } else if (offset > L->size || (offset == L->size && L->size > 0)) {
         *result = -ERANGE;
     } else if (!L->direct) {
@@ -435,4 +484,5 @@ OLC_API void ol_client_stats(struct ol_client *c, struct ol_client_stats *out)
     out->lanes = c->nlanes;
     for (unsigned i = 0; i < c->nlanes && i < OL_CLIENT_MAX_LANES; i++)
         out->lane_calls[i] = atomic_load(&c->lane_calls[i]);
+    out->inline_gets = atomic_load(&c->st_inline);
 }

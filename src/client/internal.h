@@ -24,6 +24,10 @@ enum {
     OLC_MAX_LANES = OL_CLIENT_MAX_LANES,
     OLC_DEFAULT_LANES = 4, /* opts.lanes 0: as many as the node has, up to this */
     OLC_SPREAD_MIN = 8 << 20, /* GETs into buffers from this size up spread over lanes */
+    /* Direct reads pay a LAYOUT round trip before the SHARD_GETs: reads of
+     * up to this many bytes come back in LAYOUT's reply instead (one round
+     * trip, as a GET).  Measured: bench/RESULTS.md "Direct reads". */
+    OLC_INLINE_MAX = 256 << 10,
 };
 
 struct olc_batch; /* batch.c */
@@ -61,7 +65,11 @@ struct ol_client {
     /* Direct reads (direct.c): off once a node did not know LAYOUT, or
      * OPENLAKE_CLIENT_DIRECT=0; and ol_client_stats's counters. */
     atomic_bool direct_off;
-    _Atomic uint64_t st_direct, st_shard_reads, st_shard_failures, st_rebuilt, st_fallbacks;
+    /* GETs of at most this many bytes are answered by LAYOUT inline
+     * (OLC_INLINE_MAX, or OPENLAKE_CLIENT_INLINE_MAX; 0: never). */
+    uint64_t inline_max;
+    _Atomic uint64_t st_direct, st_shard_reads, st_shard_failures, st_rebuilt, st_fallbacks,
+        st_inline;
 };
 
 /* One request: args (after the access key, which call() puts first), data
@@ -114,6 +122,8 @@ void olc_batch_stop(struct ol_client *c);
 struct olc_layout {
     struct ol_client_info info;
     bool direct;
+    bool inlined;        /* the bytes came in the reply (inline_len of them) */
+    uint64_t inline_len;
     uint32_t set;
     struct ol_version_id vid;
     unsigned k, m;
@@ -122,12 +132,22 @@ struct olc_layout {
     uint8_t state[20];   /* OL_NATIVE_SHARD_* by shard index */
     char addr[20][128];
 };
+/* want (may be NULL: never inline): the range [offset, offset + cap) the
+ * caller reads into buf, answered inline into buf when it holds at most
+ * inline_max bytes (L->inlined). */
+struct olc_want {
+    uint64_t offset, cap, inline_max;
+    void *buf;
+};
 int olc_get_layout(struct ol_client *c, const char *bucket, const char *key,
-                   struct olc_layout *L);
+                   const struct olc_want *want, struct olc_layout *L);
 /* One SHARD_GET of L's version: 0 (len bytes in buf) or the error. */
 int olc_shard_get(struct ol_client *c, const char *bucket, const char *key,
                   const struct olc_layout *L, unsigned shard, uint64_t off, uint64_t len,
                   void *buf);
+
+/* Whether GETs try direct reads: a cluster, not turned off.  Any thread. */
+bool olc_direct_on(struct ol_client *c);
 
 /* A GET by direct reads (direct.c) on a cluster: true when it answered
  * (*result: the bytes read or the error, info filled on success), false

@@ -117,7 +117,13 @@ enum ol_native_op {
     OL_COP_GET_BATCH = 74,
     /* Direct reads (native/direct.h; docs/PROTOCOL.md "Direct reads").
      * LAYOUT.  Request: str bucket, str key, str version id ("" =
-     * current).  Authorized as GET.  Reply: status 0, ctl = object info,
+     * current), and optionally u64 offset, u64 length, u64 inline_max
+     * (0: never inline).  Authorized as GET.  When inline_max > 0 and the
+     * bytes the range holds (min(length, size - offset)) are at most
+     * min(inline_max, OL_NATIVE_MAX_DATA), the reply is GET's: status =
+     * those bytes, data = them, ctl = object info, then u8 2
+     * (OL_NATIVE_LAYOUT_INLINE); an offset past the end is -ERANGE.
+     * Otherwise status 0, ctl = object info,
      * then u8 direct (0: read it with GET), and when 1: u32 set, 16 bytes
      * version id, u8 k, u8 m, u32 unit bytes, u64 stored size, then k+m
      * times {u8 state (OL_NATIVE_SHARD_*), str native address of the node
@@ -172,6 +178,13 @@ enum ol_native_op {
      * grow at the end. */
     OL_COP_KV_STATS = 84,
     OL_COP_KV_END,
+};
+
+/* LAYOUT's u8 after the info: read with GET, the layout, the bytes. */
+enum {
+    OL_NATIVE_LAYOUT_GET = 0,
+    OL_NATIVE_LAYOUT_DIRECT = 1,
+    OL_NATIVE_LAYOUT_INLINE = 2,
 };
 
 /* LAYOUT's shard states. */

@@ -473,6 +473,9 @@ static int read_into(struct ol_obj_reader *rd, uint64_t off, size_t len, uint8_t
     return 0;
 }
 
+static int reply_bytes(struct ol_native_server *s, struct ol_obj_reader *rd, uint64_t off,
+                       size_t want, struct out *out);
+
 static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
                        struct ol_rbuf *r, struct out *out)
 {
@@ -522,6 +525,19 @@ static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
     rc = put_info(out, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
     if (rc < 0 || want == 0)
         goto out;
+    return reply_bytes(s, rd, off, want, out);
+out:
+    ol_obj_read_close(rd);
+    return rc;
+}
+
+/* The object's bytes [off, off + want) as the reply's data (want at most
+ * OL_NATIVE_MAX_DATA).  Takes rd: closed here, or once the reply is sent.
+ * Returns want or an error. */
+static int reply_bytes(struct ol_native_server *s, struct ol_obj_reader *rd, uint64_t off,
+                       size_t want, struct out *out)
+{
+    int rc;
     /* Large reads straight from the page cache when the whole range is
      * there and checks good (one drive); else a copy. */
     const uint8_t *mp;
@@ -554,7 +570,8 @@ out:
 }
 
 /* LAYOUT (native/direct.h): resolved and authorized as a GET; the info,
- * then where the shards are. */
+ * then where the shards are, or the bytes themselves when the client's
+ * range is small enough for it (inline, as GET answers them). */
 static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
                      struct out *out)
 {
@@ -562,6 +579,18 @@ static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf 
     char vid[OL_NATIVE_MAX_VID + 1];
     if (!arg_names(r, &n) || !arg_str(r, vid, sizeof(vid), NULL))
         return -EINVAL;
+    /* Optional (grown at the end): the client's range and the most bytes
+     * it takes inline (0: never). */
+    uint64_t off = 0, len = 0, inline_max = 0;
+    if (r->len > r->off) {
+        off = ol_rbuf_u64(r);
+        len = ol_rbuf_u64(r);
+        inline_max = ol_rbuf_u64(r);
+        if (r->bad)
+            return -EINVAL;
+    }
+    if (inline_max > OL_NATIVE_MAX_DATA)
+        inline_max = OL_NATIVE_MAX_DATA;
     if (strcmp(vid, "null") == 0)
         vid[0] = 0;
     struct ol_obj_reader *rd;
@@ -570,6 +599,16 @@ static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf 
     if (rc < 0)
         return rc;
     const struct ol_obj_info *info = ol_obj_read_info(rd);
+    /* Inline when the whole range the client wants fits what it takes. */
+    bool in_range = off < info->size || (off == 0 && info->size == 0);
+    uint64_t want = in_range ? info->size - off : 0;
+    if (want > len)
+        want = len;
+    bool inl = inline_max && in_range && want <= inline_max;
+    if (inline_max && !in_range) {
+        ol_obj_read_close(rd);
+        return -ERANGE; /* as GET answers it */
+    }
     struct out io = {0};
     rc = put_info(&io, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
     uint8_t *b = rc == 0 ? malloc(io.ctl_len + OL_NATIVE_LAYOUT_MAX) : NULL;
@@ -578,14 +617,19 @@ static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf 
     if (rc == 0) {
         struct ol_wbuf w = {.p = b, .cap = io.ctl_len + OL_NATIVE_LAYOUT_MAX};
         ol_wbuf_bytes(&w, io.ctl, io.ctl_len);
-        rc = ol_native_layout_encode(ol_obj_deploy(s->o.obj), rd, s->o.node_addr,
-                                     s->o.node_addr_arg, &w);
+        if (inl)
+            ol_wbuf_u8(&w, OL_NATIVE_LAYOUT_INLINE);
+        else
+            rc = ol_native_layout_encode(ol_obj_deploy(s->o.obj), rd, s->o.node_addr,
+                                         s->o.node_addr_arg, &w);
         out->ctl = b;
         out->ctl_len = w.len;
         b = NULL;
     }
     free(b);
     free(io.ctl);
+    if (rc == 0 && inl && want)
+        return reply_bytes(s, rd, off, (size_t)want, out);
     ol_obj_read_close(rd);
     return rc;
 }

@@ -31,7 +31,7 @@ int main(int argc, char **argv)
         return 1;
     }
     static struct olc_layout L;
-    rc = olc_get_layout(c1, argv[6], argv[7], &L);
+    rc = olc_get_layout(c1, argv[6], argv[7], NULL, &L);
     if (rc < 0) {
         printf("layout %d\n", rc);
         return 1;
