@@ -70,6 +70,7 @@ class Node(Server):
         self.extra = list(extra_args)
         self.drive_port = free_port()
         self.env = {}  # more environment for the process (a test's LD_PRELOAD)
+        self._repicks = 0
 
     def command(self):
         cmd = super().command()
@@ -95,13 +96,26 @@ class Node(Server):
             if self.proc.poll() is not None:
                 log = self.log_tail()
                 self._forget()
+                # A node binds its S3 port only once it serves a map, seconds
+                # after the port was picked: another process may have taken
+                # it meanwhile (seen in CI).  Before the first start only,
+                # pick another and launch again (Server.start does the same).
+                if (self._auto_port and self._repicks < 2 and
+                        f"listen: 127.0.0.1:{self.port}: address already in use" in log):
+                    self._repicks += 1
+                    self.port = free_port()
+                    self.endpoint = f"http://127.0.0.1:{self.port}"
+                    self.launch()
+                    continue
                 if "UCX did not start" in log:
                     pytest.skip("UCX cannot start here")
                 raise ServerError(f"node {self.name} exited\n" + log)
             try:
                 with urllib.request.urlopen(f"{self.endpoint}/_openlake/health", timeout=1):
+                    self._auto_port = False
                     return
             except urllib.error.HTTPError:
+                self._auto_port = False
                 return  # it answers (the route wants credentials)
             except OSError:
                 time.sleep(0.1)
