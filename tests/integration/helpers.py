@@ -844,3 +844,15 @@ def import_openlake():
         if lib.exists():
             os.environ["OPENLAKE_LIB"] = str(lib)
     return pytest.importorskip("openlake")
+
+
+def seeded_body(n, seed):
+    """n bytes that depend on seed (an int) and look random: the native-client
+    tests' bodies."""
+    import hashlib
+    out = bytearray()
+    i = 0
+    while len(out) < n:
+        out += hashlib.sha256(b"%d:%d" % (seed, i)).digest() * 128
+        i += 1
+    return bytes(out[:n])

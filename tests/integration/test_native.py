@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import helpers
+
 from helpers import REPO_ROOT, openlake_binary, unique_bucket, import_openlake
 
 openlake = import_openlake()
@@ -19,12 +21,7 @@ MIB = 1 << 20
 
 
 def body(n, seed):
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%d:%d" % (seed, i)).digest() * 128
-        i += 1
-    return bytes(out[:n])
+    return helpers.seeded_body(n, seed)
 
 
 @pytest.fixture(scope="module")

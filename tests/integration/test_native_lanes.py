@@ -4,12 +4,13 @@ first, "port" still lane 0's), a client with several lanes spreads its
 calls over all of them (both sides' counters say so) with byte-identical
 round trips, a client with one lane keeps to lane 0, and every lane refuses
 a wrong secret."""
-import hashlib
 import json
 import re
 import urllib.request
 
 import pytest
+
+import helpers
 
 from helpers import Server, make_client, unique_bucket, import_openlake
 
@@ -20,12 +21,7 @@ LANES = 4
 
 
 def body(n, seed):
-    out = bytearray()
-    i = 0
-    while len(out) < n:
-        out += hashlib.sha256(b"%d:%d" % (seed, i)).digest() * 128
-        i += 1
-    return bytes(out[:n])
+    return helpers.seeded_body(n, seed)
 
 
 @pytest.fixture(scope="module")
