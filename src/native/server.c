@@ -434,21 +434,22 @@ static int open_reader(struct ol_native_server *s, const struct names *n, const 
     return ol_obj_read_open(s->o.obj, n->bucket, n->key, n->key_len, rd);
 }
 
-/* A read of bucket/key (version vid, "" for the current object), authorized
- * as S3 authorizes a GET of it, and the version id it resolved to (rvid: vid,
- * else the current object's, "" when it has none).  0 with *rd open, or the
- * refusal or the open's error. */
+/* A read of bucket/key (version vid; "" or "null": the current object),
+ * authorized as S3 authorizes a GET of it, and the version id it resolved to
+ * (rvid: vid, else the current object's, "" when it has none).  0 with *rd
+ * open, or the refusal or the open's error. */
 static int open_authorized(struct ol_native_server *s, const char *ak, const struct names *n,
                            const char *vid, struct ol_obj_reader **rd,
                            char rvid[OL_STORE_VID_MAX])
 {
+    if (strcmp(vid, "null") == 0)
+        vid = "";
     int rc = allowed(s, ak, vid[0] ? "s3:GetObjectVersion" : "s3:GetObject", n->bucket, n->key,
                      n->key_len, NULL);
     if (rc == 0)
         rc = open_reader(s, n, vid, rd);
     if (rc < 0)
         return rc;
-    rvid[0] = 0;
     if (vid[0])
         snprintf(rvid, OL_STORE_VID_MAX, "%s", vid);
     else if (ol_obj_read_vid(*rd, rvid) < 0)
@@ -493,8 +494,6 @@ static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
         if (r->len > r->off && !arg_str(r, if_match, sizeof(if_match), NULL))
             return -EINVAL;
     }
-    if (strcmp(vid, "null") == 0)
-        vid[0] = 0; /* unversioned: the current object */
     struct ol_obj_reader *rd;
     char rvid[OL_STORE_VID_MAX];
     int rc = open_authorized(s, ak, &n, vid, &rd, rvid);
@@ -591,8 +590,6 @@ static int op_layout(struct ol_native_server *s, const char *ak, struct ol_rbuf 
     }
     if (inline_max > OL_NATIVE_MAX_DATA)
         inline_max = OL_NATIVE_MAX_DATA;
-    if (strcmp(vid, "null") == 0)
-        vid[0] = 0;
     struct ol_obj_reader *rd;
     char rvid[OL_STORE_VID_MAX];
     int rc = open_authorized(s, ak, &n, vid, &rd, rvid);
