@@ -55,11 +55,52 @@ def openlake_binary():
     return REPO_ROOT / "build" / "openlake"
 
 
+def _port_block():
+    """This process's block of listening ports: below the kernel's ephemeral
+    range, which outgoing connections draw their source ports from (a port
+    picked there can be taken by any client's connection before a server
+    binds it, or between a server's stop and its restart), and one block
+    per pytest-xdist worker so that workers never pick the same port."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range")
+                  .read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    first, last = 10000, min(low, 65536) - 1
+    m = re.match(r"gw(\d+)$", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    worker = int(m.group(1)) if m else 0
+    size = (last - first + 1) // 16
+    if size < 64:
+        return None  # no room below the ephemeral range: let the kernel pick
+    start = first + (worker % 16) * size
+    return start, size
+
+
+_PORTS = {"block": _port_block(), "next": None}
+
+
 def free_port():
-    """Picks a free TCP port on 127.0.0.1 (bind to 0, read it, release)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Picks a TCP port on 127.0.0.1 that nothing listens on, from this
+    process's block (see _port_block), walking it in order so that a port
+    is not handed out twice in one test."""
+    block = _PORTS["block"]
+    if block is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    start, size = block
+    if _PORTS["next"] is None:
+        _PORTS["next"] = random.randrange(size)
+    for _ in range(size):
+        port = start + _PORTS["next"] % size
+        _PORTS["next"] += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+                return port
+            except OSError:
+                continue
+    raise ServerError(f"no free port in {start}..{start + size - 1}")
 
 
 def write_config(path, settings):
@@ -124,15 +165,18 @@ class Server:
                 f = line.split()
                 if f[1] == want and f[3] == "0A":  # LISTEN
                     inodes.add(f"socket:[{f[9]}]")
-            fds = Path(f"/proc/{self.proc.pid}/fd")
-            for fd in fds.iterdir():
-                try:
-                    if os.readlink(fd) in inodes:
-                        return True
-                except OSError:
-                    pass
         except OSError:
             return True  # no /proc to ask: trust the connection
+        try:
+            fds = list(Path(f"/proc/{self.proc.pid}/fd").iterdir())
+        except OSError:
+            return False  # the process is exiting: not ours
+        for fd in fds:
+            try:
+                if os.readlink(fd) in inodes:
+                    return True
+            except OSError:
+                pass
         return False
 
     def start(self, ready_timeout=20.0):
