@@ -116,6 +116,18 @@ enum ol_client_mem_kind {
  * its own). */
 int ol_client_cuda_direct(struct ol_client *c);
 
+/* Whether GETs into CUDA device memory go by CUDA IPC: the client's first
+ * node runs on this host with a CUDA driver, and this process has loaded
+ * CUDA.  Then ol_client_get into device memory (any thread, no current
+ * context needed) names the destination's allocation to the node, whose
+ * GPU DMA engine copies the bytes in (docs/PROTOCOL.md "CUDA IPC reads"):
+ * no staging here.  Memory that cannot be exported with cuIpcGetMemHandle
+ * (cuMemCreate's, stream-ordered pools) takes the ordinary path, where
+ * ol_client_get answers -ENOTSUP for device memory unless
+ * ol_client_cuda_direct().  OPENLAKE_CUDA=0 in the environment (client or
+ * server) turns it off. */
+int ol_client_cuda_ipc(struct ol_client *c);
+
 /* Registers [addr, addr+len) with UCX once, so that the calls that use it
  * skip UCX's per-call registration (a cache hit otherwise).  Optional: any
  * buffer works unregistered.  -ENOTSUP for CUDA memory without
@@ -162,6 +174,7 @@ struct ol_client_stats {
     unsigned lanes;          /* the client's lanes (ol_client_opts.lanes) */
     uint64_t lane_calls[OL_CLIENT_MAX_LANES]; /* messages sent on each lane */
     uint64_t inline_gets;    /* small GETs answered by LAYOUT itself (no shard reads) */
+    uint64_t cuda_ipc_gets;  /* GETs copied into GPU memory by the node (CUDA IPC) */
 };
 void ol_client_stats(struct ol_client *c, struct ol_client_stats *out);
 

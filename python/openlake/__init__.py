@@ -15,8 +15,10 @@ a cluster, any node: the client learns the others and fails over.
 Buffers: anything with the buffer protocol (bytes for put; bytearray,
 memoryview, numpy arrays, array.array for get_into), and torch tensors
 (CPU tensors directly; CUDA tensors directly where the UCX found at run time
-moves CUDA memory, else through pinned host memory in pieces of 64 MiB:
-`Client.cuda_path` says which, "direct" or "staged").
+moves CUDA memory; reads into CUDA tensors by CUDA IPC where the node runs
+on this host: the node's GPU DMA engine copies the bytes in; else through
+pinned host memory in pieces of 64 MiB: `Client.cuda_path` says which,
+"direct", "ipc" or "staged").
 
 Errors raise openlake.Error (or a subclass) with .code, the negative error
 code of libopenlake.  Calls release the GIL while they wait, so threads
@@ -157,13 +159,15 @@ class Client:
     """A connection to one OpenLake node (or cluster) over its native port.
 
     cuda_path: None picks "direct" where the UCX found at run time moves CUDA
-    memory and "staged" (through pinned host memory) otherwise; "staged"
-    forces staging; "direct" raises where UCX cannot."""
+    memory, else "ipc" for reads where the node runs on this host with a
+    CUDA driver (the node copies into the tensor itself; writes are
+    staged), else "staged" (through pinned host memory); "staged" forces
+    staging; "direct" raises where UCX cannot."""
 
     def __init__(self, endpoint="http://127.0.0.1:9000", access_key="openlake",
                  secret_key="openlake-secret", timeout_ms=0, cuda_path=None, lanes=0):
-        if cuda_path not in (None, "direct", "staged"):
-            raise ValueError("cuda_path: None, 'direct' or 'staged'")
+        if cuda_path not in (None, "direct", "ipc", "staged"):
+            raise ValueError("cuda_path: None, 'direct', 'ipc' or 'staged'")
         self._c = None
         self._endpoint = endpoint
         self._streams = weakref.WeakSet()  # open PutStreams, aborted by close()
@@ -177,7 +181,20 @@ class Client:
         if cuda_path == "direct" and not self.cuda_direct:
             self.close()
             raise ValueError("cuda_path='direct': this UCX was built without CUDA")
-        self.cuda_path = cuda_path or ("direct" if self.cuda_direct else "staged")
+        self._cuda_pref = cuda_path
+
+    @property
+    def cuda_path(self):
+        """How CUDA tensors move: "direct", "ipc" (reads) or "staged".  Asked
+        at the time of the call: PyTorch loads CUDA on first use, perhaps
+        after the client was opened."""
+        if self._cuda_pref:
+            return self._cuda_pref
+        if self.cuda_direct:
+            return "direct"
+        if self._c and _L.ol_client_cuda_ipc(self._c):
+            return "ipc"
+        return "staged"
 
     @property
     def _h(self):
@@ -254,6 +271,14 @@ class Client:
         """Reads the object from byte `offset` into buf (as many bytes as
         fit; fewer at the end of the object).  Returns the bytes read."""
         if self._staged(buf):
+            if self.cuda_path == "ipc":
+                # The node copies into the tensor; memory it cannot be
+                # named to (not exportable) is staged after all.
+                try:
+                    return self._get(bucket, key, offset, buf, _lib.Info())
+                except Error as e:
+                    if e.code != -_errno.ENOTSUP:
+                        raise
             return self._get_staged(bucket, key, buf, offset)
         return self._get(bucket, key, offset, buf, _lib.Info())
 

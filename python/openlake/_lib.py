@@ -61,7 +61,8 @@ class Stats(ctypes.Structure):
     _fields_ = [("direct_gets", ctypes.c_uint64), ("shard_reads", ctypes.c_uint64),
                 ("shard_failures", ctypes.c_uint64), ("pieces_rebuilt", ctypes.c_uint64),
                 ("fallbacks", ctypes.c_uint64), ("lanes", ctypes.c_uint),
-                ("lane_calls", ctypes.c_uint64 * MAX_LANES), ("inline_gets", ctypes.c_uint64)]
+                ("lane_calls", ctypes.c_uint64 * MAX_LANES), ("inline_gets", ctypes.c_uint64),
+                ("cuda_ipc_gets", ctypes.c_uint64)]
 
 
 OP_GET, OP_PUT, OP_HEAD, OP_DELETE = 1, 2, 3, 4
@@ -73,6 +74,7 @@ for name, res, args in [
     ("ol_client_close", None, [_P]),
     ("ol_client_strerror", ctypes.c_char_p, [ctypes.c_int]),
     ("ol_client_cuda_direct", ctypes.c_int, [_P]),
+    ("ol_client_cuda_ipc", ctypes.c_int, [_P]),
     ("ol_client_stats", None, [_P, ctypes.POINTER(Stats)]),
     ("ol_client_get", ctypes.c_int64, [_P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64,
                                        _P, ctypes.c_uint64, ctypes.POINTER(Info)]),

@@ -11,8 +11,9 @@ Loading reads the safetensors header, then the data region in chunks by
 ranged native GETs, several in flight, into a ring of pinned host buffers;
 each chunk is copied to the device asynchronously on a CUDA stream while the
 next ones are read.  Where the native client can write into CUDA memory
-directly (client.cuda_path == "direct"), the chunks land in device memory
-with no staging.  The tensors returned are views of one device buffer per
+directly (client.cuda_path "direct", or "ipc": the node on this host copies
+into the GPU memory itself), the chunks land in device memory with no
+staging, in larger chunks.  The tensors returned are views of one device buffer per
 file (as many loaders do); a tensor whose offset does not suit its dtype's
 alignment is copied out instead.
 
@@ -168,7 +169,7 @@ def _load_file(client, bucket, key, device, chunk, ring, threads):
     dev = torch.device(device)
     flat = torch.empty(data_len, dtype=torch.uint8, device=dev)
     spans = [(o, min(chunk, data_len - o)) for o in range(0, data_len, chunk)]
-    if dev.type != "cuda" or getattr(client, "cuda_path", "staged") == "direct":
+    if dev.type != "cuda" or getattr(client, "cuda_path", "staged") in ("direct", "ipc"):
         # Straight into the destination (host memory, or device memory the
         # client writes itself): reads in parallel, no staging.
         def read(span):

@@ -13,6 +13,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 
+#include "core/cuda.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "native/rdma_token.h"
@@ -182,7 +183,7 @@ int olc_call(struct ol_client *c, struct olc_call *k)
 
 static int hello(struct ol_client *c)
 {
-    uint8_t r[OLC_MAX_NODES * 136 + 64];
+    uint8_t r[OLC_MAX_NODES * (136 + 4 * (1 + OLC_MAX_LANES)) + 64];
     struct olc_call k = {.op = OL_COP_HELLO, .rctl = r, .rctl_cap = sizeof(r), .node = 0};
     int rc = olc_call(c, &k);
     if (rc < 0)
@@ -217,7 +218,7 @@ static int hello(struct ol_client *c)
     /* The lane table, when the node has one (native/proto.h): each entry's
      * lanes' ports, lane 0 first.  A node without one has one lane. */
     uint32_t m = rb.bad ? 0 : ol_rbuf_u32(&rb);
-    for (uint32_t i = 0; !rb.bad && i < m && i < n && i < OLC_MAX_NODES; i++) {
+    for (uint32_t i = 0; !rb.bad && i < m; i++) {
         uint32_t np = ol_rbuf_u32(&rb);
         uint16_t ports[OLC_MAX_LANES];
         unsigned got = 0;
@@ -226,11 +227,21 @@ static int hello(struct ol_client *c)
             if (got < OLC_MAX_LANES && port > 0 && port < 65536)
                 ports[got++] = (uint16_t)port;
         }
-        if (rb.bad || idx[i] < 0 || c->node_nlanes[idx[i]] || !got)
+        if (rb.bad || i >= n || i >= OLC_MAX_NODES || idx[i] < 0 || c->node_nlanes[idx[i]] ||
+            !got)
             continue;
         memcpy(c->node_ports[idx[i]], ports, got * sizeof(ports[0]));
         c->node_nlanes[idx[i]] = got;
     }
+    /* Then the node's flags and boot id (a node before them stops here):
+     * GET_CUDA is for a node on this host. */
+    uint8_t flags = rb.bad || rb.off >= rb.len ? 0 : ol_rbuf_u8(&rb);
+    const uint8_t *boot = ol_rbuf_take(&rb, 16);
+    uint8_t mine[16];
+    static const uint8_t zero[16];
+    c->cuda_ipc_node = !rb.bad && boot && (flags & OL_NATIVE_HELLO_CUDA_IPC) &&
+                       ol_host_boot_id(mine) && memcmp(mine, zero, 16) != 0 &&
+                       memcmp(boot, mine, 16) == 0;
     pthread_mutex_unlock(&c->mu);
     return 0;
 }
@@ -346,6 +357,11 @@ OLC_API const char *ol_client_strerror(int err)
 OLC_API int ol_client_cuda_direct(struct ol_client *c)
 {
     return ol_net_cuda_memory(c->net) ? 1 : 0;
+}
+
+OLC_API int ol_client_cuda_ipc(struct ol_client *c)
+{
+    return c->cuda_ipc_node && !c->cuda_ipc_off && ol_cuda(true) ? 1 : 0;
 }
 
 struct ol_client_mem {

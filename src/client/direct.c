@@ -485,4 +485,5 @@ OLC_API void ol_client_stats(struct ol_client *c, struct ol_client_stats *out)
     for (unsigned i = 0; i < c->nlanes && i < OL_CLIENT_MAX_LANES; i++)
         out->lane_calls[i] = atomic_load(&c->lane_calls[i]);
     out->inline_gets = atomic_load(&c->st_inline);
+    out->cuda_ipc_gets = atomic_load(&c->st_cuda_ipc);
 }

@@ -70,6 +70,11 @@ struct ol_client {
     uint64_t inline_max;
     _Atomic uint64_t st_direct, st_shard_reads, st_shard_failures, st_rebuilt, st_fallbacks,
         st_inline;
+    /* CUDA IPC reads (cuda_ipc.c): the first node serves GET_CUDA and runs
+     * on this host (HELLO's flags and boot id); off once it refused one. */
+    bool cuda_ipc_node;
+    atomic_bool cuda_ipc_off;
+    _Atomic uint64_t st_cuda_ipc;
 };
 
 /* One request: args (after the access key, which call() puts first), data
@@ -105,6 +110,15 @@ void olc_lane_done(struct ol_client *c, unsigned lane);
  * buffer, a transport error, the object changed between the pieces). */
 bool olc_get_spread(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
                     void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result);
+
+/* A GET into GPU memory through the node on this host (GET_CUDA): true
+ * when it answered (*result: bytes or the error), false when buf is not
+ * device memory or the node cannot (the caller goes on as for any
+ * buffer). */
+bool olc_cuda_get(struct ol_client *c, const char *bucket, const char *key, uint64_t offset,
+                  void *buf, uint64_t cap, struct ol_client_info *info, int64_t *result);
+/* Whether buf is CUDA device memory (false without CUDA in the process). */
+bool olc_is_device_memory(const void *buf);
 
 /* Decodes the object info of a reply (native/proto.h). */
 int olc_info(const void *ctl, size_t len, struct ol_client_info *info);

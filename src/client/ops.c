@@ -89,6 +89,11 @@ OLC_API int64_t ol_client_get(struct ol_client *c, const char *bucket, const cha
     if (!c || !names_ok(bucket, key) || (!buf && cap))
         return -EINVAL;
     int64_t direct;
+    if (olc_cuda_get(c, bucket, key, offset, buf, cap, info, &direct))
+        return direct;
+    /* GPU memory that neither the node on this host nor UCX can write. */
+    if (!ol_client_cuda_direct(c) && olc_is_device_memory(buf))
+        return -ENOTSUP;
     if (olc_direct_get(c, bucket, key, offset, buf, cap, info, &direct))
         return direct;
     if (olc_get_spread(c, bucket, key, offset, buf, cap, info, &direct))

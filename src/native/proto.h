@@ -57,6 +57,10 @@ enum {
     OL_NATIVE_PUT_IDLE_MS = 60000, /* an unused PUT session is aborted */
     OL_NATIVE_MAX_SESSIONS = 1024,
     OL_NATIVE_MAX_BATCH = 4096, /* items per GET_BATCH */
+    /* Bytes per GET_CUDA (no data travels: one worker's copy time). */
+    OL_NATIVE_MAX_CUDA = 256 << 20,
+    /* HELLO's flags (after the lane table). */
+    OL_NATIVE_HELLO_CUDA_IPC = 1,
 };
 
 /* Client ops (ol_wire_hdr.op).  Every request's control bytes begin with
@@ -65,7 +69,10 @@ enum ol_native_op {
     /* Request: (nothing).  Reply ctl: u32 protocol version, u64 max data per
      * message, u32 n, then n times str "host:port" (the native address of
      * every node that serves the same objects, this one first; 1 on a
-     * single node).  Checks the credentials. */
+     * single node).  Then (grown at the end) the lane table
+     * (docs/PROTOCOL.md), then u8 flags (OL_NATIVE_HELLO_CUDA_IPC: this
+     * node serves GET_CUDA) and 16 bytes the node's boot id (core/cuda.h
+     * ol_host_boot_id; zeros when unknown).  Checks the credentials. */
     OL_COP_HELLO = 64,
     /* Request: str bucket, str key, str version id ("" = current).
      * Reply: status 0, ctl = object info (below). */
@@ -138,6 +145,17 @@ enum ol_native_op {
      * node holds that shard of that version; -ENOTSUP for a version that
      * cannot be read so (encrypted, a manifest). */
     OL_COP_SHARD_GET = 76,
+    /* GET_CUDA (native/cuda_ipc.h; docs/PROTOCOL.md "CUDA IPC reads"): a
+     * GET whose bytes the node copies into the GPU memory of a client on
+     * its own host.  Request: GET's (str bucket, str key, str version id,
+     * u64 offset, u64 length, str if_match: "" = none), then 16 bytes the
+     * device's UUID, 64 bytes the CUDA IPC handle of the client's
+     * allocation, u64 the destination's offset in that allocation.
+     * Authorized as GET.  Reply: status = bytes copied (at most
+     * OL_NATIVE_MAX_CUDA), ctl = object info; no data.  -ENOTSUP: no CUDA
+     * here; -ENODEV: no such device here; -EXDEV: the handle does not open
+     * here (another host); -EINVAL: the range passes the allocation. */
+    OL_COP_GET_CUDA = 77,
     OL_COP_END,
 
     /* The KV-cache namespace (docs/KV.md, kv/kv.h): immutable blocks under

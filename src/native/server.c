@@ -19,6 +19,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "kv/serve.h"
+#include "native/cuda_ipc.h"
 #include "native/direct.h"
 #include "native/etag.h"
 #include "native/proto.h"
@@ -109,6 +110,10 @@ struct ol_native_server {
     /* Readers whose mapped bytes a reply sent (zero-copy GETs), to be closed
      * by a worker (the release runs on the net thread). */
     struct done_reader *done;
+
+    /* GET_CUDA (native/cuda_ipc.h): NULL without a CUDA driver here. */
+    struct ol_native_cuda *cuda;
+    uint8_t boot_id[16];
 };
 
 struct done_reader {
@@ -291,6 +296,8 @@ struct out {
     /* Set when data points into this reader's mapping (a zero-copy GET):
      * the reply releases it instead of the buffer. */
     struct done_reader *mapped;
+    /* Bytes the op moved outside the reply (GET_CUDA), for the limits. */
+    uint64_t moved;
 };
 
 /* Writes the object info of native/proto.h into a fresh ctl buffer. */
@@ -383,7 +390,7 @@ static int op_hello(struct ol_native_server *s, struct out *out)
         np = s->o.peers(s->o.peers_arg, peers, 64);
     }
     size_t cap = 4 + 8 + 4 + 4 + (size_t)np * (4 + 128) + 4 +
-                 (size_t)(1 + np) * 4 * (1 + OL_NATIVE_MAX_LANES);
+                 (size_t)(1 + np) * 4 * (1 + OL_NATIVE_MAX_LANES) + 1 + sizeof(s->boot_id);
     uint8_t *b = malloc(cap);
     if (!b) {
         free(peers);
@@ -420,6 +427,10 @@ static int op_hello(struct ol_native_server *s, struct out *out)
         for (unsigned k = 0; k < n; k++)
             ol_wbuf_u32(&w, ports[k]);
     }
+    /* Grown at the end again: what this node offers a client on its own
+     * host (GET_CUDA), and which host that is. */
+    ol_wbuf_u8(&w, s->cuda ? OL_NATIVE_HELLO_CUDA_IPC : 0);
+    ol_wbuf_bytes(&w, s->boot_id, sizeof(s->boot_id));
     free(peers);
     out->ctl = b;
     out->ctl_len = w.len;
@@ -477,54 +488,134 @@ static int read_into(struct ol_obj_reader *rd, uint64_t off, size_t len, uint8_t
 static int reply_bytes(struct ol_native_server *s, struct ol_obj_reader *rd, uint64_t off,
                        size_t want, struct out *out);
 
-static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
-                       struct ol_rbuf *r, struct out *out)
+/* What HEAD, GET and GET_CUDA share: parses the names and version (and
+ * for a read, the range and if_match), resolves and authorizes as GET,
+ * checks if_match, clamps the range to the object and to max, and writes
+ * the info into out.  0 with *rd open (the caller closes it), *off and
+ * *want the range; or the error, nothing open. */
+static int resolve_read(struct ol_native_server *s, const char *ak, bool ranged, size_t max,
+                        struct ol_rbuf *r, struct out *out, struct ol_obj_reader **rd,
+                        uint64_t *off, size_t *want)
 {
     struct names n;
     char vid[OL_NATIVE_MAX_VID + 1], if_match[80] = "";
     if (!arg_names(r, &n) || !arg_str(r, vid, sizeof(vid), NULL))
         return -EINVAL;
-    uint64_t off = 0, len = 0;
-    if (op == OL_COP_GET) {
-        off = ol_rbuf_u64(r);
+    uint64_t o = 0, len = 0;
+    if (ranged) {
+        o = ol_rbuf_u64(r);
         len = ol_rbuf_u64(r);
         if (r->bad)
             return -EINVAL;
-        /* Optional (grown at the end): the ETag the object must still have. */
+        /* Optional for GET (grown at the end): the ETag the object must
+         * still have. */
         if (r->len > r->off && !arg_str(r, if_match, sizeof(if_match), NULL))
             return -EINVAL;
     }
-    struct ol_obj_reader *rd;
     char rvid[OL_STORE_VID_MAX];
-    int rc = open_authorized(s, ak, &n, vid, &rd, rvid);
+    int rc = open_authorized(s, ak, &n, vid, rd, rvid);
     if (rc < 0)
         return rc;
-    const struct ol_obj_info *info = ol_obj_read_info(rd);
+    const struct ol_obj_info *info = ol_obj_read_info(*rd);
     if (if_match[0]) {
         char q[72];
         snprintf(q, sizeof(q), "\"%s\"", info->etag);
         if (strcmp(q, if_match) != 0 && strcmp(info->etag, if_match) != 0) {
             rc = -OL_EPRECONDITION;
-            goto out;
+            goto fail;
         }
     }
-    size_t want = 0;
-    if (op == OL_COP_GET) {
-        if (off > info->size || (off == info->size && info->size > 0)) {
+    *off = o;
+    *want = 0;
+    if (ranged) {
+        if (o > info->size || (o == info->size && info->size > 0)) {
             rc = -ERANGE;
-            goto out;
+            goto fail;
         }
-        uint64_t rest = info->size - off;
+        uint64_t rest = info->size - o;
         if (len > rest)
             len = rest;
-        if (len > OL_NATIVE_MAX_DATA)
-            len = OL_NATIVE_MAX_DATA;
-        want = (size_t)len;
+        if (len > max)
+            len = max;
+        *want = (size_t)len;
     }
     rc = put_info(out, info->size, info->mtime_ns, info->etag, rvid, info->meta, info->meta_len);
-    if (rc < 0 || want == 0)
-        goto out;
+    if (rc == 0)
+        return 0;
+fail:
+    ol_obj_read_close(*rd);
+    *rd = NULL;
+    return rc;
+}
+
+static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
+                       struct ol_rbuf *r, struct out *out)
+{
+    struct ol_obj_reader *rd;
+    uint64_t off;
+    size_t want;
+    int rc = resolve_read(s, ak, op == OL_COP_GET, OL_NATIVE_MAX_DATA, r, out, &rd, &off, &want);
+    if (rc < 0)
+        return rc;
+    if (want == 0) {
+        ol_obj_read_close(rd);
+        return 0;
+    }
     return reply_bytes(s, rd, off, want, out);
+}
+
+/* GET_CUDA (native/cuda_ipc.h): the range copied into the client's GPU
+ * memory; the reply is the info and the count.  Mapped ranges (one drive,
+ * cached) go by DMA from the page cache; the rest is read (verified) and
+ * goes through a pinned bounce buffer. */
+static int op_get_cuda(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
+                       struct out *out)
+{
+    struct ol_obj_reader *rd;
+    uint64_t off;
+    size_t want;
+    int rc = resolve_read(s, ak, true, OL_NATIVE_MAX_CUDA, r, out, &rd, &off, &want);
+    if (rc < 0)
+        return rc;
+    struct ol_native_cuda_dst d;
+    const void *u = ol_rbuf_take(r, sizeof(d.uuid));
+    const void *hd = ol_rbuf_take(r, sizeof(d.handle));
+    d.off = ol_rbuf_u64(r);
+    struct ol_native_cuda_map *m = NULL;
+    if (r->bad || !u || !hd) {
+        rc = -EINVAL;
+        goto out;
+    }
+    memcpy(d.uuid, u, sizeof(d.uuid));
+    memcpy(&d.handle, hd, sizeof(d.handle));
+    if (!s->cuda) {
+        rc = -ENOTSUP;
+        goto out;
+    }
+    rc = ol_native_cuda_open(s->cuda, &d, want, &m);
+    for (size_t got = 0; rc == 0 && got < want;) {
+        const uint8_t *p;
+        bool mapped = true;
+        ssize_t k = ol_obj_read_map(rd, off + got, want - got, &p);
+        if (k <= 0) {
+            mapped = false;
+            k = ol_obj_read(rd, off + got, want - got, &p);
+        }
+        if (k < 0)
+            rc = (int)k;
+        else if (k == 0)
+            rc = -EIO; /* shorter than its info said */
+        else
+            rc = ol_native_cuda_copy(s->cuda, m, d.off + got, p, (size_t)k, mapped);
+        got += k > 0 ? (size_t)k : 0;
+    }
+    if (m)
+        ol_native_cuda_close(s->cuda, m);
+    if (rc == 0) {
+        count(s, ST_GETB, want);
+        out->moved = want;
+        rc = (int)want;
+    }
 out:
     ol_obj_read_close(rd);
     return rc;
@@ -1182,6 +1273,10 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req, unsigned 
             count(s, ST_SHARD, 1);
             rc = op_shard_get(s, ak, &r, &out);
             break;
+        case OL_COP_GET_CUDA:
+            count(s, ST_GET, 1);
+            rc = op_get_cuda(s, ak, &r, &out);
+            break;
         case OL_COP_GET_BATCH:
             count(s, ST_GET, 1);
             rc = op_get_batch(s, ak, &r, &out);
@@ -1219,7 +1314,7 @@ static void handle(struct ol_native_server *s, struct ol_net_req *req, unsigned 
         }
     }
     if (lim)
-        ol_rl_bytes(lim, h->data_len + (rc < 0 ? 0 : out.data_len));
+        ol_rl_bytes(lim, h->data_len + (rc < 0 ? 0 : out.data_len + out.moved));
     if (rc < 0) {
         count(s, ST_ERR, 1);
         /* An error carries no data (a partial read never passes as one). */
@@ -1271,8 +1366,10 @@ static void *worker_main(void *arg)
         }
         if (stop)
             return NULL;
-        if (sweep_now)
+        if (sweep_now) {
             sweep(s, false);
+            ol_native_cuda_sweep(s->cuda);
+        }
     }
 }
 
@@ -1298,6 +1395,10 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     pthread_mutex_init(&s->smu, NULL);
     pthread_mutex_init(&s->pmu, NULL);
     s->last_sweep_ms = ol_mono_ms();
+    if (!ol_host_boot_id(s->boot_id))
+        memset(s->boot_id, 0, sizeof(s->boot_id));
+    if (ol_native_cuda_create(&s->cuda) == 0)
+        ol_info("native: CUDA IPC reads on (clients on this host may GET into GPU memory)");
     struct ol_net_opts no = {
         .hlc = opts->hlc, .key_fn = key_fn, .key_arg = s, .spin_us = OL_NATIVE_SERVER_SPIN_US};
     unsigned nl = opts->lanes ? opts->lanes : 1;
@@ -1335,6 +1436,7 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     *out = s;
     return 0;
 fail:
+    ol_native_cuda_destroy(s->cuda);
     free(s->ring);
     free(s->sessions);
     free(s);
@@ -1373,6 +1475,7 @@ void ol_native_server_destroy(struct ol_native_server *s)
         s->count--;
     }
     sweep(s, true);
+    ol_native_cuda_destroy(s->cuda);
     for (unsigned i = 0; i < s->nlanes; i++)
         ol_net_destroy(s->lanes[i].net);
     close_done_readers(s); /* every reply is released by now */
