@@ -7,7 +7,9 @@ Runs on the GPU machine (see bench/gpu_ckpt.sh, which starts the server):
   python3 bench/gpu_ckpt.py --endpoint http://127.0.0.1:PORT --gb 16 --dir /path/on/disk
 
 Rows (GB/s, median of --reps, and ratios):
-  1. openlake.torch.load_safetensors(..., device="cuda:0")
+  1. openlake.torch.load_safetensors(..., device="cuda:0") (its cuda_path: "ipc"
+     where the server runs here with a CUDA driver), and the same through
+     the pinned staging ring (cuda_path="staged"); page cache warm
   2. safetensors.torch.load_file(local file, device="cuda") with a warm page cache
   3. boto3 download through the S3 port, then safetensors.torch.load (bytes) to cuda
   4. ceilings: pinned host-to-device copy (torch, 1 GiB copies) and
@@ -137,8 +139,19 @@ def main():
     del sd
     torch.cuda.empty_cache()
 
-    # Loads.
+    # Loads.  The server wrote with O_DIRECT, so its page cache is cold, as
+    # the file's is not (warmed below): one uncounted load warms it, so that
+    # both rows read from memory.
+    del_warm = load_safetensors(c, bucket, key, device="cuda:0")
+    del del_warm
+    torch.cuda.empty_cache()
     ol = timeit(lambda: load_safetensors(c, bucket, key, device="cuda:0"), a.reps)
+    res["load_cuda_path"] = c.cuda_path
+    staged = Client(a.endpoint, access_key=a.access_key, secret_key=a.secret_key,
+                    cuda_path="staged")
+    ols = timeit(lambda: load_safetensors(staged, bucket, key, device="cuda:0"), a.reps)
+    res["load_openlake_staged_gbs"] = gbs / med(ols)
+    staged.close()
     with open(path, "rb") as f:  # warm the page cache
         while f.read(1 << 26):
             pass

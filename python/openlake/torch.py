@@ -226,10 +226,23 @@ def _index_of(client, bucket, key):
         return None
 
 
-def load_safetensors(client, bucket, key, device="cpu", chunk=CHUNK, ring=RING, threads=8):
+def load_safetensors(client, bucket, key, device="cpu", chunk=None, ring=RING, threads=None):
     """Loads a safetensors object (or a model folder) into a dict of tensors
     on `device`.  Raises SafetensorsError for a truncated or malformed file,
-    openlake.Error for what the store answers."""
+    openlake.Error for what the store answers.
+
+    chunk and threads: the read size and the reads in flight.  By default
+    16 MiB x 8 through the pinned ring, and 64 MiB x 16 where the reads land
+    in place (host memory, or a GPU the node copies into itself: "ipc"),
+    which kept 16 node workers busy (bench/RESULTS.md "CUDA IPC reads")."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.init()  # so that the client sees CUDA loaded (cuda_path)
+    in_place = dev.type != "cuda" or getattr(client, "cuda_path", "staged") in ("direct", "ipc")
+    if chunk is None:
+        chunk = 4 * CHUNK if in_place else CHUNK
+    if threads is None:
+        threads = 16 if in_place else 8
     idx = _index_of(client, bucket, key)
     if idx is None:
         return _load_file(client, bucket, key, device, chunk, ring, threads)

@@ -82,6 +82,7 @@ static const struct cfg_row rows[] = {
     I(ec_drive_check_ms, 10, 600000, "1000", "EC: how often the drive monitor checks the drives"),
     S(native_listen, "", "host:port of the native client port (UCX, libopenlake); empty = the S3 listener's host and a free port (GET /_openlake/native names it); off = none"),
     I(native_lanes, 0, 16, "0", "native port: net threads (UCX workers), each on its own port: lane 0 on native_listen's, the others on free ones (GET /_openlake/native lists them); 0 = one per 4 cores, 1 to 4; 1 = one"),
+    I(native_workers, 0, 64, "0", "native port: worker threads that run the requests of all lanes; 0 = one per core, 4 to 32"),
     S(cluster, "", "cluster: etcd endpoints (host:port,host:port); empty = a single node"),
     S(node, "", "cluster: this node's name (default: the host name)"),
     S(cluster_name, "openlake", "cluster: the cluster's name (its map in etcd, its deployment id)"),

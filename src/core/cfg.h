@@ -89,6 +89,7 @@ struct ol_cfg {
     char node[64];           /* this node's name */
     char cluster_name[64];
     int64_t native_lanes;    /* native port net threads; 0: min(4, cores) */
+    int64_t native_workers;  /* native port workers; 0: one per core, 4 to 32 */
     char native_listen[256]; /* host:port of the native client port; "": S3's host, a free port; "off" */
     char drive_listen[256];  /* host:port of the drive service; port 0 = a free one */
     char cluster_key_file[256]; /* the drive protocol's key (cluster/key.h); "" = etcd's */

@@ -49,8 +49,6 @@ static bool load(int flags)
         {(void **)&cu.ipc_open, "cuIpcOpenMemHandle"},
         {(void **)&cu.ipc_close, "cuIpcCloseMemHandle"},
         {(void **)&cu.mem_range, "cuMemGetAddressRange"},
-        {(void **)&cu.host_register, "cuMemHostRegister"},
-        {(void **)&cu.host_unregister, "cuMemHostUnregister"},
         {(void **)&cu.host_alloc, "cuMemHostAlloc"},
         {(void **)&cu.host_free, "cuMemFreeHost"},
         {(void **)&cu.stream_create, "cuStreamCreate"},

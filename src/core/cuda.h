@@ -37,7 +37,6 @@ enum {
     OL_CU_ATTR_RANGE_START = 11,
     OL_CU_ATTR_RANGE_SIZE = 12,
     OL_CU_MEMORYTYPE_DEVICE = 2,
-    OL_CU_HOSTREG_READ_ONLY = 0x08, /* CU_MEMHOSTREGISTER_READ_ONLY */
     OL_CU_IPC_LAZY_PEER = 1,        /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
     OL_CU_STREAM_NON_BLOCKING = 1,
 };
@@ -60,8 +59,6 @@ struct ol_cuda {
     ol_cu_result (*ipc_open)(ol_cu_devptr *p, struct ol_cu_ipc_handle h, unsigned flags);
     ol_cu_result (*ipc_close)(ol_cu_devptr p);
     ol_cu_result (*mem_range)(ol_cu_devptr *base, size_t *size, ol_cu_devptr p);
-    ol_cu_result (*host_register)(void *p, size_t len, unsigned flags);
-    ol_cu_result (*host_unregister)(void *p);
     ol_cu_result (*host_alloc)(void **p, size_t len, unsigned flags);
     ol_cu_result (*host_free)(void *p);
     ol_cu_result (*stream_create)(ol_cu_stream *s, unsigned flags);

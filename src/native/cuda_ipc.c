@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "core/log.h"
 
@@ -15,7 +14,6 @@ enum {
     MAX_OPEN = 16,              /* handles open at once */
     IDLE_MS = 2000,             /* an unused handle is closed after this */
     BOUNCE_BYTES = 8 << 20,     /* each of a thread's two bounce buffers */
-    REGISTER_MIN = 4 << 20,     /* smaller mapped spans go through the bounce buffers */
 };
 
 struct ol_native_cuda_map {
@@ -257,7 +255,7 @@ static int bounce_copy(struct ol_native_cuda *x, int d, ol_cu_devptr dst, const 
 }
 
 int ol_native_cuda_copy(struct ol_native_cuda *x, struct ol_native_cuda_map *m, uint64_t off,
-                        const void *src, size_t n, bool mapped)
+                        const void *src, size_t n)
 {
     const struct ol_cuda *cu = x->cu;
     if (n == 0)
@@ -273,27 +271,6 @@ int ol_native_cuda_copy(struct ol_native_cuda *x, struct ol_native_cuda_map *m, 
     }
     ol_cu_devptr dst = m->base + off;
     const uint8_t *p = src;
-    if (mapped && n >= REGISTER_MIN) {
-        /* Only the pages wholly inside the range: a neighbouring request's
-         * registration never overlaps this one's.  The ragged ends go
-         * through the bounce buffers. */
-        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-        uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1);
-        uintptr_t e = ((uintptr_t)p + n) & ~(pg - 1);
-        if (e > a && cu->host_register((void *)a, e - a, OL_CU_HOSTREG_READ_ONLY) == 0) {
-            size_t head = a - (uintptr_t)p, mid = e - a, tail = n - head - mid;
-            ol_cu_stream s = ts.stream[m->dev];
-            rc = cu->memcpy_htod_async(dst + head, (const void *)a, mid, s) == 0 ? 0 : -EIO;
-            if (rc == 0 && head)
-                rc = bounce_copy(x, m->dev, dst, p, head);
-            if (rc == 0 && tail)
-                rc = bounce_copy(x, m->dev, dst + head + mid, p + head + mid, tail);
-            if (cu->stream_sync(s) != 0 && rc == 0)
-                rc = -EIO;
-            (void)cu->host_unregister((void *)a);
-            goto out;
-        }
-    }
     rc = bounce_copy(x, m->dev, dst, p, n);
 out:;
     ol_cu_ctx o;

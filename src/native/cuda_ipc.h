@@ -7,10 +7,9 @@
  * on a GPU").  A client on this host instead names its destination with a
  * CUDA IPC handle of its allocation (cuIpcGetMemHandle) and the byte offset
  * in it; the port opens that handle in its own process and the DMA engine
- * copies the bytes from the segment's page-cache mapping (registered with
- * the driver for the copy) into the client's memory: no CPU copy at all
- * where the bytes are mapped (one drive), one into a pinned bounce buffer
- * elsewhere (inline objects, erasure-coded pieces, pages not cached).
+ * copies them into the client's memory from a pinned bounce buffer that a
+ * worker fills from the page cache: one CPU copy, by as many workers as
+ * there are copies in flight, instead of three.
  *
  * What the client can make the port do: write into GPU memory that the
  * client itself exported (an IPC handle is only issued by the process that
@@ -55,13 +54,14 @@ int ol_native_cuda_open(struct ol_native_cuda *x, const struct ol_native_cuda_ds
                         uint64_t len, struct ol_native_cuda_map **out);
 /* Copies n bytes from src to byte off of the opened allocation (the
  * request's d->off plus what it copied so far; -EINVAL past its end), and
- * returns once they are in device memory.  mapped: src lies in a file mapping that
- * may be registered with the driver for the copy (pages wholly inside
- * [src, src+n) only, so that copies of neighbouring ranges never register
- * the same page); else, and where registering fails, the bytes go through
- * this thread's pinned bounce buffers.  -EIO when the driver fails. */
+ * returns once they are in device memory.  The bytes go through this
+ * thread's two pinned bounce buffers, one filled while the other one's DMA
+ * runs.  (Registering the page-cache mapping itself for the DMA, which
+ * saves that copy, measured slower: 12-15 GB/s against 19-26 GB/s bounced,
+ * 4-16 workers, H200 host; bench/RESULTS.md "CUDA IPC reads": the driver
+ * serializes the pinning.)  -EIO when the driver fails. */
 int ol_native_cuda_copy(struct ol_native_cuda *x, struct ol_native_cuda_map *m, uint64_t off,
-                        const void *src, size_t n, bool mapped);
+                        const void *src, size_t n);
 void ol_native_cuda_close(struct ol_native_cuda *x, struct ol_native_cuda_map *m);
 
 /* Closes the cached handles unused for 2 s (an allocation the client freed

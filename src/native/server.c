@@ -564,10 +564,9 @@ static int op_head_get(struct ol_native_server *s, const char *ak, uint8_t op,
     return reply_bytes(s, rd, off, want, out);
 }
 
-/* GET_CUDA (native/cuda_ipc.h): the range copied into the client's GPU
- * memory; the reply is the info and the count.  Mapped ranges (one drive,
- * cached) go by DMA from the page cache; the rest is read (verified) and
- * goes through a pinned bounce buffer. */
+/* GET_CUDA (native/cuda_ipc.h): the range, read and verified as any GET,
+ * copied into the client's GPU memory; the reply is the info and the
+ * count. */
 static int op_get_cuda(struct ol_native_server *s, const char *ak, struct ol_rbuf *r,
                        struct out *out)
 {
@@ -595,18 +594,17 @@ static int op_get_cuda(struct ol_native_server *s, const char *ak, struct ol_rbu
     rc = ol_native_cuda_open(s->cuda, &d, want, &m);
     for (size_t got = 0; rc == 0 && got < want;) {
         const uint8_t *p;
-        bool mapped = true;
+        /* From the page cache's mapping where it is all there (verified
+         * there), else the reader's own window. */
         ssize_t k = ol_obj_read_map(rd, off + got, want - got, &p);
-        if (k <= 0) {
-            mapped = false;
+        if (k <= 0)
             k = ol_obj_read(rd, off + got, want - got, &p);
-        }
         if (k < 0)
             rc = (int)k;
         else if (k == 0)
             rc = -EIO; /* shorter than its info said */
         else
-            rc = ol_native_cuda_copy(s->cuda, m, d.off + got, p, (size_t)k, mapped);
+            rc = ol_native_cuda_copy(s->cuda, m, d.off + got, p, (size_t)k);
         got += k > 0 ? (size_t)k : 0;
     }
     if (m)

@@ -786,6 +786,16 @@ static int start_native(struct server *srv, char *err, size_t errlen)
         long nc = sysconf(_SC_NPROCESSORS_ONLN);
         o.lanes = nc >= 16 ? 4 : nc >= 4 ? (unsigned)(nc / 4) : 1;
     }
+    /* Workers run the ops; a GET into a local GPU (GET_CUDA) holds one for
+     * its whole copy, and the copies of a checkpoint load run side by
+     * side: one per core, 4 to 32 (16 workers loaded 4 GB at 25 GB/s on a
+     * 16-core host, 8 at 19, 4 at 14: bench/RESULTS.md "CUDA IPC reads").
+     * Idle workers sleep. */
+    o.workers = (unsigned)srv->cfg->native_workers;
+    if (!o.workers) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        o.workers = nc < 4 ? 4 : nc > 32 ? 32 : (unsigned)nc;
+    }
     int rc = ol_native_server_create(&o, &srv->native);
     if (rc < 0) {
         snprintf(err, errlen, "cannot serve the native port on %s:%lu: %s", host, port,
