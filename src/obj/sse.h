@@ -39,7 +39,9 @@
  * known from its stored size.
  *
  * Threads: plain data and functions; a reader or writer is used by one
- * thread at a time.
+ * thread at a time.  A reader's read-ahead (ol_sse_read) opens windows on
+ * the decrypt pool's threads (obj/sse_pool.h); the reader itself, and its
+ * source, stay on the caller's thread.
  */
 #ifndef OL_OBJ_SSE_H
 #define OL_OBJ_SSE_H
