@@ -10,6 +10,10 @@ run, with the same tool and load; the figure is the median of the runs and
 the ratio sse / plain.
 
     bench/sse.py [--runs 3] [--duration 3s] [--sizes 64KiB,1MiB,16MiB] [--ec]
+                 [--concurrency 1,4] [--decrypt-threads 0,-1] [--server-threads 0]
+
+With --decrypt-threads 0,-1 one server runs with the decrypt pool off and
+one with it as derived from the cores, their runs interleaved (bench/sse_gpu.sh).
 """
 import argparse
 import json
@@ -34,9 +38,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def bench(binary, endpoint, bucket, size, duration, conc, prepare):
+def bench(binary, endpoint, bucket, size, duration, conc, prepare, a):
     args = [binary, "bench", "--endpoint", endpoint, "--bucket", bucket, "--op", "get",
-            "--size", size, "--objects", "16", "--concurrency", str(conc), "--threads", "2",
+            "--size", size, "--objects", str(a.objects), "--concurrency", str(conc),
+            "--threads", str(a.client_threads),
             "--duration", duration, "--json", "-", "--quiet"]
     if prepare:
         args.append("--prepare")
@@ -47,58 +52,90 @@ def bench(binary, endpoint, bucket, size, duration, conc, prepare):
     return json.loads(text[text.index("{"):])
 
 
+def start_server(binary, ec, server_threads, decrypt_threads):
+    """A server in its own temporary directory: (process, endpoint, work)."""
+    work = tempfile.mkdtemp(prefix="ol-bench-sse-")
+    port = free_port()
+    data = os.path.join(work, "d{1...6}") if ec else os.path.join(work, "data")
+    cmd = [binary, "server", data, "--listen", f"127.0.0.1:{port}"]
+    if server_threads:
+        cmd += ["--threads", str(server_threads)]
+    if decrypt_threads is not None:
+        cmd += ["--sse_decrypt_threads", str(decrypt_threads)]
+    srv = subprocess.Popen(cmd, stdout=open(os.path.join(work, "server.log"), "w"),
+                           stderr=subprocess.STDOUT)
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if srv.poll() is not None:
+                raise SystemExit(f"server exited: {open(os.path.join(work, 'server.log')).read()}")
+            time.sleep(0.1)
+    endpoint = f"http://127.0.0.1:{port}"
+    s3 = helpers.make_client(endpoint)
+    s3.create_bucket(Bucket="plain")
+    s3.create_bucket(Bucket="sse")
+    s3.put_bucket_encryption(Bucket="sse", ServerSideEncryptionConfiguration={"Rules": [
+        {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
+    return srv, endpoint, work, s3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--duration", default="3s")
     ap.add_argument("--sizes", default="64KiB,1MiB,16MiB")
-    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--concurrency", default="8",
+                    help="client connections; a comma list runs each")
+    ap.add_argument("--client-threads", type=int, default=2)
+    ap.add_argument("--objects", type=int, default=16)
+    ap.add_argument("--server-threads", type=int, default=2,
+                    help="server loop threads (0: one per core)")
+    ap.add_argument("--decrypt-threads", default="",
+                    help="sse_decrypt_threads; a comma list (e.g. 0,-1) starts one server "
+                         "for each and interleaves their runs (empty: the server's default)")
     ap.add_argument("--ec", action="store_true", help="six drives, 4+2")
     ap.add_argument("--bin", default=os.environ.get("OPENLAKE_BIN",
                                                     os.path.join(ROOT, "build", "openlake")))
     a = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="ol-bench-sse-")
-    port = free_port()
-    data = os.path.join(work, "d{1...6}") if a.ec else os.path.join(work, "data")
-    cmd = [a.bin, "server", data, "--listen", f"127.0.0.1:{port}", "--threads", "2"]
-    srv = subprocess.Popen(cmd, stdout=open(os.path.join(work, "server.log"), "w"),
-                           stderr=subprocess.STDOUT)
-    endpoint = f"http://127.0.0.1:{port}"
+    dts = [int(x) for x in a.decrypt_threads.split(",")] if a.decrypt_threads else [None]
+    servers = []
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        s3 = helpers.make_client(endpoint)
-        s3.create_bucket(Bucket="plain")
-        s3.create_bucket(Bucket="sse")
-        s3.put_bucket_encryption(Bucket="sse", ServerSideEncryptionConfiguration={"Rules": [
-            {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
-        print(f"# {'EC 4+2' if a.ec else 'one drive'}, GET c={a.concurrency}, "
-              f"{a.runs} x {a.duration}, MiB/s (median)")
-        print("| size | plain | SSE-S3 | ratio |")
-        print("|---|---:|---:|---:|")
+        for dt in dts:
+            servers.append((dt,) + start_server(a.bin, a.ec, a.server_threads, dt))
+        concs = [int(c) for c in a.concurrency.split(",")]
+        print(f"# {'EC 4+2' if a.ec else 'one drive'}, server threads "
+              f"{a.server_threads or 'all'}, {a.runs} x {a.duration}, MiB/s (median)")
+        print("| size | clients | decrypt threads | plain | SSE-S3 | ratio |")
+        print("|---|---:|---:|---:|---:|---:|")
         for size in a.sizes.split(","):
-            res = {"plain": [], "sse": []}
-            for b in res:
-                bench(a.bin, endpoint, b, size, "0", a.concurrency, True)
-            for _ in range(a.runs):
-                for b in res:
-                    j = bench(a.bin, endpoint, b, size, a.duration, a.concurrency, False)
-                    if j["errors"]["total"]:
-                        raise SystemExit(f"errors: {j['errors']}")
-                    res[b].append(j["total"]["mib_per_s"])
-            p, e = statistics.median(res["plain"]), statistics.median(res["sse"])
-            print(f"| {size} | {p:.0f} | {e:.0f} | {e / p:.2f} |")
-            sys.stdout.flush()
-        head = s3.head_object(Bucket="sse", Key="obj-00000000")
-        assert head.get("ServerSideEncryption") == "AES256", "the sse bucket is not encrypted"
+            for dt, srv, ep, work, s3 in servers:
+                for b in ("plain", "sse"):
+                    bench(a.bin, ep, b, size, "0", 8, True, a)
+            for conc in concs:
+                res = {(dt, b): [] for dt in dts for b in ("plain", "sse")}
+                for _ in range(a.runs):
+                    for dt, srv, ep, work, s3 in servers:
+                        for b in ("plain", "sse"):
+                            j = bench(a.bin, ep, b, size, a.duration, conc, False, a)
+                            if j["errors"]["total"]:
+                                raise SystemExit(f"errors: {j['errors']}")
+                            res[(dt, b)].append(j["total"]["mib_per_s"])
+                for dt in dts:
+                    p = statistics.median(res[(dt, "plain")])
+                    e = statistics.median(res[(dt, "sse")])
+                    label = "default" if dt is None else str(dt)
+                    print(f"| {size} | {conc} | {label} | {p:.0f} | {e:.0f} | {e / p:.2f} |")
+                sys.stdout.flush()
+        for dt, srv, ep, work, s3 in servers:
+            head = s3.head_object(Bucket="sse", Key="obj-00000000")
+            assert head.get("ServerSideEncryption") == "AES256", "the sse bucket is not encrypted"
     finally:
-        srv.terminate()
-        srv.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        for dt, srv, ep, work, s3 in servers:
+            srv.terminate()
+            srv.wait()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ static const struct cfg_row rows[] = {
     S(kv_dir, "", "KV cache: directory of the disk tier's spill files (emptied at start); empty = DATA_DIR/kv-cache"),
     I(kv_high_watermark_pct, 1, 100, "95", "KV cache: a tier starts evicting (LRU) when a put would pass this share of it"),
     I(kv_low_watermark_pct, 1, 100, "85", "KV cache: ... and evicts down to this share (at most the high watermark)"),
+    I(sse_decrypt_threads, -1, 32, "-1", "encryption at rest: threads that open a large encrypted read's next windows while its loop thread sends the current one (obj/sse_pool.h); -1 = derived from the cores (none below 4), 0 = off"),
     S(sse_key_file, "", "encryption at rest (SSE-S3): a file whose contents (at least 32 bytes; its SHA-256 is the master key) wrap every object's data key, the same file on every node; keep it off the data drives. Empty: a cluster derives the key from the cluster key, a single node makes a random one and keeps it on its drives (see docs/SECURITY.md)"),
     I(user_requests_per_sec, 0, 1000000, "0", "requests a second each user may make (one second's worth may come at once); past it 503 SlowDown (native port: EBUSY); anonymous requests share one user; 0 = no limit; a 'limit' line sets one user's"),
     Z(user_bytes_per_sec, 0, 1 * TiB, "0", "body bytes a second each user may move, in and out (one second's worth at once); S3 bodies are paced to it, the native port refuses (EBUSY) while a user owes time; at least min_body_rate_bytes_per_sec; 0 = no limit"),

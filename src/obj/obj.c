@@ -372,18 +372,27 @@ static ssize_t backend_read(void *arg, uint64_t off, size_t max, const uint8_t *
 /* The same for the sealed reader, whose GCM tags authenticate every byte
  * it opens: the mapping's bytes are not CRC-checked first (store.h,
  * ol_store_read_map_sealed), a pass over memory less per GET. */
-static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **data)
+static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **data,
+                           bool *pinned)
 {
     struct ol_obj_reader *r = arg;
+    ssize_t n;
     if (!r->sd) {
         /* An erasure set's local data shard piece in place (at most one
          * stripe unit: a window inside it opens without a copy, one across
          * two is gathered by the sealed reader), else the set's read. */
-        ssize_t n = ol_ec_read_map(r->ec, off, max, data);
-        return n == -EAGAIN ? ol_ec_read(r->ec, off, max, data) : n;
+        n = ol_ec_read_map(r->ec, off, max, data);
+        if (n == -EAGAIN)
+            return ol_ec_read(r->ec, off, max, data);
+    } else {
+        n = ol_store_read_map_sealed(r->sd, off, max, data);
+        if (n == -EAGAIN)
+            return ol_store_read(r->sd, off, max, data);
     }
-    ssize_t n = ol_store_read_map_sealed(r->sd, off, max, data);
-    return n == -EAGAIN ? ol_store_read(r->sd, off, max, data) : n;
+    /* The mappings stay valid while the reader lives (store.h). */
+    if (n > 0)
+        *pinned = true;
+    return n;
 }
 
 int ol_obj_read_attr(const struct ol_obj_reader *r, const char *name, const uint8_t **val,

@@ -18,6 +18,7 @@
 #include "core/err.h"
 #include "core/hex.h"
 #include "core/sha256.h"
+#include "obj/sse_pool.h"
 #include "s3/meta.h"
 
 #define WRAP_LEN (12 + OL_SSE_KEY + 16) /* nonce, wrapped key, tag */
@@ -476,23 +477,36 @@ uint64_t ol_sse_object_size(const uint8_t *meta, size_t meta_len, uint64_t store
 
 /* ---- package sealing ---- */
 
-/* A stream's package context: the package key from the data key and the
- * stream id, loaded into a cipher context that each package re-inits with
- * its nonce only. */
-static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
-                      const uint8_t id[OL_SSE_HDR])
+/* A stream's package key: HMAC-SHA256(DK, stream id). */
+static void stream_key_bytes(const uint8_t dk[32], const uint8_t id[OL_SSE_HDR], uint8_t k[32])
 {
-    uint8_t k[32];
     struct ol_bytes m[1] = {{id, OL_SSE_HDR}};
     ol_hmac_sha256(dk, 32, m, 1, k);
+}
+
+/* Loads package key k into a cipher context that each package then
+ * re-inits with its nonce only. */
+static int ctx_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t k[32])
+{
     /* A context that has the cipher already (a reader's, from the thread's
      * pool) takes the key alone: naming the cipher again would free and
      * rebuild its state. */
     const EVP_CIPHER *ci = EVP_CIPHER_CTX_get0_cipher(c) ? NULL : gcm();
     int ok = enc ? EVP_EncryptInit_ex(c, ci, NULL, k, NULL)
                  : EVP_DecryptInit_ex(c, ci, NULL, k, NULL);
-    OPENSSL_cleanse(k, sizeof(k));
     return ok == 1 ? 0 : -EIO;
+}
+
+/* A stream's package context: the package key from the data key and the
+ * stream id, loaded into c. */
+static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
+                      const uint8_t id[OL_SSE_HDR])
+{
+    uint8_t k[32];
+    stream_key_bytes(dk, id, k);
+    int rc = ctx_key(c, enc, k);
+    OPENSSL_cleanse(k, sizeof(k));
+    return rc;
 }
 
 static void pkg_nonce(uint64_t idx, uint8_t nonce[12])
@@ -538,6 +552,40 @@ static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *i
 
 /* ---- reading ---- */
 
+/* Read-ahead (obj/sse_pool.h): a read of at least AHEAD_MIN_BYTES (what
+ * the caller asks for: a GET's whole remaining body) opens its next windows
+ * on the decrypt pool, up to OL_SSE_AHEAD at a time, while the caller sends
+ * the current one.  Shorter reads (a 1 MiB object is two windows) open
+ * inline: a hand-off would only add its latency. */
+#define AHEAD_MIN_BYTES (2 * WIN_BYTES)
+#define SEALED_CAP (OL_SSE_HDR + (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG)
+
+/* One window of one stream: packages [first, last) of stream `stream`. */
+struct win {
+    uint32_t stream;
+    uint64_t first, last;
+    uint64_t npk;  /* the stream's packages */
+    uint64_t plen; /* the stream's plaintext bytes */
+    uint64_t off;  /* the window's plaintext offset in the object */
+    size_t len;    /* its plaintext bytes */
+    size_t sealed; /* its packages' sealed bytes */
+};
+
+/* A window opened on the pool: one block (obj/sse_pool.h) holds the slot,
+ * then the plaintext, then the sealed bytes when they had to be copied. */
+struct ahead {
+    struct ol_sse_job job; /* first: the block is the slot */
+    struct win w;
+    uint8_t key[OL_SSE_KEY]; /* the stream's package key */
+    const uint8_t *in;       /* the sealed packages (the source's, or `sealed`) */
+    int rc;                  /* the open's: 0 or -OL_ECORRUPT */
+    uint8_t *plain;          /* WIN_BYTES */
+    uint8_t *sealed;         /* SEALED_CAP */
+};
+#define AHEAD_HDR ((size_t)4096)
+_Static_assert(sizeof(struct ahead) <= AHEAD_HDR, "slot header");
+_Static_assert(AHEAD_HDR + WIN_BYTES + SEALED_CAP <= OL_SSE_POOL_BLOCK, "slot block");
+
 struct ol_sse_reader {
     struct ol_sse_obj k;
     bool locked;
@@ -550,18 +598,97 @@ struct ol_sse_reader {
     uint64_t *pstart;       /* [nstreams + 1] plaintext offsets of the streams */
     uint64_t *sstart;       /* [nstreams] stored offsets */
     uint64_t one[3];        /* a one-stream object's pstart[2] and sstart[1] */
-    struct scratch sc;      /* from the thread's pool at the first read */
-    int64_t keyed;          /* the stream the context is keyed for, -1: none */
-    uint64_t win_off;       /* the opened window: plaintext in sc.win */
+    struct scratch sc;      /* from the thread's pool at the first inline open */
+    int64_t keyed;          /* the stream sc.c is keyed for, -1: none */
+    uint8_t skey[OL_SSE_KEY]; /* the package key of stream skey_stream */
+    int64_t skey_stream;    /* -1: none yet */
+    const uint8_t *win;     /* the opened window: sc.win or cur->plain */
+    uint64_t win_off;
     size_t win_len;
     uint8_t *asm_buf;       /* sealed bytes gathered from short source reads */
+    /* Read-ahead: windows on the pool, in order from ah[ah_head]. */
+    struct ahead *ah[OL_SSE_AHEAD];
+    unsigned ah_head, nah;
+    struct ahead *cur;      /* the slot whose plaintext is the window */
+    uint64_t ah_next;       /* plaintext offset of the next window to queue */
+    uint64_t ah_end;        /* where read-ahead stops (the read's end) */
 };
+
+/* ---- read-ahead slots ---- */
+
+static pthread_once_t wctx_once = PTHREAD_ONCE_INIT;
+static pthread_key_t wctx_key;
+static __thread EVP_CIPHER_CTX *wctx;
+
+static void wctx_free(void *c)
+{
+    EVP_CIPHER_CTX_free(c);
+}
+
+static void wctx_init(void)
+{
+    (void)pthread_key_create(&wctx_key, wctx_free);
+}
+
+/* A pool thread's cipher context, made once (freed at the thread's exit). */
+static EVP_CIPHER_CTX *worker_ctx(void)
+{
+    if (!wctx) {
+        pthread_once(&wctx_once, wctx_init);
+        wctx = EVP_CIPHER_CTX_new();
+        if (wctx)
+            (void)pthread_setspecific(wctx_key, wctx);
+    }
+    return wctx;
+}
+
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out);
+
+/* On a pool thread. */
+static void ahead_run(struct ol_sse_job *j)
+{
+    struct ahead *a = (struct ahead *)j;
+    EVP_CIPHER_CTX *c = worker_ctx();
+    a->rc = c ? ctx_key(c, false, a->key) : -ENOMEM;
+    if (a->rc == 0)
+        a->rc = win_open(c, &a->w, a->in, a->plain);
+}
+
+static void ahead_drop(struct ol_sse_job *j)
+{
+    struct ahead *a = (struct ahead *)j;
+    OPENSSL_cleanse(a->key, sizeof(a->key));
+    ol_sse_pool_block_give(a);
+}
+
+/* Gives up every window read ahead (a seek, the end, or the reader's free):
+ * those still queued or opening go when their thread is done with them. */
+static void ahead_cancel_all(struct ol_sse_reader *s)
+{
+    for (unsigned n = 0; n < s->nah; n++)
+        ol_sse_pool_cancel(&s->ah[(s->ah_head + n) % OL_SSE_AHEAD]->job);
+    s->nah = 0;
+    s->ah_head = 0;
+    s->ah_end = s->ah_next = 0;
+}
+
+static void ahead_release_cur(struct ol_sse_reader *s)
+{
+    if (s->cur) {
+        ahead_drop(&s->cur->job); /* waited for: done */
+        s->cur = NULL;
+        s->win_len = 0;
+    }
+}
 
 void ol_sse_reader_free(struct ol_sse_reader *s)
 {
     if (!s)
         return;
+    ahead_cancel_all(s);
+    ahead_release_cur(s);
     OPENSSL_cleanse(s->k.dk, sizeof(s->k.dk));
+    OPENSSL_cleanse(s->skey, sizeof(s->skey));
     scratch_give(&s->sc);
     if (s->pstart != s->one)
         free(s->pstart);
@@ -585,6 +712,7 @@ int ol_sse_reader_new(const uint8_t *meta, size_t meta_len, uint64_t stored,
     memcpy(s->entry, v, vl);
     s->entry_len = vl;
     s->keyed = -1;
+    s->skey_stream = -1;
     s->pstart = s->one;
     s->sstart = s->one + 2;
     int rc = ol_sse_entry_peek(v, vl, &s->k.mode, &s->k.layout);
@@ -669,10 +797,11 @@ static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *ds
     size_t got = 0;
     while (got < n) {
         const uint8_t *d;
+        bool pinned = false;
         size_t want = n - got;
         if (got == 0 && ask > want)
             want = ask;
-        ssize_t r = fn(src, off + got, want, &d);
+        ssize_t r = fn(src, off + got, want, &d, &pinned);
         if (r < 0)
             return (int)r;
         if (r == 0)
@@ -685,6 +814,203 @@ static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *ds
     return 0;
 }
 
+/* The window holding plaintext offset off (off < size). */
+static void win_plan(const struct ol_sse_reader *s, uint64_t off, struct win *w)
+{
+    /* The stream holding off (streams are few: a binary search). */
+    uint32_t lo = 0, hi = s->nstreams - 1;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi + 1) / 2;
+        if (s->pstart[mid] <= off)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    w->stream = lo;
+    w->plen = s->pstart[lo + 1] - s->pstart[lo];
+    w->npk = (w->plen + OL_SSE_PKG - 1) / OL_SSE_PKG;
+    w->first = (off - s->pstart[lo]) / OL_SSE_PKG;
+    w->last = w->first + OL_SSE_WINDOW_PKGS;
+    if (w->last > w->npk)
+        w->last = w->npk;
+    uint64_t pfirst = w->first * OL_SSE_PKG;
+    uint64_t pend = w->last * OL_SSE_PKG < w->plen ? w->last * OL_SSE_PKG : w->plen;
+    w->off = s->pstart[lo] + pfirst;
+    w->len = (size_t)(pend - pfirst);
+    w->sealed = w->len + (size_t)(w->last - w->first) * OL_SSE_TAG;
+}
+
+/* Opens window w's sealed packages in[] into out[] with c (keyed for the
+ * window's stream).  -OL_ECORRUPT at the first package that fails. */
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out)
+{
+    size_t i = 0, o = 0;
+    for (uint64_t pk = w->first; pk < w->last; pk++) {
+        size_t n = (size_t)(w->plen - pk * OL_SSE_PKG < OL_SSE_PKG ? w->plen - pk * OL_SSE_PKG
+                                                                   : OL_SSE_PKG);
+        int rc = open_pkg(c, pk, pk + 1 == w->npk, in + i, n, out + o);
+        if (rc < 0)
+            return rc;
+        o += n;
+        i += n + OL_SSE_TAG;
+    }
+    return 0;
+}
+
+/* Window w's sealed packages, with s->skey made the package key of w's
+ * stream.  *sw points at them: into the source's buffer when one call hands
+ * them all over (for a window opened on another thread, `keep`, only when
+ * the source pins them: valid while it lives), else gathered into buf
+ * (SEALED_CAP bytes). */
+static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
+                     uint8_t *buf, bool keep, const uint8_t **sw)
+{
+    const uint32_t i = w->stream;
+    const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
+    /* The window's sealed bytes in one request, with the stream id in
+     * front when the window starts the stream and the stream's key is not
+     * known yet (a stream read from its start: one call).  The first read
+     * of all asks for a whole window: see src_read_exact. */
+    bool keyed = s->skey_stream == (int64_t)i;
+    bool with_id = !keyed && w->first == 0;
+    size_t ask = 0;
+    int rc;
+    if (!s->primed) {
+        uint64_t at = s->sstart[i] + (with_id ? 0 : OL_SSE_HDR);
+        ask = at + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - at);
+        s->primed = true;
+    }
+    if (!keyed && !with_id) {
+        /* An id read ahead of a window in the middle of the stream. */
+        uint8_t id[OL_SSE_HDR];
+        rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), ask);
+        ask = 0;
+        if (rc < 0)
+            return rc;
+        stream_key_bytes(s->k.dk, id, s->skey);
+        s->skey_stream = i;
+    }
+    uint64_t so = s->sstart[i] + OL_SSE_HDR + w->first * SEALED_PKG;
+    size_t need = w->sealed;
+    if (with_id) {
+        so -= OL_SSE_HDR;
+        need += OL_SSE_HDR;
+    }
+    /* Opened straight from the source's buffer when one call hands over
+     * the whole window (a page-cache mapping, an erasure set's read step),
+     * else gathered first. */
+    const uint8_t *p = NULL;
+    bool pinned = false;
+    ssize_t got = fn(src, so, need > ask ? need : ask, &p, &pinned);
+    rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
+    if (rc == 0 && ((size_t)got < need || (keep && !pinned))) {
+        size_t have = (size_t)got < need ? (size_t)got : need;
+        memcpy(buf, p, have);
+        if (have < need)
+            rc = src_read_exact(fn, src, so + have, buf + have, need - have, 0);
+        p = buf;
+    }
+    if (rc < 0)
+        return rc;
+    if (with_id) {
+        stream_key_bytes(s->k.dk, p, s->skey);
+        s->skey_stream = i;
+        p += OL_SSE_HDR;
+    }
+    *sw = p;
+    return 0;
+}
+
+/* Queues windows from ah_next on the pool until OL_SSE_AHEAD are out or
+ * the read's end.  A window that cannot be queued (no block under the cap,
+ * a source error) stops read-ahead: the caller opens it inline when it
+ * gets there, and meets the error at its own offset. */
+static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
+{
+    unsigned depth = ol_sse_pool_threads();
+    if (depth > OL_SSE_AHEAD)
+        depth = OL_SSE_AHEAD;
+    while (s->nah < depth && s->ah_next < s->ah_end) {
+        struct ahead *a = ol_sse_pool_block_take();
+        if (!a) {
+            s->ah_end = s->ah_next;
+            return;
+        }
+        a->plain = (uint8_t *)a + AHEAD_HDR;
+        a->sealed = a->plain + WIN_BYTES;
+        win_plan(s, s->ah_next, &a->w);
+        int rc = win_fetch(s, fn, src, &a->w, a->sealed, true, &a->in);
+        if (rc < 0) {
+            ol_sse_pool_block_give(a);
+            s->ah_end = s->ah_next;
+            return;
+        }
+        memcpy(a->key, s->skey, sizeof(a->key));
+        a->rc = 0;
+        a->job.run = ahead_run;
+        a->job.drop = ahead_drop;
+        ol_sse_pool_submit(&a->job);
+        s->ah[(s->ah_head + s->nah) % OL_SSE_AHEAD] = a;
+        s->nah++;
+        s->ah_next = a->w.off + a->w.len;
+    }
+}
+
+/* Makes the window holding off (< size) the reader's: the next one read
+ * ahead when off is in it, else opened here. */
+static int win_load(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
+                    size_t max)
+{
+    ahead_release_cur(s);
+    s->win_len = 0;
+    if (s->nah > 0) {
+        struct ahead *a = s->ah[s->ah_head];
+        if (off >= a->w.off && off < a->w.off + a->w.len) {
+            s->ah_head = (s->ah_head + 1) % OL_SSE_AHEAD;
+            s->nah--;
+            ol_sse_pool_wait(&a->job);
+            s->cur = a;
+            if (a->rc < 0)
+                return a->rc; /* nothing of it, nor of what follows, goes out */
+            s->win = a->plain;
+            s->win_off = a->w.off;
+            s->win_len = a->w.len;
+            ahead_fill(s, fn, src);
+            return 0;
+        }
+        ahead_cancel_all(s); /* a seek */
+    }
+    int rc = s->sc.c ? 0 : scratch_take(&s->sc);
+    if (rc < 0)
+        return rc;
+    if (!s->asm_buf && !(s->asm_buf = malloc(SEALED_CAP)))
+        return -ENOMEM;
+    struct win w;
+    win_plan(s, off, &w);
+    const uint8_t *sw;
+    rc = win_fetch(s, fn, src, &w, s->asm_buf, false, &sw);
+    if (rc == 0 && s->keyed != (int64_t)w.stream) {
+        rc = ctx_key(s->sc.c, false, s->skey);
+        s->keyed = rc == 0 ? (int64_t)w.stream : -1;
+    }
+    if (rc == 0)
+        rc = win_open(s->sc.c, &w, sw, s->sc.win);
+    if (rc < 0)
+        return rc;
+    s->win = s->sc.win;
+    s->win_off = w.off;
+    s->win_len = w.len;
+    /* A long read goes on on the pool from the next window: queued after
+     * this one is open, as the source's buffer may hold this one's bytes
+     * only until its next call. */
+    if (max >= AHEAD_MIN_BYTES && ol_sse_pool_threads() > 0 && w.off + w.len < s->size) {
+        s->ah_next = w.off + w.len;
+        s->ah_end = max < s->size - off ? off + max : s->size;
+        ahead_fill(s, fn, src);
+    }
+    return 0;
+}
+
 ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
                     size_t max, const uint8_t **data)
 {
@@ -693,96 +1019,12 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
     if (off >= s->size || max == 0)
         return 0;
     if (!(off >= s->win_off && off < s->win_off + s->win_len)) {
-        const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
-        int rc = s->sc.c ? 0 : scratch_take(&s->sc);
+        int rc = win_load(s, fn, src, off, max);
         if (rc < 0)
             return rc;
-        /* The stream holding off (streams are few: a binary search). */
-        uint32_t lo = 0, hi = s->nstreams - 1;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi + 1) / 2;
-            if (s->pstart[mid] <= off)
-                lo = mid;
-            else
-                hi = mid - 1;
-        }
-        uint32_t i = lo;
-        uint64_t plen = s->pstart[i + 1] - s->pstart[i];
-        uint64_t npk = (plen + OL_SSE_PKG - 1) / OL_SSE_PKG;
-        uint64_t first = (off - s->pstart[i]) / OL_SSE_PKG;
-        uint64_t last = first + OL_SSE_WINDOW_PKGS;
-        if (last > npk)
-            last = npk;
-        uint64_t pfirst = first * OL_SSE_PKG;
-        uint64_t pend = last * OL_SSE_PKG < plen ? last * OL_SSE_PKG : plen;
-        size_t sealed = (size_t)(pend - pfirst) + (size_t)(last - first) * OL_SSE_TAG;
-        /* The window's sealed bytes in one request, with the stream id in
-         * front when the window starts the stream and the stream is not
-         * keyed yet (a stream read from its start: one call).  The first
-         * read of all asks for a whole window: see src_read_exact. */
-        s->win_len = 0;
-        bool keyed = s->keyed == (int64_t)i;
-        bool with_id = !keyed && first == 0;
-        size_t ask = 0;
-        if (!s->primed) {
-            uint64_t at = s->sstart[i] + (with_id ? 0 : OL_SSE_HDR);
-            ask = at + sealed_cap < s->stored ? sealed_cap : (size_t)(s->stored - at);
-            s->primed = true;
-        }
-        if (!keyed && !with_id) {
-            /* An id read ahead of a window in the middle of the stream. */
-            uint8_t id[OL_SSE_HDR];
-            rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), ask);
-            ask = 0;
-            if (rc == 0)
-                rc = stream_key(s->sc.c, false, s->k.dk, id);
-            if (rc < 0)
-                return rc;
-            s->keyed = i;
-        }
-        uint64_t so = s->sstart[i] + OL_SSE_HDR + first * SEALED_PKG;
-        size_t need = sealed;
-        if (with_id) {
-            so -= OL_SSE_HDR;
-            need += OL_SSE_HDR;
-        }
-        /* Opened straight from the source's buffer when one call hands
-         * over the whole window (a page-cache mapping, an erasure set's
-         * read step), else gathered into asm_buf first. */
-        const uint8_t *sw = NULL;
-        ssize_t got = fn(src, so, need > ask ? need : ask, &sw);
-        rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
-        if (rc == 0 && (size_t)got < need) {
-            if (!s->asm_buf && !(s->asm_buf = malloc(OL_SSE_HDR + sealed_cap)))
-                return -ENOMEM;
-            memcpy(s->asm_buf, sw, (size_t)got);
-            rc = src_read_exact(fn, src, so + (uint64_t)got, s->asm_buf + got,
-                                need - (size_t)got, 0);
-            sw = s->asm_buf;
-        }
-        if (rc == 0 && with_id) {
-            rc = stream_key(s->sc.c, false, s->k.dk, sw);
-            sw += OL_SSE_HDR;
-            if (rc == 0)
-                s->keyed = i;
-        }
-        if (rc < 0)
-            return rc;
-        size_t in = 0, wl = 0;
-        for (uint64_t pk = first; pk < last; pk++) {
-            size_t n = (size_t)(plen - pk * OL_SSE_PKG < OL_SSE_PKG ? plen - pk * OL_SSE_PKG
-                                                                    : OL_SSE_PKG);
-            rc = open_pkg(s->sc.c, pk, pk + 1 == npk, sw + in, n, s->sc.win + wl);
-            if (rc < 0)
-                return rc;
-            wl += n;
-            in += n + OL_SSE_TAG;
-        }
-        s->win_off = s->pstart[i] + pfirst;
-        s->win_len = wl;
     }
     size_t avail = (size_t)(s->win_off + s->win_len - off);
-    *data = s->sc.win + (off - s->win_off);
+    *data = s->win + (off - s->win_off);
     return (ssize_t)(avail < max ? avail : max);
 }
 

@@ -39,7 +39,9 @@
  * known from its stored size.
  *
  * Threads: plain data and functions; a reader or writer is used by one
- * thread at a time.
+ * thread at a time.  A reader's read-ahead (ol_sse_read) opens windows on
+ * the decrypt pool's threads (obj/sse_pool.h); the reader itself, and its
+ * source, stay on the caller's thread.
  */
 #ifndef OL_OBJ_SSE_H
 #define OL_OBJ_SSE_H
@@ -106,8 +108,20 @@ int64_t ol_sse_plain_len(uint64_t sealed);
 
 /* ---- reading ---- */
 
-/* Reads sealed bytes from the backend: as ol_obj_read (obj/obj.h). */
-typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, const uint8_t **data);
+/* Reads sealed bytes from the backend: as ol_obj_read (obj/obj.h).  A
+ * source sets *pinned when *data stays valid while the source lives (a
+ * page-cache mapping), and leaves it alone when it is valid only until the
+ * next call: a window opened on another thread (read-ahead, below) is
+ * copied out of an unpinned buffer first. */
+typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, const uint8_t **data,
+                                 bool *pinned);
+
+/* Read-ahead: windows a long read opens ahead on the decrypt pool
+ * (obj/sse_pool.h), at most. */
+#define OL_SSE_AHEAD 4u
+/* Pool blocks (one window each) per pool thread: the process-wide cap on
+ * read-ahead memory (2 MiB a block). */
+#define OL_SSE_AHEAD_BLOCKS_PER_THREAD 4u
 
 struct ol_sse_reader;
 /* A reader of an object whose stored size is `stored` and whose blob holds
@@ -127,6 +141,16 @@ int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY]
  * (valid until the next call), up to max bytes; 0 at the end.
  * The window and the cipher context come from a small per-thread pool
  * and go back to it when the reader is freed.
+ * Read-ahead: a call with max of two windows or more (a GET's remaining
+ * body) while the decrypt pool runs queues the windows after this one, up
+ * to OL_SSE_AHEAD and not past off + max, to be opened on the pool's
+ * threads; the next calls in order take them (parking the fiber until one
+ * is open), a call elsewhere drops them.  The reader reads the source on
+ * the calling thread only, in window order.  Windows are handed out in
+ * order and only once every package in them has authenticated: a package
+ * that fails fails the call that reaches its window, with nothing of it or
+ * after it returned.  Freeing the reader gives up the windows at once (a
+ * window being opened is freed by its pool thread when done).
  * -OL_ESSENEEDKEY while locked; -OL_ECORRUPT when a package fails
  * authentication; the source's errors. */
 ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,

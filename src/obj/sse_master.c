@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -24,6 +25,8 @@
 #include "core/log.h"
 #include "deploy/cluster.h"
 #include "obj/obj.h"
+#include "obj/sse.h"
+#include "obj/sse_pool.h"
 #include "users/users.h"
 
 #define OL_SSE_MASTER_SETTING "sse-master"
@@ -84,5 +87,14 @@ int ol_sse_master_load(struct ol_obj *o, const struct ol_cfg *cfg, const struct 
     if (rc == 0)
         ol_obj_set_sse_master(o, key);
     OPENSSL_cleanse(key, sizeof(key));
+    if (rc == 0) {
+        /* The decrypt pool for large encrypted reads (obj/sse.h,
+         * read-ahead).  Without it reads open every window inline. */
+        long n = cfg->sse_decrypt_threads;
+        if (n < 0)
+            n = ol_sse_pool_auto(sysconf(_SC_NPROCESSORS_ONLN));
+        if (n > 0 && ol_sse_pool_start((unsigned)n, OL_SSE_AHEAD_BLOCKS_PER_THREAD) < 0)
+            ol_warn("SSE: the decrypt pool did not start; encrypted reads open inline");
+    }
     return rc;
 }

@@ -1,0 +1,242 @@
+/* The decrypt pool: see obj/sse_pool.h.  One mutex guards the queue, the
+ * jobs' states and the blocks: a job is a whole window (~1 MiB, ~200 us of
+ * AES-GCM), so a lock taken a few times per job is nothing next to it. */
+#include "obj/sse_pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core/log.h"
+
+enum { JOB_QUEUED = 1, JOB_RUNNING, JOB_DONE };
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* a job was queued, or stop */
+    pthread_cond_t idle;       /* a job finished (for stop) */
+    struct ol_sse_job *head, *tail;
+    unsigned queued, running;
+    bool stop;
+    unsigned nthreads;
+    pthread_t th[OL_SSE_POOL_THREADS_MAX];
+    unsigned cap, out;         /* blocks allowed and taken */
+    unsigned nkept;            /* freed blocks kept for reuse */
+    void *kept[OL_SSE_POOL_THREADS_MAX];
+} g = {
+    .mu = PTHREAD_MUTEX_INITIALIZER,
+    .cv = PTHREAD_COND_INITIALIZER,
+    .idle = PTHREAD_COND_INITIALIZER,
+};
+
+/* Measured (bench/RESULTS.md, "Encrypted GETs on a decrypt pool"): on the
+ * 2-core VM the pool's threads take the core the other loop thread needs
+ * (every GET there is already CPU-bound with 2 loop threads), so below 4
+ * cores it stays off.  From 4 up, one thread per core, at most 16: they
+ * sleep unless a large encrypted read keeps them busy, and a request uses
+ * at most OL_SSE_AHEAD of them at a time. */
+unsigned ol_sse_pool_auto(long cores)
+{
+    if (cores < 4)
+        return 0;
+    return cores > 16 ? 16u : (unsigned)cores;
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&g.mu);
+    for (;;) {
+        while (!g.head && !g.stop)
+            pthread_cond_wait(&g.cv, &g.mu);
+        if (!g.head)
+            break; /* stop, with nothing queued */
+        struct ol_sse_job *j = g.head;
+        g.head = j->next;
+        if (!g.head)
+            g.tail = NULL;
+        g.queued--;
+        g.running++;
+        j->state = JOB_RUNNING;
+        pthread_mutex_unlock(&g.mu);
+
+        j->run(j);
+
+        pthread_mutex_lock(&g.mu);
+        j->state = JOB_DONE;
+        g.running--;
+        bool ab = j->abandoned;
+        struct ol_completion *w = j->waiter;
+        j->waiter = NULL;
+        if (g.stop && !g.queued && !g.running)
+            pthread_cond_broadcast(&g.idle);
+        pthread_mutex_unlock(&g.mu);
+        /* Outside the lock: drop gives blocks back (it locks), and a
+         * signal may post to a loop's inbox. */
+        if (ab)
+            j->drop(j);
+        else if (w)
+            ol_completion_signal(w, 0);
+        pthread_mutex_lock(&g.mu);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return NULL;
+}
+
+int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread)
+{
+    if (n > OL_SSE_POOL_THREADS_MAX || (n > 0 && blocks_per_thread == 0))
+        return -EINVAL;
+    pthread_mutex_lock(&g.mu);
+    int rc = 0;
+    if (g.nthreads == 0) {
+        g.stop = false;
+        g.cap = n * blocks_per_thread;
+        for (unsigned i = 0; i < n; i++) {
+            rc = -pthread_create(&g.th[i], NULL, worker_main, NULL);
+            if (rc < 0)
+                break;
+            g.nthreads++;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return rc;
+}
+
+void ol_sse_pool_stop(void)
+{
+    pthread_mutex_lock(&g.mu);
+    g.stop = true;
+    pthread_cond_broadcast(&g.cv);
+    while (g.queued || g.running)
+        pthread_cond_wait(&g.idle, &g.mu);
+    unsigned n = g.nthreads;
+    pthread_mutex_unlock(&g.mu);
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(g.th[i], NULL);
+    pthread_mutex_lock(&g.mu);
+    g.nthreads = 0;
+    g.cap = 0;
+    while (g.nkept)
+        free(g.kept[--g.nkept]);
+    pthread_mutex_unlock(&g.mu);
+}
+
+unsigned ol_sse_pool_threads(void)
+{
+    return __atomic_load_n(&g.nthreads, __ATOMIC_RELAXED);
+}
+
+void *ol_sse_pool_block_take(void)
+{
+    void *b = NULL;
+    pthread_mutex_lock(&g.mu);
+    if (g.out < g.cap) {
+        b = g.nkept ? g.kept[--g.nkept] : malloc(OL_SSE_POOL_BLOCK);
+        if (b)
+            g.out++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return b;
+}
+
+void ol_sse_pool_block_give(void *b)
+{
+    if (!b)
+        return;
+    pthread_mutex_lock(&g.mu);
+    OL_ASSERT(g.out > 0);
+    g.out--;
+    /* Kept: at most one per thread (what a steady load reuses); the rest
+     * goes back to the allocator. */
+    if (g.nkept < g.nthreads && g.nkept < OL_SSE_POOL_THREADS_MAX) {
+        g.kept[g.nkept++] = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&g.mu);
+    free(b);
+}
+
+unsigned ol_sse_pool_blocks_out(void)
+{
+    pthread_mutex_lock(&g.mu);
+    unsigned n = g.out;
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+void ol_sse_pool_submit(struct ol_sse_job *j)
+{
+    j->next = NULL;
+    j->abandoned = false;
+    j->waiter = NULL;
+    pthread_mutex_lock(&g.mu);
+    OL_ASSERT(g.nthreads > 0);
+    j->state = JOB_QUEUED;
+    if (g.tail)
+        g.tail->next = j;
+    else
+        g.head = j;
+    g.tail = j;
+    g.queued++;
+    pthread_cond_signal(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+}
+
+bool ol_sse_pool_done(struct ol_sse_job *j)
+{
+    pthread_mutex_lock(&g.mu);
+    bool d = j->state == JOB_DONE;
+    pthread_mutex_unlock(&g.mu);
+    return d;
+}
+
+void ol_sse_pool_wait(struct ol_sse_job *j)
+{
+    struct ol_completion c;
+    pthread_mutex_lock(&g.mu);
+    bool wait = j->state != JOB_DONE;
+    if (wait) {
+        ol_completion_init(&c);
+        j->waiter = &c;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (wait)
+        ol_completion_wait(&c);
+}
+
+/* Unlinks a queued job (the queue is short: a few windows per reader). */
+static void unqueue(struct ol_sse_job *j)
+{
+    struct ol_sse_job *prev = NULL;
+    for (struct ol_sse_job *q = g.head; q; prev = q, q = q->next) {
+        if (q != j)
+            continue;
+        if (prev)
+            prev->next = j->next;
+        else
+            g.head = j->next;
+        if (g.tail == j)
+            g.tail = prev;
+        g.queued--;
+        return;
+    }
+    OL_ASSERT(!"queued job not in the queue");
+}
+
+void ol_sse_pool_cancel(struct ol_sse_job *j)
+{
+    pthread_mutex_lock(&g.mu);
+    bool now = true;
+    if (j->state == JOB_QUEUED) {
+        unqueue(j);
+        if (g.stop && !g.queued && !g.running)
+            pthread_cond_broadcast(&g.idle);
+    } else if (j->state == JOB_RUNNING) {
+        j->abandoned = true;
+        now = false;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (now)
+        j->drop(j);
+}
