@@ -97,7 +97,10 @@ struct ol_shard_meta {
     uint8_t shard;    /* which unit of each stripe this drive holds, 0..k+m-1 */
     uint8_t rotation; /* placement: shard i is on drive slot (i + rotation) % (k+m) */
     uint8_t flags;    /* OL_SHARD_*; COMPLETE is set by the drive, ignored on commit */
-    uint8_t reserved[3];
+    /* In-memory only (never stored, never sent): OL_SHARD_HINT_* from the
+     * caller of shard_commit to a local drive.  0 is always correct. */
+    uint8_t hint;
+    uint8_t reserved[2];
     uint32_t unit_bytes; /* unit of a full stripe */
     uint64_t size;       /* object bytes; shard length follows from ol_ec_layout */
     int64_t mtime_ns;
@@ -109,6 +112,17 @@ struct ol_shard_meta {
     uint32_t meta_len;
     uint32_t meta_crc; /* CRC32C of the blob */
     uint64_t meta_stamp;
+};
+
+/* ol_shard_meta.hint bits. */
+enum {
+    /* The version id was minted for this very commit (a PUT's, not a heal
+     * rewriting a version that exists): the drive holds no older copy of it
+     * written by this writer's caller, so the commit need not look for one
+     * to replace.  A copy that a concurrent heal wrote is still possible; the
+     * mark (mark_complete) frees every other copy of the vid, as it always
+     * did for copies written after a commit's own look. */
+    OL_SHARD_HINT_FRESH = 1u << 0,
 };
 
 /* Whether marking `newer` COMPLETE frees `older` (an older version of the

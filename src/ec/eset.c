@@ -1354,6 +1354,7 @@ int ol_eset_put_commit2(struct ol_eset_put *p, const struct ol_eset_commit *cm,
     sm.m = (uint8_t)es->m;
     sm.rotation = (uint8_t)p->rotation;
     sm.flags = (uint8_t)(p->flags | cm->flags);
+    sm.hint = OL_SHARD_HINT_FRESH; /* minted just above */
     sm.unit_bytes = es->unit;
     sm.size = p->size;
     sm.mtime_ns = cm->mtime_ns;
@@ -2093,6 +2094,7 @@ static int rebuild(struct ol_eset *es, const char *bucket, const char *key, size
         struct ol_shard_meta sm = *w;
         sm.shard = (uint8_t)i;
         sm.flags &= OL_SHARD_DELETE_MARKER | OL_SHARD_KEEP_OLDER | OL_SHARD_NULL;
+        sm.hint = 0; /* a rewrite of an existing version: the drive may hold a copy */
         sm.meta_stamp = bsm->meta_stamp;
         const struct ol_drive *d = &es->drive[slot_of(es, w->rotation, i)];
         int e = d->ops->shard_commit(wr[i], &sm, bsm->meta_len ? meta : NULL, bsm->meta_len);

@@ -600,8 +600,11 @@ static int sd_shard_commit(void *w, const struct ol_shard_meta *sm, const void *
      * replaces the old one, which goes now.  Only the copies written before
      * this one go (they follow it in the scan's newest-first order): two
      * heals rewriting one shard at once must not delete each other's copy
-     * and leave none. */
-    int n = scan(st, sw->bucket, sw->key, sw->klen, &sc, NULL, NULL);
+     * and leave none.  A PUT's freshly minted vid has no such copy to
+     * replace (OL_SHARD_HINT_FRESH): no scan, which is a read transaction and
+     * a walk of the key's versions on every drive of every PUT. */
+    int n = (sm->hint & OL_SHARD_HINT_FRESH) ? 0
+                                             : scan(st, sw->bucket, sw->key, sw->klen, &sc, NULL, NULL);
     bool older = false;
     for (int i = 0; i < n; i++) {
         if (strcmp(sc.v[i].svid, svid) == 0) {
@@ -756,6 +759,10 @@ out:
     return rc;
 }
 
+/* The blob a mark takes from its scan, when no larger (rewrite reads a
+ * larger one back). */
+#define SD_MARK_BLOB_BYTES 1024
+
 static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
                             const struct ol_version_id *vid)
 {
@@ -770,9 +777,15 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
     int n = 0, rc = 0;
     /* A second round only when a concurrent rewrite (heal, set_meta) deleted
      * or changed the copy this one was about to mark. */
+    /* The blob of vid comes with the scan when it is small (most are: a
+     * content type, a few user headers), so the rewrite below need not read
+     * the entry back (a second read transaction on every drive of every
+     * PUT).  A larger one is read back by rewrite, as before. */
+    uint8_t small[SD_MARK_BLOB_BYTES];
+    struct ol_drive_blob bl = {.want = vid, .buf = small, .cap = sizeof(small)};
     for (unsigned round = 0; round < 3; round++) {
         scan_free(&sc);
-        n = scan(st, bucket, key, klen, &sc, NULL, NULL);
+        n = scan(st, bucket, key, klen, &sc, NULL, &bl);
         if (n < 0) {
             rc = n;
             goto out;
@@ -820,7 +833,13 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
         /* The mark (a copy by reference of the shard's store version with
          * the flag set) and the freeing, in one index commit; the removals
          * are applied only once the marked copy is in. */
-        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, NULL, keep, drop, ndrop, drop_rc);
+        /* The scan's blob is this copy's when its length and CRC are (the
+         * test rewrite's read-back applies too). */
+        const void *meta = NULL;
+        if (bl.got && bl.sm.meta_len == marked.meta_len && bl.sm.meta_crc == marked.meta_crc &&
+            bl.sm.meta_stamp == marked.meta_stamp)
+            meta = small;
+        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, meta, keep, drop, ndrop, drop_rc);
         if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY && rc != -EAGAIN)
             break;
     }
