@@ -56,6 +56,10 @@ static bool load(int flags)
         {(void **)&cu.stream_sync, "cuStreamSynchronize"},
         {(void **)&cu.memcpy_htod_async, "cuMemcpyHtoDAsync"},
         {(void **)&cu.error_name, "cuGetErrorName"},
+        {(void **)&cu.mem_alloc, "cuMemAlloc"},
+        {(void **)&cu.mem_free, "cuMemFree"},
+        {(void **)&cu.memcpy_dtoh, "cuMemcpyDtoH"},
+        {(void **)&cu.memset_d8, "cuMemsetD8"},
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
         *t[i].slot = sym(h, t[i].name);

@@ -67,6 +67,11 @@ struct ol_cuda {
     ol_cu_result (*memcpy_htod_async)(ol_cu_devptr dst, const void *src, size_t len,
                                       ol_cu_stream s);
     ol_cu_result (*error_name)(ol_cu_result r, const char **name);
+    /* For tests (tests/integration/cuda_ipc_check.c). */
+    ol_cu_result (*mem_alloc)(ol_cu_devptr *p, size_t len);
+    ol_cu_result (*mem_free)(ol_cu_devptr p);
+    ol_cu_result (*memcpy_dtoh)(void *dst, ol_cu_devptr src, size_t len);
+    ol_cu_result (*memset_d8)(ol_cu_devptr dst, unsigned char v, size_t len);
 };
 
 /* The driver's entry points, loaded and cuInit'ed on the first call; NULL

@@ -535,3 +535,31 @@ def test_native_port_keeps_the_same_rules(mode_server, clients):
         with pytest.raises(openlake.AccessDenied):
             bob.put(bucket, "doc", b"overwrite")
         assert alice.get(bucket, "doc") == b"alice's"
+
+
+def test_native_get_cuda_refusals(mode_server, clients):
+    """GET_CUDA (a GET whose bytes the node copies into a local client's GPU
+    memory) is authorized as a GET before anything else, and hostile
+    destinations get clean errors, never a crash (cuda_ipc_check.c).  On a
+    host without a CUDA driver the node says so (-ENOTSUP) and its HELLO does
+    not offer it; tests/gpu/run.sh runs the same program where there is a
+    GPU and checks the copies and their bounds."""
+    import errno
+    prog = h.openlake_binary().parent / "cuda_ipc_check"
+    if not prog.exists():
+        pytest.skip(f"{prog} not built")
+    bucket = new_bucket(clients)
+    body = bytes((i * 7 + 3) & 255 for i in range(8192))
+    clients["alice"].put_object(Bucket=bucket, Key="t", Body=body)
+    out = subprocess.run([str(prog), mode_server.endpoint, *ALICE, *BOB, bucket, "t"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = dict(line.split(": ", 1) for line in out.stdout.splitlines() if ": " in line)
+    if "cuda" in got:
+        pytest.skip("this host has a CUDA device: tests/gpu/run.sh checks it")
+    assert got["hello_flag"] == "0"
+    assert got["garbage_uuid"] == str(-errno.ENOTSUP)
+    assert got["garbage_handle"] == str(-errno.ENOTSUP)
+    assert got["truncated"] == str(-errno.EINVAL)
+    assert got["stranger"] == str(-errno.EACCES)
+    assert clients["alice"].get_object(Bucket=bucket, Key="t")["Body"].read() == body
