@@ -967,6 +967,7 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
  * open would have. */
 #define SPLIT_MIN_PKGS 4u
 #define SPLIT_MAX 4u
+#define SPLIT_SPIN_US 200u
 
 struct part {
     struct ol_sse_job job; /* first */
@@ -1021,8 +1022,11 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
     struct win w0 = *w;
     w0.last = w->first + per;
     int rc = win_open(s->sc.c, &w0, in, out);
+    /* A part no pool thread has picked up yet is opened here (the pool's
+     * wake-up may take longer than the part); one that runs is waited for,
+     * spinning first: it started no later than this thread's part. */
     for (unsigned k = 0; k < n; k++) {
-        ol_sse_pool_wait(&p[k].job);
+        ol_sse_pool_finish(&p[k].job, SPLIT_SPIN_US);
         if (rc == 0)
             rc = p[k].rc;
     }

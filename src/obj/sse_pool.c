@@ -5,7 +5,9 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/log.h"
 
@@ -63,7 +65,7 @@ static void *worker_main(void *arg)
         j->run(j);
 
         pthread_mutex_lock(&g.mu);
-        j->state = JOB_DONE;
+        __atomic_store_n(&j->state, JOB_DONE, __ATOMIC_RELEASE); /* ol_sse_pool_finish spins on it */
         g.running--;
         bool ab = j->abandoned;
         struct ol_completion *w = j->waiter;
@@ -222,6 +224,41 @@ static void unqueue(struct ol_sse_job *j)
         return;
     }
     OL_ASSERT(!"queued job not in the queue");
+}
+
+bool ol_sse_pool_steal(struct ol_sse_job *j)
+{
+    pthread_mutex_lock(&g.mu);
+    bool mine = j->state == JOB_QUEUED;
+    if (mine) {
+        unqueue(j);
+        j->state = JOB_DONE;
+        if (g.stop && !g.queued && !g.running)
+            pthread_cond_broadcast(&g.idle);
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (mine)
+        j->run(j);
+    return mine;
+}
+
+void ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us)
+{
+    if (ol_sse_pool_steal(j))
+        return;
+    /* Running on a pool thread: most likely about done (it started no
+     * later than this thread's own part); spin a little before parking. */
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        if (__atomic_load_n(&j->state, __ATOMIC_ACQUIRE) == JOB_DONE)
+            break;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000u +
+                (uint64_t)(t.tv_nsec - t0.tv_nsec) / 1000 >= spin_us)
+            break;
+    }
+    ol_sse_pool_wait(j);
 }
 
 void ol_sse_pool_cancel(struct ol_sse_job *j)

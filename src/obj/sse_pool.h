@@ -73,6 +73,13 @@ void ol_sse_pool_submit(struct ol_sse_job *j);
 void ol_sse_pool_wait(struct ol_sse_job *j);
 /* True when j's run has returned (no wait). */
 bool ol_sse_pool_done(struct ol_sse_job *j);
+/* Takes j back while it is still queued and runs it on the calling thread
+ * (true), as if a pool thread had; false when a pool thread has it. */
+bool ol_sse_pool_steal(struct ol_sse_job *j);
+/* Until j's run has returned, doing it here when no pool thread took it
+ * yet (a sleeping pool's wake-up costs more than a short job), else
+ * spinning up to spin_us before waiting. */
+void ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us);
 /* Gives j up: drop(j) now or, while it runs, on its thread after run. */
 void ol_sse_pool_cancel(struct ol_sse_job *j);
 

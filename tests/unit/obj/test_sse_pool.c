@@ -97,6 +97,28 @@ static void pool_alone(void)
     ol_sse_pool_cancel(&b[1].job); /* done: dropped now */
     CHECK(b[1].dropped == 1 && b[2].dropped == 0);
 
+    /* Steal and finish: with the threads held at a gate, a queued job is
+     * taken back and run here; a running one is not, and finish waits. */
+    gate = 0;
+    struct tjob c[4];
+    memset(c, 0, sizeof(c));
+    for (int i = 0; i < 4; i++) {
+        c[i].gate = i < 3 ? &gate : NULL;
+        c[i].job.run = tjob_run;
+        c[i].job.drop = tjob_drop;
+        ol_sse_pool_submit(&c[i].job);
+    }
+    usleep(20000); /* the threads have taken c[0..2] */
+    CHECK(ol_sse_pool_steal(&c[3].job));
+    CHECK(c[3].ran == 1 && ol_sse_pool_done(&c[3].job));
+    CHECK(!ol_sse_pool_steal(&c[0].job) && c[0].ran == 0);
+    __atomic_store_n(&gate, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 3; i++) {
+        ol_sse_pool_finish(&c[i].job, 50);
+        CHECK(c[i].ran == 1);
+    }
+    CHECK(c[0].dropped + c[1].dropped + c[2].dropped + c[3].dropped == 0);
+
     /* The block cap: 3 threads x 2. */
     void *blk[7];
     int got = 0;
