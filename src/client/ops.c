@@ -2,6 +2,8 @@
 #include "client/internal.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +124,42 @@ OLC_API int64_t ol_client_get(struct ol_client *c, const char *bucket, const cha
     return (int64_t)got;
 }
 
+/* A PUT session's full WRITE messages, sent by up to two threads: each
+ * takes the next message not sent yet, until the first error. */
+struct put_pipe {
+    struct ol_client *c;
+    uint64_t id;
+    int node;
+    const uint8_t *p;
+    uint64_t n;          /* full messages */
+    _Atomic uint64_t next;
+    _Atomic int rc;      /* the first error */
+};
+
+static void *put_writes(void *arg)
+{
+    struct put_pipe *q = arg;
+    for (;;) {
+        uint64_t i = atomic_fetch_add(&q->next, 1);
+        if (i >= q->n || atomic_load(&q->rc) < 0)
+            return NULL;
+        uint64_t off = i * (uint64_t)OL_NATIVE_MAX_DATA;
+        uint8_t wa[16], r[64];
+        struct ol_wbuf ww = {.p = wa, .cap = sizeof(wa)};
+        ol_wbuf_u64(&ww, q->id);
+        ol_wbuf_u64(&ww, off);
+        struct olc_call wk = {.op = OL_COP_PUT_WRITE, .args = wa, .args_len = ww.len,
+                              .data = q->p + off, .data_len = OL_NATIVE_MAX_DATA, .rctl = r,
+                              .rctl_cap = sizeof(r), .node = q->node};
+        int rc = olc_call(q->c, &wk);
+        if (rc < 0) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&q->rc, &zero, rc);
+            return NULL;
+        }
+    }
+}
+
 OLC_API int ol_client_put(struct ol_client *c, const char *bucket, const char *key,
                           const void *buf, uint64_t len, struct ol_client_info *info)
 {
@@ -148,20 +186,22 @@ OLC_API int ol_client_put(struct ol_client *c, const char *bucket, const char *k
     uint64_t id = ol_rbuf_u64(&rb);
     if (rb.bad)
         return -EPROTO;
-    int node = k.used_node;
-    uint64_t off = 0;
     const uint8_t *p = buf;
-    while (rc >= 0 && len - off > OL_NATIVE_MAX_DATA) {
-        uint8_t wa[16];
-        struct ol_wbuf ww = {.p = wa, .cap = sizeof(wa)};
-        ol_wbuf_u64(&ww, id);
-        ol_wbuf_u64(&ww, off);
-        struct olc_call wk = {.op = OL_COP_PUT_WRITE, .args = wa, .args_len = ww.len,
-                              .data = p + off, .data_len = OL_NATIVE_MAX_DATA, .rctl = r,
-                              .rctl_cap = sizeof(r), .node = node};
-        rc = olc_call(c, &wk);
-        off += OL_NATIVE_MAX_DATA;
-    }
+    /* The full messages, then COMMIT with the rest.  Two in flight (this
+     * thread and a helper each send the next one not sent yet): one is
+     * received while the node hashes and writes the one before it, which
+     * the node waits for when the later one comes first (docs/PROTOCOL.md
+     * "Large objects"). */
+    struct put_pipe q = {.c = c, .id = id, .node = k.used_node, .p = p,
+                         .n = (len - 1) / OL_NATIVE_MAX_DATA};
+    pthread_t helper;
+    bool two = q.n >= 2 && pthread_create(&helper, NULL, put_writes, &q) == 0;
+    put_writes(&q);
+    if (two)
+        pthread_join(helper, NULL);
+    rc = q.rc;
+    int node = q.node;
+    uint64_t off = q.n * (uint64_t)OL_NATIVE_MAX_DATA;
     uint8_t ca[8];
     struct ol_wbuf cw = {.p = ca, .cap = sizeof(ca)};
     ol_wbuf_u64(&cw, id);

@@ -95,7 +95,9 @@ enum ol_native_op {
     /* A PUT of any size in several messages.  BEGIN: str bucket, str key,
      * str content type, u64 total size; reply ctl: u64 session id.
      * WRITE: u64 session, u64 offset (= the bytes written so far: a message
-     * lost or repeated fails the session with -EIO), data; reply status 0.
+     * lost or repeated fails the session with -EIO; one that comes before
+     * the message ahead of it, at most one message early, waits for it),
+     * data; reply status 0.
      * COMMIT: u64 session, data = the last bytes (may be empty); the sizes
      * must add up to the total (else -EIO); reply ctl = object info.
      * ABORT: u64 session.  A session belongs to the access key and the

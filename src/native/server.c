@@ -30,6 +30,7 @@
 
 enum {
     MAX_WORKERS = 64,
+    SESSION_WAIT_MS = 5000, /* a message waits this long for the one before it */
     SWEEP_MS = 1000,
     /* Reply buffers from POOL_MIN up come from a pool of power-of-two
      * classes: below, malloc serves them from its heap (the server sets
@@ -61,6 +62,7 @@ struct session {
     uint64_t total, written;
     uint64_t last_ms;
     bool busy, dead;
+    unsigned waiters; /* messages waiting for the one before them (take_session) */
     uint8_t meta[OL_NATIVE_META_CAP];
     uint32_t meta_len;
 };
@@ -97,6 +99,7 @@ struct ol_native_server {
     /* PUT sessions (their own lock: a worker holds it only to find, mark
      * and unmark a session, never across the object layer). */
     pthread_mutex_t smu;
+    pthread_cond_t scv; /* a session was put back or ended */
     struct session *sessions; /* OL_NATIVE_MAX_SESSIONS */
     uint64_t next_session;
     uint64_t last_sweep_ms;
@@ -939,17 +942,49 @@ static int op_put(struct ol_native_server *s, struct ol_net_req *req, const char
 
 /* Takes session id for this caller (busy until put_session); NULL when
  * there is no such session of theirs, or it is in use. */
-static struct session *take_session(struct ol_native_server *s, uint64_t id, const char *ak)
+/* The session id of access key ak, marked busy for the caller; NULL when
+ * there is none (or it is dying).  A client keeps up to two messages of a
+ * session in flight (libopenlake: one WRITE is received while the one
+ * before it is hashed and written), so a message may find the session busy
+ * with its predecessor, or even come first: a WRITE at `off` up to one
+ * message past what is written (the message before it not taken yet), and
+ * a COMMIT (off UINT64_MAX) while busy, wait for it, at most one waiter per
+ * session and SESSION_WAIT_MS.  Anything else finds the session as it is
+ * (a repeated or lost message then fails it: op_put_more). */
+static struct session *take_session(struct ol_native_server *s, uint64_t id, const char *ak,
+                                    uint64_t off)
 {
     struct session *found = NULL;
     pthread_mutex_lock(&s->smu);
-    if (id) {
-        struct session *x = &s->sessions[id % OL_NATIVE_MAX_SESSIONS];
-        if (x->id == id && !x->busy && !x->dead && strcmp(x->access_key, ak) == 0) {
+    struct session *x = id ? &s->sessions[id % OL_NATIVE_MAX_SESSIONS] : NULL;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += SESSION_WAIT_MS / 1000;
+    bool waiting = false;
+    for (;;) {
+        if (!x || x->id != id || x->dead || strcmp(x->access_key, ak) != 0)
+            break;
+        bool ahead = off != UINT64_MAX && off > x->written &&
+                     off - x->written <= OL_NATIVE_MAX_DATA;
+        if (!x->busy && !ahead) {
             x->busy = true;
             found = x;
+            break;
         }
+        /* The two messages of a client's pipeline may both wait (the one
+         * woken by put_session may not have run yet when the next comes);
+         * more is not a client of ours. */
+        if (!waiting) {
+            if (x->waiters >= 2)
+                break;
+            x->waiters++;
+            waiting = true;
+        }
+        if (pthread_cond_timedwait(&s->scv, &s->smu, &until) == ETIMEDOUT)
+            break;
     }
+    if (waiting && x && x->id == id)
+        x->waiters--;
     pthread_mutex_unlock(&s->smu);
     return found;
 }
@@ -964,6 +999,7 @@ static void end_session(struct ol_native_server *s, struct session *x, bool abor
     x->id = 0;
     x->busy = false;
     x->dead = false;
+    pthread_cond_broadcast(&s->scv);
     pthread_mutex_unlock(&s->smu);
 }
 
@@ -972,6 +1008,7 @@ static void put_session(struct ol_native_server *s, struct session *x)
     pthread_mutex_lock(&s->smu);
     x->busy = false;
     x->last_ms = ol_mono_ms();
+    pthread_cond_broadcast(&s->scv);
     pthread_mutex_unlock(&s->smu);
 }
 
@@ -1049,7 +1086,7 @@ static int op_put_more(struct ol_native_server *s, struct ol_net_req *req, uint8
     uint64_t off = op == OL_COP_PUT_WRITE ? ol_rbuf_u64(r) : UINT64_MAX;
     if (r->bad)
         return -EINVAL;
-    struct session *x = take_session(s, id, ak);
+    struct session *x = take_session(s, id, ak, off);
     if (!x)
         return -ENOENT;
     int rc = ol_net_req_check(req);
@@ -1087,7 +1124,7 @@ static int op_put_abort(struct ol_native_server *s, const char *ak, struct ol_rb
     uint64_t id = ol_rbuf_u64(r);
     if (r->bad)
         return -EINVAL;
-    struct session *x = take_session(s, id, ak);
+    struct session *x = take_session(s, id, ak, UINT64_MAX);
     if (!x)
         return -ENOENT;
     end_session(s, x, true);
@@ -1391,6 +1428,7 @@ int ol_native_server_create(const struct ol_native_server_opts *opts,
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->smu, NULL);
+    pthread_cond_init(&s->scv, NULL);
     pthread_mutex_init(&s->pmu, NULL);
     s->last_sweep_ms = ol_mono_ms();
     if (!ol_host_boot_id(s->boot_id))
@@ -1480,6 +1518,7 @@ void ol_native_server_destroy(struct ol_native_server *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->smu);
+    pthread_cond_destroy(&s->scv);
     for (int c = 0; c < POOL_CLASSES; c++)
         while (s->pool[c]) {
             struct pooled *p = s->pool[c];

@@ -2,6 +2,7 @@
  * (native/proto.h), against one drive: every op, PUT sessions, batches,
  * ranges and the authentication rules.  libopenlake's own tests cover the
  * same ops through the library; this one pins the wire contract. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,27 @@ static int call(struct cli *c, uint8_t op, const struct ol_wbuf *args, const voi
     if (rlen)
         *rlen = k.rep_ctl_len;
     return rc;
+}
+
+/* A WRITE sent from another thread (two messages of a session in flight). */
+struct later {
+    struct cli *c;
+    uint64_t id, off;
+    const uint8_t *data;
+    size_t len;
+    int rc;
+};
+
+static void *send_later(void *arg)
+{
+    struct later *l = arg;
+    uint8_t a[64], r[64];
+    struct ol_wbuf w = {.p = a, .cap = sizeof(a)};
+    ol_wbuf_u64(&w, l->id);
+    ol_wbuf_u64(&w, l->off);
+    size_t rl;
+    l->rc = call(l->c, OL_COP_PUT_WRITE, &w, l->data, l->len, r, sizeof(r), &rl, NULL, 0);
+    return NULL;
 }
 
 #define ARGS(name, sz)                                                                             \
@@ -315,6 +337,48 @@ int main(void)
         CHECK_RC(call(&c, OL_COP_PUT_WRITE, &x1, data, 5, r, sizeof(r), &rl, NULL, 0), 0);
         CHECK_RC(call(&c, OL_COP_PUT_WRITE, &x1, data, 5, r, sizeof(r), &rl, NULL, 0), -EIO);
         CHECK_RC(do_get(&c, "bkt", "sess2", 0, 1, back, big, NULL), -OL_ENOKEY);
+
+        /* Two messages in flight, the later one first: it waits for the
+         * one before it (libopenlake keeps two in flight). */
+        ARGS(d, 2048);
+        put_names(&d, "bkt", "sess3");
+        ol_wbuf_str(&d, "", 0);
+        ol_wbuf_u64(&d, big);
+        CHECK_RC(call(&c, OL_COP_PUT_BEGIN, &d, NULL, 0, r, sizeof(r), &rl, NULL, 0), 0);
+        rb = (struct ol_rbuf){.p = r, .len = rl};
+        id = ol_rbuf_u64(&rb);
+        struct later lt = {.c = &c, .id = id, .off = third, .data = data + third, .len = third};
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, send_later, &lt) == 0);
+        usleep(100000); /* the later one is at the node, waiting */
+        ARGS(y1, 64);
+        ol_wbuf_u64(&y1, id);
+        ol_wbuf_u64(&y1, 0);
+        CHECK_RC(call(&c, OL_COP_PUT_WRITE, &y1, data, third, r, sizeof(r), &rl, NULL, 0), 0);
+        pthread_join(th, NULL);
+        CHECK_RC(lt.rc, 0);
+        ARGS(y3, 64);
+        ol_wbuf_u64(&y3, id);
+        CHECK_RC(call(&c, OL_COP_PUT_COMMIT, &y3, data + 2 * third, big - 2 * third, r,
+                      sizeof(r), &rl, NULL, 0),
+                 0);
+        memset(back, 0, big);
+        CHECK_RC(do_get(&c, "bkt", "sess3", 0, UINT64_MAX, back, big, NULL), (int)big);
+        CHECK(memcmp(back, data, big) == 0);
+
+        /* A message more than one ahead is a lost one: the session fails. */
+        ARGS(e, 2048);
+        put_names(&e, "bkt", "sess4");
+        ol_wbuf_str(&e, "", 0);
+        ol_wbuf_u64(&e, 10);
+        CHECK_RC(call(&c, OL_COP_PUT_BEGIN, &e, NULL, 0, r, sizeof(r), &rl, NULL, 0), 0);
+        rb = (struct ol_rbuf){.p = r, .len = rl};
+        id = ol_rbuf_u64(&rb);
+        ARGS(z1, 64);
+        ol_wbuf_u64(&z1, id);
+        ol_wbuf_u64(&z1, (uint64_t)OL_NATIVE_MAX_DATA + 1);
+        CHECK_RC(call(&c, OL_COP_PUT_WRITE, &z1, data, 5, r, sizeof(r), &rl, NULL, 0), -EIO);
+        CHECK_RC(do_get(&c, "bkt", "sess4", 0, 1, back, big, NULL), -OL_ENOKEY);
     }
 
     /* GET_BATCH: many small ranged reads, each with its own status. */
