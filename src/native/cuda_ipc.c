@@ -31,7 +31,7 @@ struct ol_native_cuda {
     int ndev;
     ol_cu_device dev[MAX_DEVICES];
     uint8_t uuid[MAX_DEVICES][OL_CU_UUID_BYTES];
-    ol_cu_ctx ctx[MAX_DEVICES]; /* primary contexts, retained at create */
+    ol_cu_ctx ctx[MAX_DEVICES]; /* primary contexts, retained on first use (ctx_of) */
     pthread_mutex_t mu;
     /* Open handles, shared by the requests that write into the same
      * allocation at once (each at its own offset). */
@@ -222,16 +222,25 @@ static int thread_state(struct ol_native_cuda *x, int d)
 {
     if (ts.stream[d])
         return 0;
-    if (x->cu->stream_create(&ts.stream[d], OL_CU_STREAM_NON_BLOCKING) != 0) {
-        ts.stream[d] = NULL;
-        return -EIO;
+    ol_cu_stream st = NULL;
+    void *b[2] = {NULL, NULL};
+    int rc = x->cu->stream_create(&st, OL_CU_STREAM_NON_BLOCKING) == 0 ? 0 : -EIO;
+    for (int i = 0; i < 2 && rc == 0; i++)
+        if (x->cu->host_alloc(&b[i], BOUNCE_BYTES, 0) != 0) {
+            b[i] = NULL;
+            rc = -ENOMEM;
+        }
+    if (rc < 0) { /* nothing half made stays: the next copy tries again */
+        for (int i = 0; i < 2; i++)
+            if (b[i])
+                (void)x->cu->host_free(b[i]);
+        if (st)
+            (void)x->cu->stream_destroy(st);
+        return rc;
     }
-    for (int i = 0; i < 2; i++) {
-        void *p = NULL;
-        if (x->cu->host_alloc(&p, BOUNCE_BYTES, 0) != 0)
-            return -ENOMEM;
-        ts.bounce[d][i] = p;
-    }
+    ts.bounce[d][0] = b[0];
+    ts.bounce[d][1] = b[1];
+    ts.stream[d] = st;
     return 0;
 }
 
