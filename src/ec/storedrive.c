@@ -12,15 +12,20 @@
  * EXPLICIT (the entry carries the mark in bit 0).  Entries written before the
  * mark was stored lack EXPLICIT: they are COMPLETE when no older version of
  * the key is on the drive (the old, derived rule).  mark_complete sets the
- * mark by copying the shard version onto its own key by reference with the
- * new meta blob (one atomic store write, no data copied), then deleting the
- * unmarked copy and the older versions: a crash in between leaves two copies
- * of one vid, and the newest written (the marked one) is the one reported.
- * set_meta replaces the blob the same way.  Of several copies of one vid the
- * one reported is the one whose blob wins (ol_shard_meta_newer), and among
- * equal blobs the most recently written.  Each of these rewrites deletes
- * only copies it saw before writing its own, so of two racing rewrites at
- * least one copy stays. */
+ * mark in place: it patches the flags byte of the shard's store version
+ * (ol_store_patch_meta_v, one put of the same index key, conditional on the
+ * byte it scanned) and, in the same index commit, deletes the other copies
+ * of the vid and the older versions it frees; a crash leaves the mark and
+ * the deletes together or neither.  set_meta copies the shard version onto
+ * its own key by reference with the new meta blob (one atomic store write,
+ * no data copied), on condition that the flags byte is still the one it
+ * scanned (so it never copies a mark back to unset), then deletes the older
+ * copies: a crash in between leaves two copies of one vid.  Of several
+ * copies of one vid the one reported is the one whose blob wins
+ * (ol_shard_meta_newer), and among equal blobs the most recently written.
+ * Each of these deletes only copies it saw before writing, so of two racing
+ * writers at least one copy stays.  (Entries marked before the in-place
+ * mark was a second, newer copy of the version; they read the same.) */
 #include "ec/storedrive.h"
 
 #include "core/crc.h"
@@ -48,6 +53,7 @@ enum {
     SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
     SD_META_HEAD_MAX = SD_META_MIN + 63,
     SD_META_TAIL = 8 + 4 + 4, /* OLS2: stamp, crc, length of the blob */
+    SD_META_FLAGS_AT = 4 + 16 + 4, /* the flags byte: after magic, vid, k m shard rotation */
     SD_META_MAX = SD_META_HEAD_MAX + SD_META_TAIL + OL_DRIVE_META_MAX,
     SD_LIST_SCAN_MAX = 1u << 20, /* store versions one list_keys call looks at */
 };
@@ -116,7 +122,8 @@ struct sd_writer {
 struct sd_ver {
     char svid[OL_STORE_VID_MAX];
     struct ol_shard_meta sm;
-    bool legacy; /* written before the COMPLETE mark was stored */
+    bool legacy;     /* written before the COMPLETE mark was stored */
+    uint8_t flags_b; /* the flags byte as stored (the mark patches it) */
 };
 
 /* ---- the meta blob ---- */
@@ -444,6 +451,7 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
                                         &meta) != 0)
             continue;
         memcpy(v->svid, vi.vid, sizeof(v->svid));
+        v->flags_b = vi.info.meta[SD_META_FLAGS_AT];
         sc->n++;
         if (blob && blob_offer(blob, &v->sm, meta, &taken)) {
             sc->blob_at = sc->n - 1;
@@ -702,15 +710,12 @@ out:
     return sd_note(sd, rc);
 }
 
-/* Copies store version v onto its own key by reference (no data copied, one
- * atomic store write) with the entry meta of sm and the version's blob meta
- * (sm->meta_len bytes; NULL: v's own blob, read back from the store), and
- * returns the copy's store vid in svid.  The original stays; the caller
- * deletes it. */
 /* Rewrites copy v as a new store version with metadata sm (and the blob
  * meta; NULL: v's own) and, once that is done, removes the store versions
  * drop[0..ndrop): queued together, so they share the rewrite's index commit
- * (ol_store_rewrite_v).  drop_rc gets each removal's result. */
+ * (ol_store_rewrite_v).  drop_rc gets each removal's result.  -EAGAIN when
+ * v's flags byte is no longer the one scanned (a mark patched it in place
+ * since: copying sm's flags would undo it). */
 static int rewrite(struct ol_store *st, const char *bucket, const char *key, size_t klen,
                    const struct sd_ver *v, const struct ol_shard_meta *sm, const void *meta,
                    char svid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
@@ -747,6 +752,9 @@ static int rewrite(struct ol_store *st, const char *bucket, const char *key, siz
         .meta = blob,
         .meta_len = (uint32_t)meta_encode(&nsm, meta, blob),
         .mtime_ns = nsm.mtime_ns,
+        .expect_off = SD_META_FLAGS_AT,
+        .expect_len = 1,
+        .expect = &v->flags_b,
     };
     unsigned chained = ndrop < OL_STORE_DROP_MAX ? ndrop : OL_STORE_DROP_MAX;
     rc = ol_store_rewrite_v(st, bucket, key, klen, v->svid, &o, svid, drop, chained, drop_rc);
@@ -759,10 +767,6 @@ out:
     return rc;
 }
 
-/* The blob a mark takes from its scan, when no larger (rewrite reads a
- * larger one back). */
-#define SD_MARK_BLOB_BYTES 1024
-
 static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t klen,
                             const struct ol_version_id *vid)
 {
@@ -770,22 +774,15 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
     if (!st)
         return -EIO;
     struct sd_scan sc = {0};
-    char keep[OL_STORE_VID_MAX] = "";
     const char **drop = NULL;
     int *drop_rc = NULL;
     unsigned ndrop = 0;
     int n = 0, rc = 0;
     /* A second round only when a concurrent rewrite (heal, set_meta) deleted
-     * or changed the copy this one was about to mark. */
-    /* The blob of vid comes with the scan when it is small (most are: a
-     * content type, a few user headers), so the rewrite below need not read
-     * the entry back (a second read transaction on every drive of every
-     * PUT).  A larger one is read back by rewrite, as before. */
-    uint8_t small[SD_MARK_BLOB_BYTES];
-    struct ol_drive_blob bl = {.want = vid, .buf = small, .cap = sizeof(small)};
+     * the copy this one was about to mark, or another mark set it first. */
     for (unsigned round = 0; round < 3; round++) {
         scan_free(&sc);
-        n = scan(st, bucket, key, klen, &sc, NULL, &bl);
+        n = scan(st, bucket, key, klen, &sc, NULL, NULL);
         if (n < 0) {
             rc = n;
             goto out;
@@ -804,10 +801,9 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
         struct ol_shard_meta marked = sc.v[at].sm;
         marked.flags |= OL_SHARD_COMPLETE;
         bool done = sc.v[at].sm.flags & OL_SHARD_COMPLETE;
-        /* What the mark frees: the other copies of vid written before it
-         * (the unmarked one it replaces included) and the older versions it
-         * replaces (ol_shard_frees).  Copies written after this scan (a heal
-         * rewriting the shard) are not in it and stay. */
+        /* What the mark frees: the other copies of vid and the older
+         * versions it replaces (ol_shard_frees).  Copies written after this
+         * scan (a heal rewriting the shard) are not in it and stay. */
         free(drop);
         free(drop_rc);
         drop = malloc(sizeof(*drop) * (size_t)n + 1);
@@ -819,7 +815,7 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
         ndrop = 0;
         for (int i = 0; i < n; i++) {
             int c = ol_version_id_cmp(&sc.v[i].sm.vid, vid);
-            if ((done && i == at) || c > 0 || (c < 0 && !ol_shard_frees(&marked, &sc.v[i].sm)))
+            if (i == at || c > 0 || (c < 0 && !ol_shard_frees(&marked, &sc.v[i].sm)))
                 continue;
             drop[ndrop++] = sc.v[i].svid;
         }
@@ -830,16 +826,26 @@ static int sd_mark_complete(void *d, const char *bucket, const char *key, size_t
             rc = 0;
             break;
         }
-        /* The mark (a copy by reference of the shard's store version with
-         * the flag set) and the freeing, in one index commit; the removals
-         * are applied only once the marked copy is in. */
-        /* The scan's blob is this copy's when its length and CRC are (the
-         * test rewrite's read-back applies too). */
-        const void *meta = NULL;
-        if (bl.got && bl.sm.meta_len == marked.meta_len && bl.sm.meta_crc == marked.meta_crc &&
-            bl.sm.meta_stamp == marked.meta_stamp)
-            meta = small;
-        rc = rewrite(st, bucket, key, klen, &sc.v[at], &marked, meta, keep, drop, ndrop, drop_rc);
+        /* The mark sets the COMPLETE bit (and EXPLICIT: a legacy entry so
+         * takes the stored format, with the same bytes meta_encode would
+         * write) of the copy's flags byte in place, provided the byte is
+         * still the one scanned: one put of the copy's own index key, where
+         * a rewrite as a new store version cost a put of the new copy, the
+         * old current one moved to the versions DB and its delete.  The
+         * copy keeps its store vid and its place among the copies.  The
+         * freeing shares the patch's index commit and is applied only once
+         * the mark is in. */
+        uint8_t was = sc.v[at].flags_b;
+        uint8_t now =
+            (uint8_t)((marked.flags & SD_FLAG_MASK) | OL_SHARD_COMPLETE | SD_FLAG_EXPLICIT);
+        unsigned chained = ndrop < OL_STORE_DROP_MAX ? ndrop : OL_STORE_DROP_MAX;
+        rc = ol_store_patch_meta_v(st, bucket, key, klen, sc.v[at].svid, SD_META_FLAGS_AT, &was,
+                                   &now, 1, drop, chained, drop_rc);
+        for (unsigned i = chained; i < ndrop; i++)
+            drop_rc[i] =
+                rc < 0 ? -ECANCELED : ol_store_delete_v(st, bucket, key, klen, drop[i], NULL);
+        if (rc == -OL_EMARKER)
+            rc = -OL_ENOVERSION; /* not a shard version any more: look again */
         if (rc != -OL_ENOVERSION && rc != -OL_ENOKEY && rc != -EAGAIN)
             break;
     }
@@ -853,9 +859,9 @@ out:
     return sd_note(d, rc);
 }
 
-static int sd_set_meta(void *d, const char *bucket, const char *key, size_t klen,
-                       const struct ol_version_id *vid, const void *meta, size_t len,
-                       uint64_t stamp)
+static int set_meta_once(void *d, const char *bucket, const char *key, size_t klen,
+                         const struct ol_version_id *vid, const void *meta, size_t len,
+                         uint64_t stamp)
 {
     struct ol_storedrive *sd = d;
     struct ol_store *st;
@@ -918,6 +924,19 @@ out:
     free(drop_rc);
     scan_free(&sc);
     return sd_note(sd, rc);
+}
+
+/* A second round only when a mark set the copy's COMPLETE flag in place
+ * between the scan and the rewrite (-EAGAIN: the rewrite would have copied
+ * the flag back to unset). */
+static int sd_set_meta(void *d, const char *bucket, const char *key, size_t klen,
+                       const struct ol_version_id *vid, const void *meta, size_t len,
+                       uint64_t stamp)
+{
+    int rc = -EAGAIN;
+    for (unsigned round = 0; round < 3 && rc == -EAGAIN; round++)
+        rc = set_meta_once(d, bucket, key, klen, vid, meta, len, stamp);
+    return rc;
 }
 
 /* Copies bytes [off, off+len) of an open store reader into buf (verified by

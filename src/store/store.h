@@ -330,6 +330,13 @@ struct ol_store_copy_opts {
      * the source's attributes as they are. */
     const struct ol_obj_attr *attrs;
     uint32_t nattrs;
+    /* Precondition on the source's meta blob: its bytes [expect_off,
+     * expect_off + expect_len) equal expect, else -EAGAIN (also when the
+     * blob is shorter).  expect_len 0: none.  It pairs with
+     * ol_store_patch_meta_v: a caller that copies a version with meta
+     * built from what it read earlier does not undo a patch made since. */
+    uint32_t expect_off, expect_len;
+    const uint8_t *expect;
 };
 /* Copies src to dst (same or another bucket; src == dst rewrites the
  * metadata only).  On success *out gets the new object's size, etag (the
@@ -488,6 +495,24 @@ int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key,
                        const char *vid, const struct ol_store_copy_opts *o,
                        char new_vid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
                        int *drop_rc);
+/* Patches version vid of a key in place: bytes [off, off + len) of its entry
+ * meta blob become val, provided they hold expect now.  One index write: no
+ * new version is made, and the version keeps its id, its place among the
+ * key's versions, its extents, attributes and mtime (the blob's length does
+ * not change, so neither does space accounting).  Then removes the versions
+ * drop[0..ndrop) as ol_store_rewrite_v does (applied only when the patch
+ * succeeded, usually in its index commit; drop_rc as there).  Returns the
+ * patch's result: 0, -EAGAIN (the bytes differ from expect, or the blob is
+ * shorter than off + len), -OL_ENOVERSION, -OL_EMARKER, -OL_ENOKEY,
+ * -OL_ENOBUCKET, -EINVAL (len 0 or over OL_STORE_PATCH_MAX, too many drops).
+ * A flag in a caller's own meta format can so be set with the cost of one
+ * put of the same index key, where a rewrite costs a new version and the
+ * removal of the old one. */
+enum { OL_STORE_PATCH_MAX = 64 };
+int ol_store_patch_meta_v(struct ol_store *st, const char *bucket, const char *key,
+                          size_t key_len, const char *vid, uint32_t off, const void *expect,
+                          const void *val, uint32_t len, const char *const *drop, unsigned ndrop,
+                          int *drop_rc);
 
 /* ---- maintenance and statistics ---- */
 

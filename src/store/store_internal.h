@@ -153,6 +153,8 @@ enum ol_versioning ol_ver_state(struct ol_store *st, MDB_txn *txn, const char *b
 int ol_ver_delete_version(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
 /* OL_OP_ATTR_PUT_VERSION. */
 int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
+/* OL_OP_META_PATCH_VERSION (ol_store_patch_meta_v). */
+int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op);
 /* Validates an attribute (name, value size) and runs an attribute op
  * (OL_OP_ATTR_PUT on the current entry, OL_OP_ATTR_PUT_VERSION on version
  * vid) through the writer; vid_out (may be NULL) gets the version's id. */

@@ -682,6 +682,70 @@ out:
     return rc;
 }
 
+/* OL_OP_META_PATCH_VERSION: patches bytes of version op->vid's meta blob
+ * wherever the version lives (objects DB when current, versions DB
+ * otherwise), re-encoding its entry with the same data and sizes. */
+int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    struct ol_store *st = ol_batch_store(bc);
+    uint8_t *vk = NULL, *meta = NULL, *entry = NULL;
+    size_t vkl = 0, entry_len = 0;
+    MDB_val bk = {strlen(op->bucket), (void *)op->bucket}, v;
+    int rc = mdb_get(txn, st->db_buckets, &bk, &v);
+    if (rc) {
+        rc = rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
+        goto out;
+    }
+    struct vid_want w;
+    rc = vid_parse(op->vid, &w);
+    if (rc)
+        goto out;
+    vk = malloc(OL_IDX_KEY_MAX);
+    if (!vk) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    struct ver_tag t;
+    bool tagged = false, current = true;
+    rc = ver_find(st, txn, op->ikey, op->ikey_len, &w, &v, &t, &tagged, &current, vk, &vkl);
+    if (rc)
+        goto out;
+    if (tagged && (t.flags & OL_VER_MARKER)) {
+        rc = -OL_EMARKER;
+        goto out;
+    }
+    struct ol_entry e;
+    rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+    if (rc)
+        goto out;
+    size_t ml = e.h.meta_len;
+    if (ml < op->patch_off || ml - op->patch_off < op->val_len ||
+        memcmp(e.meta + op->patch_off, op->patch_expect, op->val_len) != 0) {
+        rc = -EAGAIN;
+        goto out;
+    }
+    meta = dup_bytes(e.meta, ml);
+    if (!meta) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    memcpy(meta + op->patch_off, op->val, op->val_len);
+    tag_text(tagged ? &t : NULL, op->vid_out);
+    struct ol_entry_over ov = {.meta = meta, .meta_len = (uint32_t)ml};
+    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
+    if (rc)
+        goto out;
+    if (current)
+        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
+    else
+        rc = ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
+out:
+    free(entry);
+    free(meta);
+    free(vk);
+    return rc;
+}
+
 int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket)
 {
     size_t bl = strlen(bucket);
@@ -944,6 +1008,49 @@ int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key,
     rc = ol_commit_run_chain(st, q, 1 + ndrop);
     if (new_vid)
         memcpy(new_vid, ops[0].vid_out, OL_STORE_VID_MAX);
+    for (unsigned i = 0; drop_rc && i < ndrop; i++)
+        drop_rc[i] = ops[1 + i].result;
+    return rc;
+}
+
+int ol_store_patch_meta_v(struct ol_store *st, const char *bucket, const char *key,
+                          size_t key_len, const char *vid, uint32_t off, const void *expect,
+                          const void *val, uint32_t len, const char *const *drop, unsigned ndrop,
+                          int *drop_rc)
+{
+    if (ndrop > OL_STORE_DROP_MAX || !vid || !expect || !val || len == 0 ||
+        len > OL_STORE_PATCH_MAX)
+        return -EINVAL;
+    uint8_t ik[OL_IDX_KEY_MAX];
+    int kl = ol_idx_key(ik, bucket, key, key_len);
+    if (kl < 0)
+        return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
+    struct ol_op ops[1 + OL_STORE_DROP_MAX], *q[1 + OL_STORE_DROP_MAX];
+    memset(ops, 0, (1 + ndrop) * sizeof(ops[0]));
+    ops[0] = (struct ol_op){
+        .type = OL_OP_META_PATCH_VERSION,
+        .bucket = bucket,
+        .ikey = ik,
+        .ikey_len = (size_t)kl,
+        .vid = vid,
+        .val = val,
+        .val_len = len,
+        .patch_off = off,
+        .patch_expect = expect,
+    };
+    q[0] = &ops[0];
+    for (unsigned i = 0; i < ndrop; i++) {
+        ops[1 + i] = (struct ol_op){
+            .type = OL_OP_DELETE_VERSION,
+            .bucket = bucket,
+            .ikey = ik,
+            .ikey_len = (size_t)kl,
+            .vid = drop[i],
+            .after = &ops[0],
+        };
+        q[1 + i] = &ops[1 + i];
+    }
+    int rc = ol_commit_run_chain(st, q, 1 + ndrop);
     for (unsigned i = 0; drop_rc && i < ndrop; i++)
         drop_rc[i] = ops[1 + i].result;
     return rc;

@@ -1203,6 +1203,14 @@ static int op_copy_object(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         rc = -OL_EPRECONDITION;
         goto out;
     }
+    /* The caller's view of the source (a flag patched in place since it
+     * read the source would otherwise be copied back to its old value). */
+    if (o->expect_len && (e.h.meta_len < o->expect_off ||
+                          e.h.meta_len - o->expect_off < o->expect_len ||
+                          memcmp(e.meta + o->expect_off, o->expect, o->expect_len) != 0)) {
+        rc = -EAGAIN;
+        goto out;
+    }
     rc = ol_cond_check(st, txn, op->ikey, op->ikey_len, o->dst_cond);
     if (rc)
         goto out;
@@ -1342,6 +1350,8 @@ static int apply(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
         return ol_ver_delete_version(bc, txn, op);
     case OL_OP_ATTR_PUT_VERSION:
         return ol_ver_attr_put(bc, txn, op);
+    case OL_OP_META_PATCH_VERSION:
+        return ol_ver_meta_patch(bc, txn, op);
     }
     return -EINVAL;
 }

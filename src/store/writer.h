@@ -32,6 +32,7 @@ enum ol_op_type {
     OL_OP_COPY_PART,
     OL_OP_DELETE_VERSION, /* versions.c: remove one version permanently */
     OL_OP_ATTR_PUT_VERSION, /* versions.c: set an attribute of one version */
+    OL_OP_META_PATCH_VERSION, /* versions.c: patch a version's meta blob in place */
 };
 
 enum ol_reloc_db { OL_RELOC_OBJECTS, OL_RELOC_PARTS, OL_RELOC_VERSIONS };
@@ -72,6 +73,10 @@ struct ol_op {
      * of the version made or removed, and whether it is a delete marker */
     const char *vid;
     char vid_out[OL_STORE_VID_MAX];
+    /* meta patches: bytes [patch_off, +val_len) of the meta blob must hold
+     * patch_expect and become val */
+    uint32_t patch_off;
+    const uint8_t *patch_expect;
     bool marker;
     /* Applied only when this earlier op of the same chain succeeded (else
      * -ECANCELED): see ol_commit_run_chain. */

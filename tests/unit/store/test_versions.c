@@ -263,6 +263,101 @@ static void test_rewrite(struct ol_store *st)
     CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
 }
 
+/* Version vid of key "p" with meta blob meta (6 bytes) and byte b. */
+static int put_meta(struct ol_store *st, const char *meta, uint8_t b, char vid[OL_STORE_VID_MAX])
+{
+    struct ol_store_writer *w;
+    int rc = ol_store_write_begin(st, 70000, &w);
+    if (rc)
+        return rc;
+    uint8_t *buf = malloc(70000);
+    memset(buf, b, 70000);
+    rc = ol_store_write(w, buf, 70000);
+    free(buf);
+    if (rc) {
+        ol_store_write_abort(w);
+        return rc;
+    }
+    struct ol_obj_info info = {.mtime_ns = 1000, .meta = (const uint8_t *)meta, .meta_len = 6};
+    snprintf(info.etag, sizeof(info.etag), "e%u", b);
+    return ol_store_write_commit_object_v(w, "vbk", "p", 1, &info, NULL, vid);
+}
+
+/* 0 when version vid of "p" has meta blob want (6 bytes). */
+static int meta_is(struct ol_store *st, const char *vid, const char *want)
+{
+    struct ol_store_reader *rd;
+    int rc = ol_store_read_open_v(st, "vbk", "p", 1, vid, &rd);
+    if (rc)
+        return rc;
+    const struct ol_obj_info *in = ol_store_read_info(rd);
+    rc = in->meta_len == 6 && memcmp(in->meta, want, 6) == 0 ? 0 : -1;
+    ol_store_read_close(rd);
+    return rc;
+}
+
+/* ol_store_patch_meta_v: bytes of a version's meta blob changed in place
+ * (current or older version), conditional on their old value; the version
+ * keeps its id and data, space is unchanged; drops run only after a patch
+ * that worked.  And the copy's precondition (ol_store_copy_opts.expect),
+ * which a patch made since the caller's read fails. */
+static void test_patch(struct ol_store *st)
+{
+    char p1[OL_STORE_VID_MAX], p2[OL_STORE_VID_MAX], nv[OL_STORE_VID_MAX];
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_ENABLED), 0);
+    CHECK_RC(put_meta(st, "m-0000", 71, p1), 0);
+    CHECK_RC(put_meta(st, "m-0000", 72, p2), 0);
+    struct ol_store_stats s0, s1;
+    ol_store_stats(st, &s0);
+    /* An older version (versions DB). */
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p1, 2, "00", "11", 2, NULL, 0, NULL), 0);
+    CHECK_RC(meta_is(st, p1, "m-1100"), 0);
+    CHECK_RC(first_byte(st, "p", 1, p1), 71);
+    /* The current version, freeing the older one in the same chain. */
+    const char *drop[] = {p1};
+    int drc[1] = {1};
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p2, 4, "00", "2", 1, drop, 1, drc), 0);
+    CHECK_RC(drc[0], 0);
+    CHECK_RC(meta_is(st, p2, "m-0020"), 0);
+    CHECK_RC(meta_is(st, NULL, "m-0020"), 0);
+    CHECK_RC(first_byte(st, "p", 1, p2), 72);
+    CHECK_RC(first_byte(st, "p", 1, p1), -OL_ENOVERSION);
+    ol_store_stats(st, &s1);
+    CHECK(s1.live_bytes + 70000 == s0.live_bytes);
+    /* Not the expected bytes (a second patch of the same bytes), or past the
+     * blob's end: -EAGAIN, nothing written, the drop not run. */
+    char p3[OL_STORE_VID_MAX];
+    CHECK_RC(put_meta(st, "m-0000", 73, p3), 0);
+    const char *drop2[] = {p2};
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p3, 2, "11", "22", 2, drop2, 1, drc),
+             -EAGAIN);
+    CHECK_RC(drc[0], -ECANCELED);
+    CHECK_RC(first_byte(st, "p", 1, p2), 72);
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p3, 5, "00", "11", 2, NULL, 0, NULL),
+             -EAGAIN);
+    CHECK_RC(meta_is(st, p3, "m-0000"), 0);
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p3, 0, "m", "n", 0, NULL, 0, NULL), -EINVAL);
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, "junk", 0, "m", "n", 1, NULL, 0, NULL),
+             -OL_ENOVERSION);
+    CHECK_RC(ol_store_patch_meta_v(st, "nob", "p", 1, p3, 0, "m", "n", 1, NULL, 0, NULL),
+             -OL_ENOBUCKET);
+    /* A rewrite that read "00" at 2 fails once a patch changed it. */
+    CHECK_RC(ol_store_patch_meta_v(st, "vbk", "p", 1, p3, 2, "00", "33", 2, NULL, 0, NULL), 0);
+    static const uint8_t meta[] = "new-meta";
+    struct ol_store_copy_opts o = {.replace_meta = true, .meta = meta, .meta_len = sizeof(meta),
+                                   .expect_off = 2, .expect_len = 2, .expect = (const uint8_t *)"00"};
+    CHECK_RC(ol_store_rewrite_v(st, "vbk", "p", 1, p3, &o, nv, NULL, 0, NULL), -EAGAIN);
+    CHECK_RC(meta_is(st, p3, "m-3300"), 0);
+    o.expect = (const uint8_t *)"33";
+    CHECK_RC(ol_store_rewrite_v(st, "vbk", "p", 1, p3, &o, nv, NULL, 0, NULL), 0);
+    CHECK_RC(first_byte(st, "p", 1, nv), 73);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "p", 1, nv, NULL), 0);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "p", 1, p3, NULL), 0);
+    CHECK_RC(ol_store_delete_v(st, "vbk", "p", 1, p2, NULL), 0);
+    CHECK_RC(first_byte(st, "p", 1, NULL), -OL_ENOKEY);
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_SUSPENDED), 0);
+}
+
 static void test_cleanup(struct ol_store *st, const char *long_key)
 {
     char rows[16][64];
@@ -311,6 +406,7 @@ int main(void)
     test_versions(st, long_key);
     test_attr_v(st);
     test_rewrite(st);
+    test_patch(st);
     ol_store_close(st);
     st = NULL;
     CHECK_RC(ol_store_open(&st, root, &o), 0);
