@@ -532,20 +532,57 @@ static int seal_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *i
     return 0;
 }
 
-/* Opens one sealed package in[n + tag] into out[n]. */
-static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
-                    uint8_t *out)
+/* A window's sealed bytes as the reader hands them to win_open: one run
+ * of bytes, or two (a window across two of a source's pieces, such as an
+ * erasure set's stripe units, each pinned where it lies): logically the
+ * n0 bytes at p0, then those at p1. */
+struct sin {
+    const uint8_t *p0, *p1;
+    size_t n0;
+};
+
+/* The bytes of in at logical offset at, and how many follow contiguously
+ * (SIZE_MAX: the rest of the second piece). */
+static const uint8_t *sin_at(const struct sin *in, size_t at, size_t *run)
+{
+    if (at < in->n0) {
+        *run = in->n0 - at;
+        return in->p0 + at;
+    }
+    *run = SIZE_MAX;
+    return in->p1 + (at - in->n0);
+}
+
+/* Opens one sealed package, n bytes at in's offset at and its tag after
+ * them, into out[n].  A package across the two pieces is fed to the cipher
+ * in two updates (GCM is a stream: any split gives the same bytes). */
+static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const struct sin *in, size_t at,
+                    size_t n, uint8_t *out)
 {
     uint8_t nonce[12], aad = last ? 1 : 0;
     uint8_t tag[OL_SSE_TAG];
     int len = 0, fin = 0;
-    memcpy(tag, in + n, OL_SSE_TAG);
     pkg_nonce(idx, nonce);
     if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
-        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1 ||
-        EVP_DecryptUpdate(c, out, &len, in, (int)n) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
-        EVP_DecryptFinal_ex(c, out + len, &fin) != 1)
+        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1)
+        return -OL_ECORRUPT;
+    for (size_t done = 0; done < n;) {
+        size_t run;
+        const uint8_t *p = sin_at(in, at + done, &run);
+        size_t k = n - done < run ? n - done : run;
+        if (EVP_DecryptUpdate(c, out + done, &len, p, (int)k) != 1 || (size_t)len != k)
+            return -OL_ECORRUPT;
+        done += k;
+    }
+    for (size_t done = 0; done < OL_SSE_TAG;) {
+        size_t run;
+        const uint8_t *p = sin_at(in, at + n + done, &run);
+        size_t k = OL_SSE_TAG - done < run ? OL_SSE_TAG - done : run;
+        memcpy(tag + done, p, k);
+        done += k;
+    }
+    if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
+        EVP_DecryptFinal_ex(c, out + n, &fin) != 1)
         return -OL_ECORRUPT;
     return 0;
 }
@@ -577,7 +614,7 @@ struct ahead {
     struct ol_sse_job job; /* first: the block is the slot */
     struct win w;
     uint8_t key[OL_SSE_KEY]; /* the stream's package key */
-    const uint8_t *in;       /* the sealed packages (the source's, or `sealed`) */
+    struct sin in;           /* the sealed packages (the source's, or `sealed`) */
     int rc;                  /* the open's: 0 or -OL_ECORRUPT */
     uint8_t *plain;          /* WIN_BYTES */
     uint8_t *sealed;         /* SEALED_CAP */
@@ -642,7 +679,8 @@ static EVP_CIPHER_CTX *worker_ctx(void)
     return wctx;
 }
 
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out);
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+                    uint8_t *out);
 
 /* On a pool thread. */
 static void ahead_run(struct ol_sse_job *j)
@@ -651,7 +689,7 @@ static void ahead_run(struct ol_sse_job *j)
     EVP_CIPHER_CTX *c = worker_ctx();
     a->rc = c ? ctx_key(c, false, a->key) : -ENOMEM;
     if (a->rc == 0)
-        a->rc = win_open(c, &a->w, a->in, a->plain);
+        a->rc = win_open(c, &a->w, &a->in, 0, a->plain);
 }
 
 static void ahead_drop(struct ol_sse_job *j)
@@ -840,15 +878,17 @@ static void win_plan(const struct ol_sse_reader *s, uint64_t off, struct win *w)
     w->sealed = w->len + (size_t)(w->last - w->first) * OL_SSE_TAG;
 }
 
-/* Opens window w's sealed packages in[] into out[] with c (keyed for the
- * window's stream).  -OL_ECORRUPT at the first package that fails. */
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out)
+/* Opens window w's sealed packages, from in's offset at, into out[] with c
+ * (keyed for the window's stream).  -OL_ECORRUPT at the first package that
+ * fails. */
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+                    uint8_t *out)
 {
-    size_t i = 0, o = 0;
+    size_t i = at, o = 0;
     for (uint64_t pk = w->first; pk < w->last; pk++) {
         size_t n = (size_t)(w->plen - pk * OL_SSE_PKG < OL_SSE_PKG ? w->plen - pk * OL_SSE_PKG
                                                                    : OL_SSE_PKG);
-        int rc = open_pkg(c, pk, pk + 1 == w->npk, in + i, n, out + o);
+        int rc = open_pkg(c, pk, pk + 1 == w->npk, in, i, n, out + o);
         if (rc < 0)
             return rc;
         o += n;
@@ -857,13 +897,33 @@ static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, u
     return 0;
 }
 
+/* How windows' sealed bytes reached the cipher (ol_sse_stats). */
+static struct ol_sse_stats stats_;
+
+static void stat_add(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+void ol_sse_stats(struct ol_sse_stats *out)
+{
+    out->windows_in_place = __atomic_load_n(&stats_.windows_in_place, __ATOMIC_RELAXED);
+    out->windows_two_pieces = __atomic_load_n(&stats_.windows_two_pieces, __ATOMIC_RELAXED);
+    out->windows_copied = __atomic_load_n(&stats_.windows_copied, __ATOMIC_RELAXED);
+    out->bytes_copied = __atomic_load_n(&stats_.bytes_copied, __ATOMIC_RELAXED);
+    out->parts_pool = __atomic_load_n(&stats_.parts_pool, __ATOMIC_RELAXED);
+    out->parts_stolen = __atomic_load_n(&stats_.parts_stolen, __ATOMIC_RELAXED);
+}
+
 /* Window w's sealed packages, with s->skey made the package key of w's
- * stream.  *sw points at them: into the source's buffer when one call hands
- * them all over (for a window opened on another thread, `keep`, only when
- * the source pins them: valid while it lives), else gathered into buf
- * (SEALED_CAP bytes). */
+ * stream.  *sw holds them: in the source's buffer when one call hands them
+ * all over (for a window opened on another thread, `keep`, only when the
+ * source pins them: valid while it lives); in two of the source's pinned
+ * pieces when the window lies across two (an erasure set's stripe units:
+ * a window is a little shorter than a unit, so most windows straddle two);
+ * else gathered into buf (SEALED_CAP bytes). */
 static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
-                     uint8_t *buf, bool keep, const uint8_t **sw)
+                     uint8_t **bufp, bool keep, struct sin *sw)
 {
     const uint32_t i = w->stream;
     const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
@@ -896,28 +956,64 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
         so -= OL_SSE_HDR;
         need += OL_SSE_HDR;
     }
-    /* Opened straight from the source's buffer when one call hands over
-     * the whole window (a page-cache mapping, an erasure set's read step),
-     * else gathered first. */
     const uint8_t *p = NULL;
     bool pinned = false;
     ssize_t got = fn(src, so, need > ask ? need : ask, &p, &pinned);
-    rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
-    if (rc == 0 && ((size_t)got < need || (keep && !pinned))) {
-        size_t have = (size_t)got < need ? (size_t)got : need;
+    if (got <= 0)
+        return got < 0 ? (int)got : -OL_ECORRUPT;
+    size_t have = (size_t)got < need ? (size_t)got : need;
+    *sw = (struct sin){.p0 = p, .n0 = have};
+    /* The gathering buffer, made at the first window that needs it (a
+     * reader whose source pins its windows never does). */
+    bool gather = have < need || (keep && !pinned);
+    if (gather && !*bufp && !(*bufp = malloc(SEALED_CAP)))
+        return -ENOMEM;
+    uint8_t *buf = *bufp;
+    if (have < need && pinned && have > (with_id ? OL_SSE_HDR : 0)) {
+        /* The rest from the source's next piece: both kept where they lie
+         * when it hands over all of it, pinned too. */
+        const uint8_t *q = NULL;
+        bool qpinned = false;
+        ssize_t g2 = fn(src, so + have, need - have, &q, &qpinned);
+        if (g2 <= 0)
+            return g2 < 0 ? (int)g2 : -OL_ECORRUPT;
+        size_t k = (size_t)g2 < need - have ? (size_t)g2 : need - have;
+        if (k == need - have && qpinned) {
+            sw->p1 = q;
+            stat_add(&stats_.windows_two_pieces, 1);
+        } else {
+            /* The first piece is pinned: still valid after the second call. */
+            memcpy(buf, p, have);
+            memcpy(buf + have, q, k);
+            rc = have + k < need
+                     ? src_read_exact(fn, src, so + have + k, buf + have + k, need - have - k, 0)
+                     : 0;
+            if (rc < 0)
+                return rc;
+            *sw = (struct sin){.p0 = buf, .n0 = need};
+            stat_add(&stats_.windows_copied, 1);
+            stat_add(&stats_.bytes_copied, need);
+        }
+    } else if (have < need || (keep && !pinned)) {
         memcpy(buf, p, have);
-        if (have < need)
+        if (have < need) {
             rc = src_read_exact(fn, src, so + have, buf + have, need - have, 0);
-        p = buf;
+            if (rc < 0)
+                return rc;
+        }
+        *sw = (struct sin){.p0 = buf, .n0 = need};
+        stat_add(&stats_.windows_copied, 1);
+        stat_add(&stats_.bytes_copied, need);
+    } else {
+        stat_add(&stats_.windows_in_place, 1);
     }
-    if (rc < 0)
-        return rc;
     if (with_id) {
-        stream_key_bytes(s->k.dk, p, s->skey);
+        /* The id lies in the first piece (checked above when there are two). */
+        stream_key_bytes(s->k.dk, sw->p0, s->skey);
         s->skey_stream = i;
-        p += OL_SSE_HDR;
+        sw->p0 += OL_SSE_HDR;
+        sw->n0 -= OL_SSE_HDR;
     }
-    *sw = p;
     return 0;
 }
 
@@ -939,7 +1035,7 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
         a->plain = (uint8_t *)a + AHEAD_HDR;
         a->sealed = a->plain + WIN_BYTES;
         win_plan(s, s->ah_next, &a->w);
-        int rc = win_fetch(s, fn, src, &a->w, a->sealed, true, &a->in);
+        int rc = win_fetch(s, fn, src, &a->w, &a->sealed, true, &a->in);
         if (rc < 0) {
             ol_sse_pool_block_give(a);
             s->ah_end = s->ah_next;
@@ -972,7 +1068,8 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
 struct part {
     struct ol_sse_job job; /* first */
     struct win w;
-    const uint8_t *in;
+    const struct sin *in;
+    size_t at; /* the part's first package in `in` */
     uint8_t *out;
     const uint8_t *key;
     int rc;
@@ -984,7 +1081,7 @@ static void part_run(struct ol_sse_job *j)
     EVP_CIPHER_CTX *c = worker_ctx();
     p->rc = c ? ctx_key(c, false, p->key) : -ENOMEM;
     if (p->rc == 0)
-        p->rc = win_open(c, &p->w, p->in, p->out);
+        p->rc = win_open(c, &p->w, p->in, p->at, p->out);
 }
 
 static void part_drop(struct ol_sse_job *j)
@@ -992,7 +1089,7 @@ static void part_drop(struct ol_sse_job *j)
     (void)j; /* on the owner's stack */
 }
 
-static int win_open_split(struct ol_sse_reader *s, const struct win *w, const uint8_t *in,
+static int win_open_split(struct ol_sse_reader *s, const struct win *w, const struct sin *in,
                           uint8_t *out)
 {
     uint64_t npk = w->last - w->first;
@@ -1002,7 +1099,7 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
     if (parts > npk / SPLIT_MIN_PKGS)
         parts = (unsigned)(npk / SPLIT_MIN_PKGS);
     if (parts < 2)
-        return win_open(s->sc.c, w, in, out);
+        return win_open(s->sc.c, w, in, 0, out);
     uint64_t per = (npk + parts - 1) / parts;
     struct part p[SPLIT_MAX];
     unsigned n = 0;
@@ -1011,7 +1108,8 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
         q->w = *w;
         q->w.first = first;
         q->w.last = first + per < w->last ? first + per : w->last;
-        q->in = in + (first - w->first) * SEALED_PKG;
+        q->in = in;
+        q->at = (size_t)(first - w->first) * SEALED_PKG;
         q->out = out + (first - w->first) * OL_SSE_PKG;
         q->key = s->skey;
         q->rc = 0;
@@ -1021,12 +1119,15 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
     }
     struct win w0 = *w;
     w0.last = w->first + per;
-    int rc = win_open(s->sc.c, &w0, in, out);
+    int rc = win_open(s->sc.c, &w0, in, 0, out);
     /* A part no pool thread has picked up yet is opened here (the pool's
      * wake-up may take longer than the part); one that runs is waited for,
      * spinning first: it started no later than this thread's part. */
     for (unsigned k = 0; k < n; k++) {
-        ol_sse_pool_finish(&p[k].job, SPLIT_SPIN_US);
+        if (ol_sse_pool_finish(&p[k].job, SPLIT_SPIN_US))
+            stat_add(&stats_.parts_stolen, 1);
+        else
+            stat_add(&stats_.parts_pool, 1);
         if (rc == 0)
             rc = p[k].rc;
     }
@@ -1060,18 +1161,16 @@ static int win_load(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
     int rc = s->sc.c ? 0 : scratch_take(&s->sc);
     if (rc < 0)
         return rc;
-    if (!s->asm_buf && !(s->asm_buf = malloc(SEALED_CAP)))
-        return -ENOMEM;
     struct win w;
     win_plan(s, off, &w);
-    const uint8_t *sw;
-    rc = win_fetch(s, fn, src, &w, s->asm_buf, false, &sw);
+    struct sin sw;
+    rc = win_fetch(s, fn, src, &w, &s->asm_buf, false, &sw);
     if (rc == 0 && s->keyed != (int64_t)w.stream) {
         rc = ctx_key(s->sc.c, false, s->skey);
         s->keyed = rc == 0 ? (int64_t)w.stream : -1;
     }
     if (rc == 0)
-        rc = win_open_split(s, &w, sw, s->sc.win);
+        rc = win_open_split(s, &w, &sw, s->sc.win);
     if (rc < 0)
         return rc;
     s->win = s->sc.win;
