@@ -17,6 +17,7 @@
 
 #include "core/err.h"
 #include "core/hex.h"
+#include "core/log.h"
 #include "core/sha256.h"
 #include "obj/sse_pool.h"
 #include "s3/meta.h"
@@ -533,29 +534,32 @@ static int seal_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *i
 }
 
 /* A window's sealed bytes as the reader hands them to win_open: one run
- * of bytes, or two (a window across two of a source's pieces, such as an
- * erasure set's stripe units, each pinned where it lies): logically the
- * n0 bytes at p0, then those at p1. */
+ * of bytes, or a few (a window across pieces of a source, each pinned where
+ * it lies: an erasure set's stripe units, and within a unit the extents a
+ * drive wrote it in): logically piece 0's bytes, then piece 1's, ... */
+#define SIN_MAX 4u
 struct sin {
-    const uint8_t *p0, *p1;
-    size_t n0;
+    unsigned n;
+    const uint8_t *p[SIN_MAX];
+    size_t end[SIN_MAX]; /* logical offset where piece i ends */
 };
 
-/* The bytes of in at logical offset at, and how many follow contiguously
- * (SIZE_MAX: the rest of the second piece). */
+/* The bytes of in at logical offset at (< the last end), and how many of
+ * them follow contiguously. */
 static const uint8_t *sin_at(const struct sin *in, size_t at, size_t *run)
 {
-    if (at < in->n0) {
-        *run = in->n0 - at;
-        return in->p0 + at;
-    }
-    *run = SIZE_MAX;
-    return in->p1 + (at - in->n0);
+    unsigned i = 0;
+    while (i + 1 < in->n && at >= in->end[i])
+        i++;
+    size_t start = i ? in->end[i - 1] : 0;
+    OL_ASSERT(at >= start && at < in->end[i]);
+    *run = in->end[i] - at;
+    return in->p[i] + (at - start);
 }
 
 /* Opens one sealed package, n bytes at in's offset at and its tag after
- * them, into out[n].  A package across the two pieces is fed to the cipher
- * in two updates (GCM is a stream: any split gives the same bytes). */
+ * them, into out[n].  A package across pieces is fed to the cipher in one
+ * update per piece (GCM is a stream: any split gives the same bytes). */
 static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const struct sin *in, size_t at,
                     size_t n, uint8_t *out)
 {
@@ -908,7 +912,7 @@ static void stat_add(uint64_t *c, uint64_t n)
 void ol_sse_stats(struct ol_sse_stats *out)
 {
     out->windows_in_place = __atomic_load_n(&stats_.windows_in_place, __ATOMIC_RELAXED);
-    out->windows_two_pieces = __atomic_load_n(&stats_.windows_two_pieces, __ATOMIC_RELAXED);
+    out->windows_pieces = __atomic_load_n(&stats_.windows_pieces, __ATOMIC_RELAXED);
     out->windows_copied = __atomic_load_n(&stats_.windows_copied, __ATOMIC_RELAXED);
     out->bytes_copied = __atomic_load_n(&stats_.bytes_copied, __ATOMIC_RELAXED);
     out->parts_pool = __atomic_load_n(&stats_.parts_pool, __ATOMIC_RELAXED);
@@ -916,12 +920,13 @@ void ol_sse_stats(struct ol_sse_stats *out)
 }
 
 /* Window w's sealed packages, with s->skey made the package key of w's
- * stream.  *sw holds them: in the source's buffer when one call hands them
- * all over (for a window opened on another thread, `keep`, only when the
- * source pins them: valid while it lives); in two of the source's pinned
- * pieces when the window lies across two (an erasure set's stripe units:
- * a window is a little shorter than a unit, so most windows straddle two);
- * else gathered into buf (SEALED_CAP bytes). */
+ * stream.  *sw holds them where the source handed them over: in one call's
+ * buffer (for a window opened on another thread, `keep`, only when the
+ * source pins it: valid while the source lives), or in up to SIN_MAX pinned
+ * pieces when one call stops short (an erasure set's source ends each
+ * answer at a stripe unit's end, and a window, a little shorter than a
+ * unit, mostly straddles two); else gathered into *bufp (SEALED_CAP bytes,
+ * made at the first window that needs it). */
 static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
                      uint8_t **bufp, bool keep, struct sin *sw)
 {
@@ -956,63 +961,50 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
         so -= OL_SSE_HDR;
         need += OL_SSE_HDR;
     }
-    const uint8_t *p = NULL;
-    bool pinned = false;
-    ssize_t got = fn(src, so, need > ask ? need : ask, &p, &pinned);
-    if (got <= 0)
-        return got < 0 ? (int)got : -OL_ECORRUPT;
-    size_t have = (size_t)got < need ? (size_t)got : need;
-    *sw = (struct sin){.p0 = p, .n0 = have};
-    /* The gathering buffer, made at the first window that needs it (a
-     * reader whose source pins its windows never does). */
-    bool gather = have < need || (keep && !pinned);
-    if (gather && !*bufp && !(*bufp = malloc(SEALED_CAP)))
-        return -ENOMEM;
-    uint8_t *buf = *bufp;
-    if (have < need && pinned && have > (with_id ? OL_SSE_HDR : 0)) {
-        /* The rest from the source's next piece: both kept where they lie
-         * when it hands over all of it, pinned too. */
-        const uint8_t *q = NULL;
-        bool qpinned = false;
-        ssize_t g2 = fn(src, so + have, need - have, &q, &qpinned);
-        if (g2 <= 0)
-            return g2 < 0 ? (int)g2 : -OL_ECORRUPT;
-        size_t k = (size_t)g2 < need - have ? (size_t)g2 : need - have;
-        if (k == need - have && qpinned) {
-            sw->p1 = q;
-            stat_add(&stats_.windows_two_pieces, 1);
-        } else {
-            /* The first piece is pinned: still valid after the second call. */
-            memcpy(buf, p, have);
-            memcpy(buf + have, q, k);
-            rc = have + k < need
-                     ? src_read_exact(fn, src, so + have + k, buf + have + k, need - have - k, 0)
-                     : 0;
-            if (rc < 0)
-                return rc;
-            *sw = (struct sin){.p0 = buf, .n0 = need};
-            stat_add(&stats_.windows_copied, 1);
-            stat_add(&stats_.bytes_copied, need);
-        }
-    } else if (have < need || (keep && !pinned)) {
-        memcpy(buf, p, have);
+    /* Pieces while the source pins them, up to SIN_MAX; an unpinned one
+     * ends the run (valid only until the next call). */
+    size_t have = 0;
+    bool pinned = true;
+    sw->n = 0;
+    while (have < need && pinned && sw->n < SIN_MAX) {
+        const uint8_t *p = NULL;
+        pinned = false;
+        size_t want = need - have;
+        ssize_t got = fn(src, so + have, have == 0 && ask > want ? ask : want, &p, &pinned);
+        if (got <= 0)
+            return got < 0 ? (int)got : -OL_ECORRUPT;
+        have += (size_t)got < want ? (size_t)got : want;
+        sw->p[sw->n] = p;
+        sw->end[sw->n++] = have;
+    }
+    bool in_place = have == need && (pinned || (!keep && sw->n == 1)) &&
+                    (!with_id || sw->end[0] > OL_SSE_HDR);
+    if (!in_place) {
+        /* Gathered: every piece but the last is pinned, and the last is
+         * valid until the next call. */
+        if (!*bufp && !(*bufp = malloc(SEALED_CAP)))
+            return -ENOMEM;
+        uint8_t *buf = *bufp;
+        for (size_t k = 0, start = 0; k < sw->n; start = sw->end[k], k++)
+            memcpy(buf + start, sw->p[k], sw->end[k] - start);
         if (have < need) {
             rc = src_read_exact(fn, src, so + have, buf + have, need - have, 0);
             if (rc < 0)
                 return rc;
         }
-        *sw = (struct sin){.p0 = buf, .n0 = need};
+        *sw = (struct sin){.n = 1, .p = {buf}, .end = {need}};
         stat_add(&stats_.windows_copied, 1);
         stat_add(&stats_.bytes_copied, need);
     } else {
-        stat_add(&stats_.windows_in_place, 1);
+        stat_add(sw->n > 1 ? &stats_.windows_pieces : &stats_.windows_in_place, 1);
     }
     if (with_id) {
-        /* The id lies in the first piece (checked above when there are two). */
-        stream_key_bytes(s->k.dk, sw->p0, s->skey);
+        /* The id lies in the first piece (checked above). */
+        stream_key_bytes(s->k.dk, sw->p[0], s->skey);
         s->skey_stream = i;
-        sw->p0 += OL_SSE_HDR;
-        sw->n0 -= OL_SSE_HDR;
+        sw->p[0] += OL_SSE_HDR;
+        for (unsigned k = 0; k < sw->n; k++)
+            sw->end[k] -= OL_SSE_HDR;
     }
     return 0;
 }

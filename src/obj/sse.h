@@ -158,13 +158,13 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
 
 /* How the process's encrypted reads went, since it started (metrics, and
  * tests): windows whose sealed bytes were opened where the source handed
- * them over, in one piece or in two (a window across two pinned pieces of
- * the source, such as an erasure set's stripe units), or copied first (a
- * short or unpinned source), with the bytes copied; and the parts of
+ * them over, in one piece or in several (a window across pinned pieces of
+ * the source, such as an erasure set's stripe units), or copied first (an
+ * unpinned source's short answer), with the bytes copied; and the parts of
  * windows opened in parts (win_open_split) that a pool thread opened, or
  * that the reader's own thread took back because none had started them. */
 struct ol_sse_stats {
-    uint64_t windows_in_place, windows_two_pieces, windows_copied, bytes_copied;
+    uint64_t windows_in_place, windows_pieces, windows_copied, bytes_copied;
     uint64_t parts_pool, parts_stolen;
 };
 void ol_sse_stats(struct ol_sse_stats *out);

@@ -642,8 +642,7 @@ static void metrics(void *ctx, char **text, size_t *len)
     ol_sse_stats(&ss);
     EMIT("# TYPE openlake_sse_windows_total counter\n");
     EMIT("openlake_sse_windows_total{source=\"in_place\"} %" PRIu64 "\n", ss.windows_in_place);
-    EMIT("openlake_sse_windows_total{source=\"two_pieces\"} %" PRIu64 "\n",
-         ss.windows_two_pieces);
+    EMIT("openlake_sse_windows_total{source=\"pieces\"} %" PRIu64 "\n", ss.windows_pieces);
     EMIT("openlake_sse_windows_total{source=\"copied\"} %" PRIu64 "\n", ss.windows_copied);
     EMIT("openlake_sse_copied_bytes_total %" PRIu64 "\n", ss.bytes_copied);
     EMIT("# TYPE openlake_sse_parts_total counter\n");

@@ -430,7 +430,7 @@ static void two_pieces(void)
     ol_sse_stats(&b);
     CHECK(b.windows_copied == a.windows_copied);
     CHECK(b.bytes_copied == a.bytes_copied);
-    CHECK(b.windows_two_pieces >= a.windows_two_pieces + 10);
+    CHECK(b.windows_pieces >= a.windows_pieces + 10);
     /* Unpinned pieces are still gathered. */
     o.m.pin = false;
     CHECK(get(&o, 0, o.n, &err, &same) == o.n);
