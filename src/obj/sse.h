@@ -112,7 +112,9 @@ int64_t ol_sse_plain_len(uint64_t sealed);
  * source sets *pinned when *data stays valid while the source lives (a
  * page-cache mapping), and leaves it alone when it is valid only until the
  * next call: a window opened on another thread (read-ahead, below) is
- * copied out of an unpinned buffer first. */
+ * copied out of an unpinned buffer first.  A window whose bytes come in
+ * several pinned answers (an answer may stop at a stripe unit's or an
+ * extent's end) is opened from them where they lie, up to 4 pieces. */
 typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, const uint8_t **data,
                                  bool *pinned);
 
