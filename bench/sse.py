@@ -14,6 +14,11 @@ the ratio sse / plain.
 
 With --decrypt-threads 0,-1 one server runs with the decrypt pool off and
 one with it as derived from the cores, their runs interleaved (bench/sse_gpu.sh).
+An entry T:S also sets sse_decrypt_spin_us to S (-1:0,-1: the pool with its
+threads sleeping at once against the default spin).  At the end each
+server's openlake_sse_* metrics are printed: windows opened where the source
+handed them over (in_place, two_pieces) or copied first, and the parts of
+split windows opened by the pool or taken back by the loop thread.
 """
 import argparse
 import json
@@ -25,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "integration"))
 import helpers  # noqa: E402
@@ -57,11 +63,14 @@ def start_server(binary, ec, server_threads, decrypt_threads):
     work = tempfile.mkdtemp(prefix="ol-bench-sse-")
     port = free_port()
     data = os.path.join(work, "d{1...6}") if ec else os.path.join(work, "data")
-    cmd = [binary, "server", data, "--listen", f"127.0.0.1:{port}"]
+    cmd = [binary, "server", data, "--listen", f"127.0.0.1:{port}", "--metrics_public", "yes"]
     if server_threads:
         cmd += ["--threads", str(server_threads)]
     if decrypt_threads is not None:
-        cmd += ["--sse_decrypt_threads", str(decrypt_threads)]
+        threads, _, spin = decrypt_threads.partition(":")
+        cmd += ["--sse_decrypt_threads", threads]
+        if spin:
+            cmd += ["--sse_decrypt_spin_us", spin]
     srv = subprocess.Popen(cmd, stdout=open(os.path.join(work, "server.log"), "w"),
                            stderr=subprocess.STDOUT)
     for _ in range(100):
@@ -99,7 +108,7 @@ def main():
     ap.add_argument("--bin", default=os.environ.get("OPENLAKE_BIN",
                                                     os.path.join(ROOT, "build", "openlake")))
     a = ap.parse_args()
-    dts = [int(x) for x in a.decrypt_threads.split(",")] if a.decrypt_threads else [None]
+    dts = a.decrypt_threads.split(",") if a.decrypt_threads else [None]
     servers = []
     try:
         for dt in dts:
@@ -131,6 +140,12 @@ def main():
         for dt, srv, ep, work, s3 in servers:
             head = s3.head_object(Bucket="sse", Key="obj-00000000")
             assert head.get("ServerSideEncryption") == "AES256", "the sse bucket is not encrypted"
+            with urllib.request.urlopen(ep + "/_openlake/metrics", timeout=10) as r:
+                lines = [ln.split(None, 1) for ln in r.read().decode().splitlines()
+                         if ln.startswith("openlake_sse_")]
+            label = "default" if dt is None else dt
+            print(f"# decrypt threads {label}: " +
+                  ", ".join(f"{k.replace('openlake_sse_', '')} {v}" for k, v in lines))
     finally:
         for dt, srv, ep, work, s3 in servers:
             srv.terminate()

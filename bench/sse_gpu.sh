@@ -12,9 +12,13 @@
 #   $R/.gpu/lib                its shared libraries (LD_LIBRARY_PATH)
 #   $R/.gpu/py                 boto3 1.26 + botocore (PYTHONPATH), for the
 #                              system python3
-# Run from the checkout:   sh bench/sse_gpu.sh        (about 2.5 minutes on 16 cores)
+# Run from the checkout:   sh bench/sse_gpu.sh        (about 4 minutes on 16 cores)
 # Knobs: RUNS (2), DURATION (1s), SIZES (1MiB,16MiB,64MiB), CONC (1,4),
-#        DECRYPT (0,-1), MODES ("sd ec").
+#        DECRYPT (0,-1:0,-1: pool off, pool with its threads sleeping at once
+#        after a job, pool with the default sse_decrypt_spin_us), MODES ("sd ec").
+# After each table, each server's openlake_sse_* metrics: windows opened in
+# place / from pieces / copied, and split windows' parts opened by the pool
+# or taken back by the loop thread.
 set -eu
 R=${R:-$(cd "$(dirname "$0")/.." && pwd)}
 BIN=${OPENLAKE_BIN:-$R/.gpu/bin/openlake}
@@ -24,7 +28,7 @@ RUNS=${RUNS:-2}
 DURATION=${DURATION:-1s}
 SIZES=${SIZES:-1MiB,16MiB,64MiB}
 CONC=${CONC:-1,4}
-DECRYPT=${DECRYPT:-0,-1}
+DECRYPT=${DECRYPT:-0,-1:0,-1}
 MODES=${MODES:-sd ec}
 
 "$BIN" version

@@ -106,6 +106,7 @@ struct ol_cfg {
     /* users */
     char admin_users[1024]; /* admin access keys, comma-separated (access/access.h) */
     int64_t sse_decrypt_threads; /* decrypt pool (obj/sse_pool.h); -1: derived from the cores */
+    int64_t sse_decrypt_spin_us; /* how long its threads stay awake after a job */
     char sse_key_file[4096];  /* SSE-S3 master key file (obj/sse.h); empty: derived or kept on the drives */
     struct ol_cfg_user users[OL_CFG_MAX_USERS];
     size_t nusers;

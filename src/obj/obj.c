@@ -379,8 +379,8 @@ static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **
     ssize_t n;
     if (!r->sd) {
         /* An erasure set's local data shard piece in place (at most one
-         * stripe unit: a window inside it opens without a copy, one across
-         * two is gathered by the sealed reader), else the set's read. */
+         * stripe unit: a window across two is taken as two pinned pieces
+         * by the sealed reader, sse.c win_fetch), else the set's read. */
         n = ol_ec_read_map(r->ec, off, max, data);
         if (n == -EAGAIN)
             return ol_ec_read(r->ec, off, max, data);

@@ -17,6 +17,7 @@
 
 #include "core/err.h"
 #include "core/hex.h"
+#include "core/log.h"
 #include "core/sha256.h"
 #include "obj/sse_pool.h"
 #include "s3/meta.h"
@@ -532,20 +533,60 @@ static int seal_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *i
     return 0;
 }
 
-/* Opens one sealed package in[n + tag] into out[n]. */
-static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
-                    uint8_t *out)
+/* A window's sealed bytes as the reader hands them to win_open: one run
+ * of bytes, or a few (a window across pieces of a source, each pinned where
+ * it lies: an erasure set's stripe units, and within a unit the extents a
+ * drive wrote it in): logically piece 0's bytes, then piece 1's, ... */
+#define SIN_MAX 4u
+struct sin {
+    unsigned n;
+    const uint8_t *p[SIN_MAX];
+    size_t end[SIN_MAX]; /* logical offset where piece i ends */
+};
+
+/* The bytes of in at logical offset at (< the last end), and how many of
+ * them follow contiguously. */
+static const uint8_t *sin_at(const struct sin *in, size_t at, size_t *run)
+{
+    unsigned i = 0;
+    while (i + 1 < in->n && at >= in->end[i])
+        i++;
+    size_t start = i ? in->end[i - 1] : 0;
+    OL_ASSERT(at >= start && at < in->end[i]);
+    *run = in->end[i] - at;
+    return in->p[i] + (at - start);
+}
+
+/* Opens one sealed package, n bytes at in's offset at and its tag after
+ * them, into out[n].  A package across pieces is fed to the cipher in one
+ * update per piece (GCM is a stream: any split gives the same bytes). */
+static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const struct sin *in, size_t at,
+                    size_t n, uint8_t *out)
 {
     uint8_t nonce[12], aad = last ? 1 : 0;
     uint8_t tag[OL_SSE_TAG];
     int len = 0, fin = 0;
-    memcpy(tag, in + n, OL_SSE_TAG);
     pkg_nonce(idx, nonce);
     if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
-        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1 ||
-        EVP_DecryptUpdate(c, out, &len, in, (int)n) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
-        EVP_DecryptFinal_ex(c, out + len, &fin) != 1)
+        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1)
+        return -OL_ECORRUPT;
+    for (size_t done = 0; done < n;) {
+        size_t run;
+        const uint8_t *p = sin_at(in, at + done, &run);
+        size_t k = n - done < run ? n - done : run;
+        if (EVP_DecryptUpdate(c, out + done, &len, p, (int)k) != 1 || (size_t)len != k)
+            return -OL_ECORRUPT;
+        done += k;
+    }
+    for (size_t done = 0; done < OL_SSE_TAG;) {
+        size_t run;
+        const uint8_t *p = sin_at(in, at + n + done, &run);
+        size_t k = OL_SSE_TAG - done < run ? OL_SSE_TAG - done : run;
+        memcpy(tag + done, p, k);
+        done += k;
+    }
+    if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
+        EVP_DecryptFinal_ex(c, out + n, &fin) != 1)
         return -OL_ECORRUPT;
     return 0;
 }
@@ -577,7 +618,7 @@ struct ahead {
     struct ol_sse_job job; /* first: the block is the slot */
     struct win w;
     uint8_t key[OL_SSE_KEY]; /* the stream's package key */
-    const uint8_t *in;       /* the sealed packages (the source's, or `sealed`) */
+    struct sin in;           /* the sealed packages (the source's, or `sealed`) */
     int rc;                  /* the open's: 0 or -OL_ECORRUPT */
     uint8_t *plain;          /* WIN_BYTES */
     uint8_t *sealed;         /* SEALED_CAP */
@@ -642,7 +683,8 @@ static EVP_CIPHER_CTX *worker_ctx(void)
     return wctx;
 }
 
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out);
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+                    uint8_t *out);
 
 /* On a pool thread. */
 static void ahead_run(struct ol_sse_job *j)
@@ -651,7 +693,7 @@ static void ahead_run(struct ol_sse_job *j)
     EVP_CIPHER_CTX *c = worker_ctx();
     a->rc = c ? ctx_key(c, false, a->key) : -ENOMEM;
     if (a->rc == 0)
-        a->rc = win_open(c, &a->w, a->in, a->plain);
+        a->rc = win_open(c, &a->w, &a->in, 0, a->plain);
 }
 
 static void ahead_drop(struct ol_sse_job *j)
@@ -840,15 +882,17 @@ static void win_plan(const struct ol_sse_reader *s, uint64_t off, struct win *w)
     w->sealed = w->len + (size_t)(w->last - w->first) * OL_SSE_TAG;
 }
 
-/* Opens window w's sealed packages in[] into out[] with c (keyed for the
- * window's stream).  -OL_ECORRUPT at the first package that fails. */
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, uint8_t *out)
+/* Opens window w's sealed packages, from in's offset at, into out[] with c
+ * (keyed for the window's stream).  -OL_ECORRUPT at the first package that
+ * fails. */
+static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+                    uint8_t *out)
 {
-    size_t i = 0, o = 0;
+    size_t i = at, o = 0;
     for (uint64_t pk = w->first; pk < w->last; pk++) {
         size_t n = (size_t)(w->plen - pk * OL_SSE_PKG < OL_SSE_PKG ? w->plen - pk * OL_SSE_PKG
                                                                    : OL_SSE_PKG);
-        int rc = open_pkg(c, pk, pk + 1 == w->npk, in + i, n, out + o);
+        int rc = open_pkg(c, pk, pk + 1 == w->npk, in, i, n, out + o);
         if (rc < 0)
             return rc;
         o += n;
@@ -857,13 +901,34 @@ static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const uint8_t *in, u
     return 0;
 }
 
+/* How windows' sealed bytes reached the cipher (ol_sse_stats). */
+static struct ol_sse_stats stats_;
+
+static void stat_add(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+void ol_sse_stats(struct ol_sse_stats *out)
+{
+    out->windows_in_place = __atomic_load_n(&stats_.windows_in_place, __ATOMIC_RELAXED);
+    out->windows_pieces = __atomic_load_n(&stats_.windows_pieces, __ATOMIC_RELAXED);
+    out->windows_copied = __atomic_load_n(&stats_.windows_copied, __ATOMIC_RELAXED);
+    out->bytes_copied = __atomic_load_n(&stats_.bytes_copied, __ATOMIC_RELAXED);
+    out->parts_pool = __atomic_load_n(&stats_.parts_pool, __ATOMIC_RELAXED);
+    out->parts_stolen = __atomic_load_n(&stats_.parts_stolen, __ATOMIC_RELAXED);
+}
+
 /* Window w's sealed packages, with s->skey made the package key of w's
- * stream.  *sw points at them: into the source's buffer when one call hands
- * them all over (for a window opened on another thread, `keep`, only when
- * the source pins them: valid while it lives), else gathered into buf
- * (SEALED_CAP bytes). */
+ * stream.  *sw holds them where the source handed them over: in one call's
+ * buffer (for a window opened on another thread, `keep`, only when the
+ * source pins it: valid while the source lives), or in up to SIN_MAX pinned
+ * pieces when one call stops short (an erasure set's source ends each
+ * answer at a stripe unit's end, and a window, a little shorter than a
+ * unit, mostly straddles two); else gathered into *bufp (SEALED_CAP bytes,
+ * made at the first window that needs it). */
 static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
-                     uint8_t *buf, bool keep, const uint8_t **sw)
+                     uint8_t **bufp, bool keep, struct sin *sw)
 {
     const uint32_t i = w->stream;
     const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
@@ -896,28 +961,51 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
         so -= OL_SSE_HDR;
         need += OL_SSE_HDR;
     }
-    /* Opened straight from the source's buffer when one call hands over
-     * the whole window (a page-cache mapping, an erasure set's read step),
-     * else gathered first. */
-    const uint8_t *p = NULL;
-    bool pinned = false;
-    ssize_t got = fn(src, so, need > ask ? need : ask, &p, &pinned);
-    rc = got < 0 ? (int)got : got == 0 ? -OL_ECORRUPT : 0;
-    if (rc == 0 && ((size_t)got < need || (keep && !pinned))) {
-        size_t have = (size_t)got < need ? (size_t)got : need;
-        memcpy(buf, p, have);
-        if (have < need)
+    /* Pieces while the source pins them, up to SIN_MAX; an unpinned one
+     * ends the run (valid only until the next call). */
+    size_t have = 0;
+    bool pinned = true;
+    sw->n = 0;
+    while (have < need && pinned && sw->n < SIN_MAX) {
+        const uint8_t *p = NULL;
+        pinned = false;
+        size_t want = need - have;
+        ssize_t got = fn(src, so + have, have == 0 && ask > want ? ask : want, &p, &pinned);
+        if (got <= 0)
+            return got < 0 ? (int)got : -OL_ECORRUPT;
+        have += (size_t)got < want ? (size_t)got : want;
+        sw->p[sw->n] = p;
+        sw->end[sw->n++] = have;
+    }
+    bool in_place = have == need && (pinned || (!keep && sw->n == 1)) &&
+                    (!with_id || sw->end[0] > OL_SSE_HDR);
+    if (!in_place) {
+        /* Gathered: every piece but the last is pinned, and the last is
+         * valid until the next call. */
+        if (!*bufp && !(*bufp = malloc(SEALED_CAP)))
+            return -ENOMEM;
+        uint8_t *buf = *bufp;
+        for (size_t k = 0, start = 0; k < sw->n; start = sw->end[k], k++)
+            memcpy(buf + start, sw->p[k], sw->end[k] - start);
+        if (have < need) {
             rc = src_read_exact(fn, src, so + have, buf + have, need - have, 0);
-        p = buf;
+            if (rc < 0)
+                return rc;
+        }
+        *sw = (struct sin){.n = 1, .p = {buf}, .end = {need}};
+        stat_add(&stats_.windows_copied, 1);
+        stat_add(&stats_.bytes_copied, need);
+    } else {
+        stat_add(sw->n > 1 ? &stats_.windows_pieces : &stats_.windows_in_place, 1);
     }
-    if (rc < 0)
-        return rc;
     if (with_id) {
-        stream_key_bytes(s->k.dk, p, s->skey);
+        /* The id lies in the first piece (checked above). */
+        stream_key_bytes(s->k.dk, sw->p[0], s->skey);
         s->skey_stream = i;
-        p += OL_SSE_HDR;
+        sw->p[0] += OL_SSE_HDR;
+        for (unsigned k = 0; k < sw->n; k++)
+            sw->end[k] -= OL_SSE_HDR;
     }
-    *sw = p;
     return 0;
 }
 
@@ -939,7 +1027,7 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
         a->plain = (uint8_t *)a + AHEAD_HDR;
         a->sealed = a->plain + WIN_BYTES;
         win_plan(s, s->ah_next, &a->w);
-        int rc = win_fetch(s, fn, src, &a->w, a->sealed, true, &a->in);
+        int rc = win_fetch(s, fn, src, &a->w, &a->sealed, true, &a->in);
         if (rc < 0) {
             ol_sse_pool_block_give(a);
             s->ah_end = s->ah_next;
@@ -972,7 +1060,8 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
 struct part {
     struct ol_sse_job job; /* first */
     struct win w;
-    const uint8_t *in;
+    const struct sin *in;
+    size_t at; /* the part's first package in `in` */
     uint8_t *out;
     const uint8_t *key;
     int rc;
@@ -984,7 +1073,7 @@ static void part_run(struct ol_sse_job *j)
     EVP_CIPHER_CTX *c = worker_ctx();
     p->rc = c ? ctx_key(c, false, p->key) : -ENOMEM;
     if (p->rc == 0)
-        p->rc = win_open(c, &p->w, p->in, p->out);
+        p->rc = win_open(c, &p->w, p->in, p->at, p->out);
 }
 
 static void part_drop(struct ol_sse_job *j)
@@ -992,7 +1081,7 @@ static void part_drop(struct ol_sse_job *j)
     (void)j; /* on the owner's stack */
 }
 
-static int win_open_split(struct ol_sse_reader *s, const struct win *w, const uint8_t *in,
+static int win_open_split(struct ol_sse_reader *s, const struct win *w, const struct sin *in,
                           uint8_t *out)
 {
     uint64_t npk = w->last - w->first;
@@ -1002,7 +1091,7 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
     if (parts > npk / SPLIT_MIN_PKGS)
         parts = (unsigned)(npk / SPLIT_MIN_PKGS);
     if (parts < 2)
-        return win_open(s->sc.c, w, in, out);
+        return win_open(s->sc.c, w, in, 0, out);
     uint64_t per = (npk + parts - 1) / parts;
     struct part p[SPLIT_MAX];
     unsigned n = 0;
@@ -1011,7 +1100,8 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
         q->w = *w;
         q->w.first = first;
         q->w.last = first + per < w->last ? first + per : w->last;
-        q->in = in + (first - w->first) * SEALED_PKG;
+        q->in = in;
+        q->at = (size_t)(first - w->first) * SEALED_PKG;
         q->out = out + (first - w->first) * OL_SSE_PKG;
         q->key = s->skey;
         q->rc = 0;
@@ -1021,12 +1111,15 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const ui
     }
     struct win w0 = *w;
     w0.last = w->first + per;
-    int rc = win_open(s->sc.c, &w0, in, out);
+    int rc = win_open(s->sc.c, &w0, in, 0, out);
     /* A part no pool thread has picked up yet is opened here (the pool's
      * wake-up may take longer than the part); one that runs is waited for,
      * spinning first: it started no later than this thread's part. */
     for (unsigned k = 0; k < n; k++) {
-        ol_sse_pool_finish(&p[k].job, SPLIT_SPIN_US);
+        if (ol_sse_pool_finish(&p[k].job, SPLIT_SPIN_US))
+            stat_add(&stats_.parts_stolen, 1);
+        else
+            stat_add(&stats_.parts_pool, 1);
         if (rc == 0)
             rc = p[k].rc;
     }
@@ -1060,18 +1153,16 @@ static int win_load(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
     int rc = s->sc.c ? 0 : scratch_take(&s->sc);
     if (rc < 0)
         return rc;
-    if (!s->asm_buf && !(s->asm_buf = malloc(SEALED_CAP)))
-        return -ENOMEM;
     struct win w;
     win_plan(s, off, &w);
-    const uint8_t *sw;
-    rc = win_fetch(s, fn, src, &w, s->asm_buf, false, &sw);
+    struct sin sw;
+    rc = win_fetch(s, fn, src, &w, &s->asm_buf, false, &sw);
     if (rc == 0 && s->keyed != (int64_t)w.stream) {
         rc = ctx_key(s->sc.c, false, s->skey);
         s->keyed = rc == 0 ? (int64_t)w.stream : -1;
     }
     if (rc == 0)
-        rc = win_open_split(s, &w, sw, s->sc.win);
+        rc = win_open_split(s, &w, &sw, s->sc.win);
     if (rc < 0)
         return rc;
     s->win = s->sc.win;

@@ -112,7 +112,9 @@ int64_t ol_sse_plain_len(uint64_t sealed);
  * source sets *pinned when *data stays valid while the source lives (a
  * page-cache mapping), and leaves it alone when it is valid only until the
  * next call: a window opened on another thread (read-ahead, below) is
- * copied out of an unpinned buffer first. */
+ * copied out of an unpinned buffer first.  A window whose bytes come in
+ * several pinned answers (an answer may stop at a stripe unit's or an
+ * extent's end) is opened from them where they lie, up to 4 pieces. */
 typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, const uint8_t **data,
                                  bool *pinned);
 
@@ -155,6 +157,19 @@ int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY]
  * authentication; the source's errors. */
 ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
                     size_t max, const uint8_t **data);
+
+/* How the process's encrypted reads went, since it started (metrics, and
+ * tests): windows whose sealed bytes were opened where the source handed
+ * them over, in one piece or in several (a window across pinned pieces of
+ * the source, such as an erasure set's stripe units), or copied first (an
+ * unpinned source's short answer), with the bytes copied; and the parts of
+ * windows opened in parts (win_open_split) that a pool thread opened, or
+ * that the reader's own thread took back because none had started them. */
+struct ol_sse_stats {
+    uint64_t windows_in_place, windows_pieces, windows_copied, bytes_copied;
+    uint64_t parts_pool, parts_stolen;
+};
+void ol_sse_stats(struct ol_sse_stats *out);
 
 /* The plaintext size of an object from its stored size and blob: the size
  * itself when the blob has no ":sse" entry.  For listings and results that

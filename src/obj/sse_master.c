@@ -93,7 +93,8 @@ int ol_sse_master_load(struct ol_obj *o, const struct ol_cfg *cfg, const struct 
         long n = cfg->sse_decrypt_threads;
         if (n < 0)
             n = ol_sse_pool_auto(sysconf(_SC_NPROCESSORS_ONLN));
-        if (n > 0 && ol_sse_pool_start((unsigned)n, OL_SSE_AHEAD_BLOCKS_PER_THREAD) < 0)
+        if (n > 0 && ol_sse_pool_start((unsigned)n, OL_SSE_AHEAD_BLOCKS_PER_THREAD,
+                                       (unsigned)cfg->sse_decrypt_spin_us) < 0)
             ol_warn("SSE: the decrypt pool did not start; encrypted reads open inline");
     }
     return rc;

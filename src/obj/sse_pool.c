@@ -15,10 +15,13 @@ enum { JOB_QUEUED = 1, JOB_RUNNING, JOB_DONE };
 
 static struct {
     pthread_mutex_t mu;
+    unsigned spin_us, spin_threads; /* see worker_spin */
+    unsigned spinning;              /* threads in worker_spin now */
     pthread_cond_t cv;         /* a job was queued, or stop */
     pthread_cond_t idle;       /* a job finished (for stop) */
     struct ol_sse_job *head, *tail;
-    unsigned queued, running;
+    unsigned queued; /* changed under mu, read unlocked by spinners (atomics) */
+    unsigned running;
     bool stop;
     unsigned nthreads;
     pthread_t th[OL_SSE_POOL_THREADS_MAX];
@@ -44,11 +47,61 @@ unsigned ol_sse_pool_auto(long cores)
     return cores > 16 ? 16u : (unsigned)cores;
 }
 
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000u + (uint64_t)t.tv_nsec / 1000;
+}
+
+/* Called with mu held and the queue empty, by a thread that just finished
+ * a job.  A short read's window is opened in parts of ~70 us
+ * (obj/sse.c, win_open_split), and a sleeping thread's wake-up takes about
+ * as long, so parts handed to a sleeping pool are mostly taken back by the
+ * loop thread (bench/RESULTS.md, "Windows opened in parts").  So up to
+ * spin_threads threads stay awake for spin_us after their last job,
+ * watching the queue without the lock: a client's next GET finds them
+ * running.  Only after a job: a pool with no encrypted reads sleeps.
+ * Returns with mu held. */
+static void worker_spin(void)
+{
+    if (g.spinning >= g.spin_threads || g.spin_us == 0)
+        return;
+    g.spinning++;
+    pthread_mutex_unlock(&g.mu);
+    uint64_t end = now_us() + g.spin_us;
+    for (unsigned n = 1;; n++) {
+        if (__atomic_load_n(&g.queued, __ATOMIC_ACQUIRE) > 0 ||
+            __atomic_load_n(&g.stop, __ATOMIC_ACQUIRE))
+            break;
+        cpu_relax();
+        if (n % 64 == 0 && now_us() >= end)
+            break;
+    }
+    pthread_mutex_lock(&g.mu);
+    /* The caller looks at the queue again under mu before it sleeps: a
+     * submit that saw this thread spinning skipped its signal. */
+    g.spinning--;
+}
+
 static void *worker_main(void *arg)
 {
     (void)arg;
+    bool worked = false;
     pthread_mutex_lock(&g.mu);
     for (;;) {
+        if (!g.head && !g.stop && worked)
+            worker_spin();
+        worked = false;
         while (!g.head && !g.stop)
             pthread_cond_wait(&g.cv, &g.mu);
         if (!g.head)
@@ -57,7 +110,7 @@ static void *worker_main(void *arg)
         g.head = j->next;
         if (!g.head)
             g.tail = NULL;
-        g.queued--;
+        __atomic_store_n(&g.queued, g.queued - 1, __ATOMIC_RELAXED);
         g.running++;
         j->state = JOB_RUNNING;
         pthread_mutex_unlock(&g.mu);
@@ -80,19 +133,23 @@ static void *worker_main(void *arg)
         else if (w)
             ol_completion_signal(w, 0);
         pthread_mutex_lock(&g.mu);
+        worked = true;
     }
     pthread_mutex_unlock(&g.mu);
     return NULL;
 }
 
-int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread)
+int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread, unsigned spin_us)
 {
-    if (n > OL_SSE_POOL_THREADS_MAX || (n > 0 && blocks_per_thread == 0))
+    if (n > OL_SSE_POOL_THREADS_MAX || (n > 0 && blocks_per_thread == 0) ||
+        spin_us > OL_SSE_POOL_SPIN_MAX_US)
         return -EINVAL;
     pthread_mutex_lock(&g.mu);
     int rc = 0;
     if (g.nthreads == 0) {
-        g.stop = false;
+        __atomic_store_n(&g.stop, false, __ATOMIC_RELAXED);
+        g.spin_us = spin_us;
+        g.spin_threads = n < OL_SSE_POOL_SPIN_THREADS ? n : OL_SSE_POOL_SPIN_THREADS;
         g.cap = n * blocks_per_thread;
         for (unsigned i = 0; i < n; i++) {
             rc = -pthread_create(&g.th[i], NULL, worker_main, NULL);
@@ -108,7 +165,7 @@ int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread)
 void ol_sse_pool_stop(void)
 {
     pthread_mutex_lock(&g.mu);
-    g.stop = true;
+    __atomic_store_n(&g.stop, true, __ATOMIC_RELEASE); /* spinners watch it */
     pthread_cond_broadcast(&g.cv);
     while (g.queued || g.running)
         pthread_cond_wait(&g.idle, &g.mu);
@@ -180,8 +237,12 @@ void ol_sse_pool_submit(struct ol_sse_job *j)
     else
         g.head = j;
     g.tail = j;
-    g.queued++;
-    pthread_cond_signal(&g.cv);
+    __atomic_store_n(&g.queued, g.queued + 1, __ATOMIC_RELEASE);
+    /* A spinning thread takes the job without a wake-up (it checks the
+     * queue under mu before it sleeps); wake one only for jobs beyond the
+     * spinners. */
+    if (g.queued > g.spinning)
+        pthread_cond_signal(&g.cv);
     pthread_mutex_unlock(&g.mu);
 }
 
@@ -220,7 +281,7 @@ static void unqueue(struct ol_sse_job *j)
             g.head = j->next;
         if (g.tail == j)
             g.tail = prev;
-        g.queued--;
+        __atomic_store_n(&g.queued, g.queued - 1, __ATOMIC_RELAXED);
         return;
     }
     OL_ASSERT(!"queued job not in the queue");
@@ -242,10 +303,10 @@ bool ol_sse_pool_steal(struct ol_sse_job *j)
     return mine;
 }
 
-void ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us)
+bool ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us)
 {
     if (ol_sse_pool_steal(j))
-        return;
+        return true;
     /* Running on a pool thread: most likely about done (it started no
      * later than this thread's own part); spin a little before parking. */
     struct timespec t0, t;
@@ -259,6 +320,7 @@ void ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us)
             break;
     }
     ol_sse_pool_wait(j);
+    return false;
 }
 
 void ol_sse_pool_cancel(struct ol_sse_job *j)

@@ -46,12 +46,21 @@ struct ol_sse_job {
     struct ol_completion *waiter;
 };
 
+/* Threads that stay awake after a job (see spin_us below), at most. */
+#define OL_SSE_POOL_SPIN_THREADS 2u
+#define OL_SSE_POOL_SPIN_MAX_US 10000u
+
 /* Starts n threads (at most OL_SSE_POOL_THREADS_MAX) that the process keeps
  * until ol_sse_pool_stop; 0 turns read-ahead off.  Call before any read
  * uses the pool (at start-up); a second call with a pool running changes
  * nothing and answers 0.  The block cap is blocks_per_thread * n.
- * 0, -EINVAL, or pthread_create's error (the threads started so far stay). */
-int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread);
+ * spin_us (at most OL_SSE_POOL_SPIN_MAX_US): after finishing a job and
+ * finding the queue empty, up to OL_SSE_POOL_SPIN_THREADS threads watch
+ * the queue for this long before they sleep (a wake-up costs about as much
+ * as a window's part); 0: they sleep at once.  A pool with no jobs spends
+ * no CPU.  0, -EINVAL, or pthread_create's error (the threads started so
+ * far stay). */
+int ol_sse_pool_start(unsigned n, unsigned blocks_per_thread, unsigned spin_us);
 /* Joins the threads once no job is queued or running, frees the kept
  * blocks (tests; the server never stops it). */
 void ol_sse_pool_stop(void);
@@ -77,9 +86,9 @@ bool ol_sse_pool_done(struct ol_sse_job *j);
  * (true), as if a pool thread had; false when a pool thread has it. */
 bool ol_sse_pool_steal(struct ol_sse_job *j);
 /* Until j's run has returned, doing it here when no pool thread took it
- * yet (a sleeping pool's wake-up costs more than a short job), else
- * spinning up to spin_us before waiting. */
-void ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us);
+ * yet (a sleeping pool's wake-up costs more than a short job: true), else
+ * spinning up to spin_us before waiting (false). */
+bool ol_sse_pool_finish(struct ol_sse_job *j, unsigned spin_us);
 /* Gives j up: drop(j) now or, while it runs, on its thread after run. */
 void ol_sse_pool_cancel(struct ol_sse_job *j);
 

@@ -41,6 +41,7 @@
 #include "native/server.h"
 #include "kv/kv.h"
 #include "obj/obj.h"
+#include "obj/sse.h"
 #include "obj/sse_master.h"
 #include "users/users.h"
 #include "s3/router.h"
@@ -635,6 +636,18 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("openlake_body_memory_limit_bytes %" PRIu64 "\n", ol_bodymem_limit());
     EMIT("# TYPE openlake_body_memory_refused_total counter\n");
     EMIT("openlake_body_memory_refused_total %" PRIu64 "\n", ol_bodymem_refused());
+    /* Encrypted reads (obj/sse.h, ol_sse_stats): how windows' sealed bytes
+     * reached the cipher, and who opened the parts of split windows. */
+    struct ol_sse_stats ss;
+    ol_sse_stats(&ss);
+    EMIT("# TYPE openlake_sse_windows_total counter\n");
+    EMIT("openlake_sse_windows_total{source=\"in_place\"} %" PRIu64 "\n", ss.windows_in_place);
+    EMIT("openlake_sse_windows_total{source=\"pieces\"} %" PRIu64 "\n", ss.windows_pieces);
+    EMIT("openlake_sse_windows_total{source=\"copied\"} %" PRIu64 "\n", ss.windows_copied);
+    EMIT("openlake_sse_copied_bytes_total %" PRIu64 "\n", ss.bytes_copied);
+    EMIT("# TYPE openlake_sse_parts_total counter\n");
+    EMIT("openlake_sse_parts_total{by=\"pool\"} %" PRIu64 "\n", ss.parts_pool);
+    EMIT("openlake_sse_parts_total{by=\"loop\"} %" PRIu64 "\n", ss.parts_stolen);
     if (srv->ec && srv->ec->cluster[0]) {
         /* Whether writes are acknowledged, and on what (cluster/member.h):
          * 1 for the state the node is in, 0 for the others. */

@@ -3,9 +3,13 @@
 encrypted GETs open their windows on the pool's threads.  Whole objects,
 ranges, multipart objects whose parts end inside windows, SSE-C, several
 GETs at once, and clients that hang up mid-body, on one drive and on
-erasure-coded drives: every byte right, and the server still serving."""
+erasure-coded drives: every byte right, and the server still serving.  And
+windows opened where the source hands them over: on erasure-coded drives a
+window across two stripe units is taken as pinned pieces, not copied
+(the openlake_sse_* metrics)."""
 import concurrent.futures
 import hashlib
+import re
 import socket
 
 import helpers
@@ -44,6 +48,33 @@ def test_long_reads(mode_s3, mode_bucket):
                              **({} if i % 2 else c))["Body"].read() == data
     with concurrent.futures.ThreadPoolExecutor(6) as ex:
         assert all(ex.map(get, range(12)))
+
+
+def sse_windows(server):
+    r = helpers.signed_request(server, "GET", "/_openlake/metrics")
+    assert r.status == 200, r
+    got = dict(re.findall(r'openlake_sse_windows_total\{source="(\w+)"\} (\d+)',
+                          r.body.decode()))
+    return {k: int(v) for k, v in got.items()}
+
+
+def test_windows_in_pieces(mode_server, mode_s3, mode_bucket):
+    s3, b = mode_s3, mode_bucket
+    data = body(9 * MIB + 5, "pieces")
+    s3.put_object(Bucket=b, Key="o", Body=data, ServerSideEncryption="AES256")
+    assert s3.get_object(Bucket=b, Key="o")["Body"].read() == data  # pages cached now
+    w0 = sse_windows(mode_server)
+    for _ in range(2):
+        assert s3.get_object(Bucket=b, Key="o")["Body"].read() == data
+        rng = s3.get_object(Bucket=b, Key="o", Range="bytes=1000000-2100000")["Body"].read()
+        assert rng == data[1000000:2100001]
+    w1 = sse_windows(mode_server)
+    d = {k: w1[k] - w0.get(k, 0) for k in w1}
+    assert d["copied"] == 0, d
+    assert d["in_place"] + d["pieces"] >= 2 * 10, d
+    if mode_server.mode == "ec":
+        # 1 MiB units, windows of 983,280 sealed bytes: most straddle two.
+        assert d["pieces"] >= 2 * 8, d
 
 
 def test_multipart(mode_s3, mode_bucket):

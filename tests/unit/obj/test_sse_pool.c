@@ -8,13 +8,20 @@
  *    byte returned before it is right, nothing at or after it is returned,
  *    and a retry at that offset fails too;
  *  - a reader freed mid-read (a client that hung up) gives every block back,
- *    once the pool's threads are done with the windows they hold. */
+ *    once the pool's threads are done with the windows they hold;
+ *  - a source that hands out pinned pieces of 1 MiB (an erasure set's
+ *    stripe units) has its windows across two pieces opened where they lie,
+ *    none copied, and a bad byte on either side of a piece boundary (in a
+ *    package's data or its tag) fails the read at that window;
+ *  - spinning pool threads take jobs without a wake-up, stop with the pool,
+ *    and spend no CPU once jobs stop coming. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -24,6 +31,7 @@
 #include "s3/meta.h"
 
 #define WIN ((size_t)OL_SSE_WINDOW_PKGS * OL_SSE_PKG)
+#define WIN_SEALED ((size_t)OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG))
 
 /* ---- the pool alone ---- */
 
@@ -53,7 +61,7 @@ static void tjob_drop(struct ol_sse_job *j)
 
 static void pool_alone(void)
 {
-    CHECK_RC(ol_sse_pool_start(3, 2), 0);
+    CHECK_RC(ol_sse_pool_start(3, 2, 0), 0);
     CHECK(ol_sse_pool_threads() == 3);
     /* Out of order: the first job takes longest. */
     struct tjob a[3] = {{.delay_us = 60000}, {.delay_us = 1000}, {.delay_us = 1000}};
@@ -141,6 +149,7 @@ struct mem {
     size_t len, cap;
     bool pin;       /* hand out pointers as pinned */
     size_t max_call; /* at most this many bytes per call (0: no limit) */
+    size_t unit;     /* calls end at multiples of unit (0: no limit) */
     uint8_t *bounce; /* unpinned: each call's bytes copied here, then scribbled over */
     uint64_t reads;
 };
@@ -169,6 +178,8 @@ static ssize_t source(void *arg, uint64_t off, size_t max, const uint8_t **data,
     size_t n = m->len - off < max ? m->len - off : max;
     if (m->max_call && n > m->max_call)
         n = m->max_call;
+    if (m->unit && n > m->unit - off % m->unit)
+        n = m->unit - off % m->unit;
     if (m->pin) {
         *data = m->p + off;
         *pinned = true;
@@ -397,6 +408,122 @@ static void free_mid_read(void)
     object_free(&o);
 }
 
+/* Windows across two pinned pieces of the source (an erasure set's 1 MiB
+ * stripe units: a window's 983,280 sealed bytes straddle a unit boundary
+ * more often than not). */
+static void two_pieces(void)
+{
+    struct object o;
+    object_make(&o, 10 * WIN + 999, 0);
+    o.m.pin = true;
+    o.m.unit = 1u << 20;
+    struct ol_sse_stats a, b;
+    int err;
+    bool same;
+    ol_sse_stats(&a);
+    CHECK(get(&o, 0, o.n, &err, &same) == o.n); /* inline, then read ahead */
+    CHECK_RC(err, 0);
+    CHECK(same);
+    CHECK(get(&o, 3 * WIN + 5, WIN, &err, &same) == WIN); /* inline only */
+    CHECK_RC(err, 0);
+    CHECK(same);
+    ol_sse_stats(&b);
+    CHECK(b.windows_copied == a.windows_copied);
+    CHECK(b.bytes_copied == a.bytes_copied);
+    CHECK(b.windows_pieces >= a.windows_pieces + 10);
+    /* Unpinned pieces are still gathered. */
+    o.m.pin = false;
+    CHECK(get(&o, 0, o.n, &err, &same) == o.n);
+    CHECK_RC(err, 0);
+    CHECK(same);
+    ol_sse_stats(&a);
+    CHECK(a.windows_copied >= b.windows_copied + 10);
+    o.m.pin = true;
+
+    /* Window 3's sealed bytes [16 + 3 * 983280, ...) hold the 3 MiB
+     * boundary inside package 2's data: one bad byte on either side. */
+    size_t bnd = 3u << 20;
+    CHECK(bnd > OL_SSE_HDR + 3 * WIN_SEALED && bnd < OL_SSE_HDR + 4 * WIN_SEALED);
+    for (int side = 0; side < 2; side++) {
+        size_t at = side ? bnd : bnd - 1;
+        o.m.p[at] ^= 0x10;
+        CHECK(get(&o, 0, o.n, &err, &same) == 3 * WIN);
+        CHECK_RC(err, -OL_ECORRUPT);
+        CHECK(same);
+        CHECK(get(&o, 3 * WIN, 100, &err, &same) == 0); /* inline */
+        CHECK_RC(err, -OL_ECORRUPT);
+        o.m.p[at] ^= 0x10;
+    }
+    CHECK(get(&o, 0, o.n, &err, &same) == o.n && err == 0 && same);
+    object_free(&o);
+
+    /* Pieces of 983,288 bytes: window 0 (the stream id and 15 packages,
+     * 983,296 bytes) has its boundary 8 bytes into the last package's tag,
+     * and windows 3.. theirs 8 * (n - 2) bytes into their first package. */
+    object_make(&o, 6 * WIN, 0);
+    o.m.pin = true;
+    o.m.unit = 983288;
+    CHECK(get(&o, 0, o.n, &err, &same) == o.n && err == 0 && same);
+    CHECK(get(&o, 0, WIN, &err, &same) == WIN && err == 0 && same);
+    for (int side = 0; side < 2; side++) {
+        size_t at = side ? o.m.unit : o.m.unit - 1;
+        o.m.p[at] ^= 0x01;
+        CHECK(get(&o, 0, o.n, &err, &same) == 0);
+        CHECK_RC(err, -OL_ECORRUPT);
+        o.m.p[at] ^= 0x01;
+    }
+    ol_sse_stats(&b);
+    CHECK(b.windows_copied == a.windows_copied);
+    object_free(&o);
+    CHECK(blocks_back());
+}
+
+static double cpu_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* Spinning threads: many short jobs one after another (most submits find a
+ * spinner and signal nobody) all run; with the jobs over the pool goes
+ * quiet (no CPU); a stop while they spin ends them. */
+static void spinning(void)
+{
+    CHECK_RC(ol_sse_pool_start(3, 2, OL_SSE_POOL_SPIN_MAX_US + 1), -EINVAL);
+    CHECK_RC(ol_sse_pool_start(3, 2, OL_SSE_POOL_SPIN_MAX_US), 0);
+    for (int round = 0; round < 300; round++) {
+        struct tjob t[3];
+        memset(t, 0, sizeof(t));
+        for (int i = 0; i < 3; i++) {
+            t[i].job.run = tjob_run;
+            t[i].job.drop = tjob_drop;
+            ol_sse_pool_submit(&t[i].job);
+        }
+        for (int i = 0; i < 3; i++) {
+            if (round % 2)
+                ol_sse_pool_wait(&t[i].job);
+            else
+                ol_sse_pool_finish(&t[i].job, 20);
+            CHECK(t[i].ran == 1);
+        }
+    }
+    /* The spin is 10 ms at most: after 40 ms, 100 ms cost next to no CPU. */
+    usleep(40000);
+    double c0 = cpu_ms();
+    usleep(100000);
+    double used = cpu_ms() - c0;
+    CHECK(used < 5.0);
+    if (used >= 5.0)
+        fprintf(stderr, "idle pool used %.1f ms of CPU in 100 ms\n", used);
+    /* Stopped while two threads spin. */
+    struct tjob t = {.job = {.run = tjob_run, .drop = tjob_drop}};
+    ol_sse_pool_submit(&t.job);
+    ol_sse_pool_wait(&t.job);
+    ol_sse_pool_stop();
+    CHECK(ol_sse_pool_threads() == 0);
+}
+
 /* A read in a fiber: the wait parks it and the pool's signal comes back
  * through the loop's inbox. */
 static struct ol_loop *loop;
@@ -436,6 +563,7 @@ int main(void)
     CHECK(ol_sse_pool_auto(2) == 0);
     CHECK(ol_sse_pool_auto(16) == 16);
     pool_alone();
+    spinning();
 
     /* Off: a long read opens inline and takes no block. */
     struct object o;
@@ -446,10 +574,11 @@ int main(void)
     CHECK(get(&o, 0, o.n, &err, &same) == o.n && err == 0 && same);
     object_free(&o);
 
-    CHECK_RC(ol_sse_pool_start(3, OL_SSE_AHEAD_BLOCKS_PER_THREAD), 0);
+    CHECK_RC(ol_sse_pool_start(3, OL_SSE_AHEAD_BLOCKS_PER_THREAD, 0), 0);
     round_trips();
     corrupt_middle();
     split_windows();
+    two_pieces();
     free_mid_read();
     in_fiber();
     ol_sse_pool_stop();
