@@ -964,6 +964,32 @@ int ol_store_copy_object_v(struct ol_store *st, const char *src_bucket, const ch
     return rc;
 }
 
+/* Runs ops[0] (filled by the caller) and then the deletes of the versions
+ * in drop as one chain: each delete only after ops[0] succeeded, usually in
+ * its commit.  ops has room for 1 + ndrop (at most OL_STORE_DROP_MAX). */
+static int run_with_drops(struct ol_store *st, struct ol_op *ops, const char *bucket,
+                          const uint8_t *ik, size_t kl, const char *const *drop, unsigned ndrop,
+                          int *drop_rc)
+{
+    struct ol_op *q[1 + OL_STORE_DROP_MAX];
+    q[0] = &ops[0];
+    for (unsigned i = 0; i < ndrop; i++) {
+        ops[1 + i] = (struct ol_op){
+            .type = OL_OP_DELETE_VERSION,
+            .bucket = bucket,
+            .ikey = ik,
+            .ikey_len = kl,
+            .vid = drop[i],
+            .after = &ops[0],
+        };
+        q[1 + i] = &ops[1 + i];
+    }
+    int rc = ol_commit_run_chain(st, q, 1 + ndrop);
+    for (unsigned i = 0; drop_rc && i < ndrop; i++)
+        drop_rc[i] = ops[1 + i].result;
+    return rc;
+}
+
 int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key, size_t key_len,
                        const char *vid, const struct ol_store_copy_opts *o,
                        char new_vid[OL_STORE_VID_MAX], const char *const *drop, unsigned ndrop,
@@ -979,7 +1005,7 @@ int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key,
     if (rc)
         return rc;
     struct ol_obj_info info;
-    struct ol_op ops[1 + OL_STORE_DROP_MAX], *q[1 + OL_STORE_DROP_MAX];
+    struct ol_op ops[1 + OL_STORE_DROP_MAX];
     memset(ops, 0, (1 + ndrop) * sizeof(ops[0]));
     ops[0] = (struct ol_op){
         .type = OL_OP_COPY_OBJECT,
@@ -993,23 +1019,9 @@ int ol_store_rewrite_v(struct ol_store *st, const char *bucket, const char *key,
         .info = &info,
         .vid = vid,
     };
-    q[0] = &ops[0];
-    for (unsigned i = 0; i < ndrop; i++) {
-        ops[1 + i] = (struct ol_op){
-            .type = OL_OP_DELETE_VERSION,
-            .bucket = bucket,
-            .ikey = ik,
-            .ikey_len = (size_t)kl,
-            .vid = drop[i],
-            .after = &ops[0],
-        };
-        q[1 + i] = &ops[1 + i];
-    }
-    rc = ol_commit_run_chain(st, q, 1 + ndrop);
+    rc = run_with_drops(st, ops, bucket, ik, (size_t)kl, drop, ndrop, drop_rc);
     if (new_vid)
         memcpy(new_vid, ops[0].vid_out, OL_STORE_VID_MAX);
-    for (unsigned i = 0; drop_rc && i < ndrop; i++)
-        drop_rc[i] = ops[1 + i].result;
     return rc;
 }
 
@@ -1025,7 +1037,7 @@ int ol_store_patch_meta_v(struct ol_store *st, const char *bucket, const char *k
     int kl = ol_idx_key(ik, bucket, key, key_len);
     if (kl < 0)
         return kl == -EINVAL && key_len > 0 ? -OL_ENOBUCKET : kl;
-    struct ol_op ops[1 + OL_STORE_DROP_MAX], *q[1 + OL_STORE_DROP_MAX];
+    struct ol_op ops[1 + OL_STORE_DROP_MAX];
     memset(ops, 0, (1 + ndrop) * sizeof(ops[0]));
     ops[0] = (struct ol_op){
         .type = OL_OP_META_PATCH_VERSION,
@@ -1038,22 +1050,7 @@ int ol_store_patch_meta_v(struct ol_store *st, const char *bucket, const char *k
         .patch_off = off,
         .patch_expect = expect,
     };
-    q[0] = &ops[0];
-    for (unsigned i = 0; i < ndrop; i++) {
-        ops[1 + i] = (struct ol_op){
-            .type = OL_OP_DELETE_VERSION,
-            .bucket = bucket,
-            .ikey = ik,
-            .ikey_len = (size_t)kl,
-            .vid = drop[i],
-            .after = &ops[0],
-        };
-        q[1 + i] = &ops[1 + i];
-    }
-    int rc = ol_commit_run_chain(st, q, 1 + ndrop);
-    for (unsigned i = 0; drop_rc && i < ndrop; i++)
-        drop_rc[i] = ops[1 + i].result;
-    return rc;
+    return run_with_drops(st, ops, bucket, ik, (size_t)kl, drop, ndrop, drop_rc);
 }
 
 /* ---- listing every version ---- */
