@@ -610,6 +610,53 @@ out:
     return rc;
 }
 
+/* The version an in-place change names (op->vid; NULL: the current
+ * object), decoded into *e from the index: *current says where it lives
+ * (the objects DB, else the versions DB under vk[0..*vkl), vk holding
+ * OL_IDX_KEY_MAX bytes), *tagged and *t its version tag.  -OL_ENOBUCKET,
+ * the lookup's error, or -OL_EMARKER for a delete marker (nothing to
+ * change on one). */
+static int ver_locate(struct ol_store *st, MDB_txn *txn, const struct ol_op *op,
+                      struct ol_entry *e, struct ver_tag *t, bool *tagged, bool *current,
+                      uint8_t *vk, size_t *vkl)
+{
+    MDB_val bk = {strlen(op->bucket), (void *)op->bucket}, v;
+    int rc = mdb_get(txn, st->db_buckets, &bk, &v);
+    if (rc)
+        return rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
+    *tagged = false;
+    *current = true;
+    if (op->vid) {
+        struct vid_want w;
+        rc = vid_parse(op->vid, &w);
+        if (rc == 0)
+            rc = ver_find(st, txn, op->ikey, op->ikey_len, &w, &v, t, tagged, current, vk, vkl);
+    } else {
+        rc = ol_idx_get(txn, st->db_objects, op->ikey, op->ikey_len, &v);
+    }
+    if (rc == 0)
+        rc = ol_entry_decode(v.mv_data, v.mv_size, e);
+    if (rc == 0 && !op->vid) {
+        rc = tag_get(e, t);
+        if (rc && rc != -OL_ENOCONFIG)
+            return rc;
+        *tagged = rc == 0;
+        rc = 0;
+    }
+    if (rc == 0 && *tagged && (t->flags & OL_VER_MARKER))
+        rc = -OL_EMARKER;
+    return rc;
+}
+
+/* Writes a version's re-encoded entry back where ver_locate found it. */
+static int ver_put_back(struct ol_store *st, MDB_txn *txn, const struct ol_op *op, bool current,
+                        const uint8_t *vk, size_t vkl, const uint8_t *entry, size_t entry_len)
+{
+    if (current)
+        return ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
+    return ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
+}
+
 /* OL_OP_ATTR_PUT_VERSION: sets or removes attribute op->name of version
  * op->vid (NULL: the current object), wherever the version lives, re-encoding
  * its entry with the same data, so space accounting is unchanged.  A delete
@@ -617,48 +664,17 @@ out:
 int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
 {
     struct ol_store *st = ol_batch_store(bc);
-    uint8_t *vk = NULL, *attrs = NULL, *entry = NULL;
+    uint8_t *attrs = NULL, *entry = NULL;
     size_t vkl = 0, attr_len = 0, entry_len = 0;
-    MDB_val bk = {strlen(op->bucket), (void *)op->bucket}, v;
-    int rc = mdb_get(txn, st->db_buckets, &bk, &v);
-    if (rc) {
-        rc = rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
-        goto out;
-    }
+    uint8_t *vk = malloc(OL_IDX_KEY_MAX);
+    if (!vk)
+        return -ENOMEM;
     struct ver_tag t;
-    bool tagged = false, current = true;
+    bool tagged, current;
     struct ol_entry e;
-    if (op->vid) {
-        struct vid_want w;
-        rc = vid_parse(op->vid, &w);
-        if (rc)
-            goto out;
-        vk = malloc(OL_IDX_KEY_MAX);
-        if (!vk) {
-            rc = -ENOMEM;
-            goto out;
-        }
-        rc = ver_find(st, txn, op->ikey, op->ikey_len, &w, &v, &t, &tagged, &current, vk, &vkl);
-        if (rc)
-            goto out;
-    } else {
-        rc = ol_idx_get(txn, st->db_objects, op->ikey, op->ikey_len, &v);
-        if (rc)
-            goto out;
-    }
-    rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+    int rc = ver_locate(st, txn, op, &e, &t, &tagged, &current, vk, &vkl);
     if (rc)
         goto out;
-    if (!op->vid) {
-        rc = tag_get(&e, &t);
-        if (rc && rc != -OL_ENOCONFIG)
-            goto out;
-        tagged = rc == 0;
-    }
-    if (tagged && (t.flags & OL_VER_MARKER)) {
-        rc = -OL_EMARKER;
-        goto out;
-    }
     /* An object written before versioning has no id: "null" when asked by
      * id, none ("") when asked as the current object, as the reads answer. */
     if (tagged || op->vid)
@@ -669,12 +685,8 @@ int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     static const uint8_t none[1];
     struct ol_entry_over ov = {.attrs = attrs ? attrs : none, .attr_len = (uint32_t)attr_len};
     rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
-    if (rc)
-        goto out;
-    if (current)
-        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
-    else
-        rc = ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
+    if (rc == 0)
+        rc = ver_put_back(st, txn, op, current, vk, vkl, entry, entry_len);
 out:
     free(entry);
     free(attrs);
@@ -688,34 +700,15 @@ out:
 int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
 {
     struct ol_store *st = ol_batch_store(bc);
-    uint8_t *vk = NULL, *meta = NULL, *entry = NULL;
+    uint8_t *meta = NULL, *entry = NULL;
     size_t vkl = 0, entry_len = 0;
-    MDB_val bk = {strlen(op->bucket), (void *)op->bucket}, v;
-    int rc = mdb_get(txn, st->db_buckets, &bk, &v);
-    if (rc) {
-        rc = rc == MDB_NOTFOUND ? -OL_ENOBUCKET : ol_mdb_err(rc);
-        goto out;
-    }
-    struct vid_want w;
-    rc = vid_parse(op->vid, &w);
-    if (rc)
-        goto out;
-    vk = malloc(OL_IDX_KEY_MAX);
-    if (!vk) {
-        rc = -ENOMEM;
-        goto out;
-    }
+    uint8_t *vk = malloc(OL_IDX_KEY_MAX);
+    if (!vk)
+        return -ENOMEM;
     struct ver_tag t;
-    bool tagged = false, current = true;
-    rc = ver_find(st, txn, op->ikey, op->ikey_len, &w, &v, &t, &tagged, &current, vk, &vkl);
-    if (rc)
-        goto out;
-    if (tagged && (t.flags & OL_VER_MARKER)) {
-        rc = -OL_EMARKER;
-        goto out;
-    }
+    bool tagged, current;
     struct ol_entry e;
-    rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+    int rc = ver_locate(st, txn, op, &e, &t, &tagged, &current, vk, &vkl);
     if (rc)
         goto out;
     size_t ml = e.h.meta_len;
@@ -733,12 +726,8 @@ int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
     tag_text(tagged ? &t : NULL, op->vid_out);
     struct ol_entry_over ov = {.meta = meta, .meta_len = (uint32_t)ml};
     rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
-    if (rc)
-        goto out;
-    if (current)
-        rc = ol_idx_put(txn, st->db_objects, op->ikey, op->ikey_len, entry, entry_len);
-    else
-        rc = ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
+    if (rc == 0)
+        rc = ver_put_back(st, txn, op, current, vk, vkl, entry, entry_len);
 out:
     free(entry);
     free(meta);
