@@ -22,6 +22,15 @@ results() {
       }
   }'
 }
+# The last lines a failed test printed, from meson's own log of the run
+# (DIR/meson-logs/testlog.txt): one block per test, headed "test: ... / NAME".
+# CI keeps only this script's output, so a flaky failure must explain itself.
+print_failure() { # builddir name
+  awk -v name="$2" '
+    /^=+ [0-9]+\/[0-9]+ =+$/ { keep = 0 }
+    /^test: / { keep = ($NF == name) }
+    keep' "$1/meson-logs/testlog.txt" 2>/dev/null | tail -n 40 | sed "s/^/  [$2] /"
+}
 failed_names=()
 count() { # name rc
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); failed_names+=("$1"); fi
@@ -61,7 +70,7 @@ meson test -C build --print-errorlogs --num-processes "$UNIT_JOBS" >/tmp/openlak
 grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-unit.log
 for t in $(results /tmp/openlake-unit.log); do
   name=${t%%:*}; st=${t##*:}
-  if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "unit:$name" 0; else count "unit:$name" 1; fi
+  if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "unit:$name" 0; else count "unit:$name" 1; print_failure build "$name"; fi
 done
 
 phase "unit tests under ASan+UBSan"
@@ -72,7 +81,7 @@ if wait "$asan_build"; then
   grep -E "^ *[0-9]+/[0-9]+ " /tmp/openlake-asan.log
   for t in $(results /tmp/openlake-asan.log); do
     name=${t%%:*}; st=${t##*:}
-    if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "asan:$name" 0; else count "asan:$name" 1; fi
+    if [ "$st" = OK ] || [ "$st" = SKIP ]; then count "asan:$name" 0; else count "asan:$name" 1; print_failure build-asan "$name"; fi
   done
 else
   tail -30 /tmp/openlake-asan-build.log

@@ -777,6 +777,13 @@ void ol_drive_server_pause(struct ol_drive_server *srv, bool paused)
     pthread_mutex_unlock(&srv->mu);
 }
 
+void ol_drive_server_set_writer_idle(struct ol_drive_server *srv, unsigned idle_ms)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->idle_ms = idle_ms ? idle_ms : OL_DRIVE_SERVER_WRITER_IDLE_MS;
+    pthread_mutex_unlock(&srv->mu);
+}
+
 unsigned ol_drive_server_writers(struct ol_drive_server *srv)
 {
     pthread_mutex_lock(&srv->mu);

@@ -90,6 +90,10 @@ uint16_t ol_drive_server_port(struct ol_drive_server *srv);
  * them (the server stops answering, its net thread still runs; ops already
  * running in fibers finish). */
 void ol_drive_server_pause(struct ol_drive_server *srv, bool paused);
+/* Tests: the idle time after which a writer is aborted, from now on (a test
+ * of the idle sweep lowers it only for as long as it needs: a short one
+ * aborts a loaded machine's writers between two of their writes). */
+void ol_drive_server_set_writer_idle(struct ol_drive_server *srv, unsigned idle_ms);
 /* Writers open now. */
 unsigned ol_drive_server_writers(struct ol_drive_server *srv);
 
