@@ -7,6 +7,7 @@
 #
 #   bench/ab_ec.sh BIN_A BIN_B
 #   env: OP (get) SIZE (4KiB) C (64) N (1000) RUNS (3) DUR (3s)
+#        ONE_DRIVE=1 (one drive instead of the erasure set, same runs)
 #        EXTRA (more options for the prepare, e.g. "--multipart-size 8MiB")
 set -euo pipefail
 A=$1; B=$2
@@ -18,7 +19,9 @@ free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0)
 start() { # bin tag -> sets PORT_tag
   local bin=$1 tag=$2 port; port=$(free_port)
   mkdir -p "$W/$tag"
-  "$bin" server "$W/$tag"/d{1..6} --listen 127.0.0.1:$port --ec_data 4 --ec_parity 2 \
+  local drives=("$W/$tag"/d{1..6} --ec_data 4 --ec_parity 2)
+  [ "${ONE_DRIVE:-0}" = 1 ] && drives=("$W/$tag/d1")
+  "$bin" server "${drives[@]}" --listen 127.0.0.1:$port \
       >"$W/$tag/log" 2>&1 &
   PIDS+=($!); echo $! >"$W/$tag/pid"; echo $port >"$W/$tag/port"
   for _ in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:$port/ && break; sleep 0.1; done

@@ -582,6 +582,10 @@ static struct {
     unsigned n, ready;
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
+/* Loop ticks a fiber gives other bodies to queue a chunk before hashing its
+ * own alone (wait_locked). */
+enum { MD5_WAIT_YIELDS = 16 };
+
 static bool stream_ready(const struct ol_md5_async *s)
 {
     return s->count > 0 && !s->busy;
@@ -681,7 +685,21 @@ static void wait_busy_locked(struct ol_md5_async *s)
  * while another thread has s's chunk, hashes other streams' or waits. */
 static void wait_locked(struct ol_md5_async *s, uint64_t seq)
 {
+    unsigned yields = 0;
     while (s->hashed <= seq && s->count > 0) {
+        /* Alone in the batch, s's chunk would be hashed by the scalar code,
+         * at a fifth of a full SIMD round's speed per byte.  Other bodies
+         * are being received: a fiber lets its loop run a few ticks first,
+         * so that their next chunks arrive and hash beside s's (by their
+         * thread or by this one). */
+        if (stream_ready(s) && g.ready < 4 && g.n > 1 && yields < MD5_WAIT_YIELDS &&
+            ol_fiber_current()) {
+            yields++;
+            pthread_mutex_unlock(&g.mu);
+            ol_fiber_yield();
+            pthread_mutex_lock(&g.mu);
+            continue;
+        }
         if (stream_ready(s))
             batch_locked();
         else if (!batch_locked())
