@@ -55,7 +55,9 @@ void ol_md5_update_many(struct ol_md5_job *jobs, size_t njobs);
  * that fills the lanes (a chunk from 8 streams, from every stream, or from
  * one stream per lane where there are fewer lanes), and on any thread that
  * needs a chunk hashed (to reuse its buffer, or at the end) and finds it not
- * yet done.  A thread whose chunk another thread is hashing hashes other
+ * yet done (a fiber whose chunk would go with fewer than three others lets
+ * its loop run a few ticks first, for other streams' chunks to arrive).  A
+ * thread whose chunk another thread is hashing hashes other
  * streams' chunks meanwhile, or waits for that batch (a fiber parks, so its
  * loop goes on; a plain thread blocks). */
 #define OL_MD5_ASYNC_MAX 8
