@@ -921,13 +921,14 @@ void ol_sse_stats(struct ol_sse_stats *out)
 }
 
 /* Window w's sealed packages, with s->skey made the package key of w's
- * stream, read with check or not (ol_sse_src_fn).  *sw holds them where the source handed them over: in one call's
- * buffer (for a window opened on another thread, `keep`, only when the
- * source pins it: valid while the source lives), or in up to SIN_MAX pinned
- * pieces when one call stops short (an erasure set's source ends each
- * answer at a stripe unit's end, and a window, a little shorter than a
- * unit, mostly straddles two); else gathered into *bufp (SEALED_CAP bytes,
- * made at the first window that needs it). */
+ * stream, read with check or not (ol_sse_src_fn).  *sw holds them where
+ * the source handed them over: in one call's buffer (for a window opened
+ * on another thread, `keep`, only when the source pins it: valid while the
+ * source lives), or in up to SIN_MAX pinned pieces when one call stops
+ * short (an erasure set's source ends each answer at a stripe unit's end,
+ * and a window, a little shorter than a unit, mostly straddles two); else
+ * gathered into *bufp (SEALED_CAP bytes, made at the first window that
+ * needs it). */
 static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
                      bool check, uint8_t **bufp, bool keep, struct sin *sw)
 {
