@@ -14,6 +14,10 @@ the ratio sse / plain.
 
 With --decrypt-threads 0,-1 one server runs with the decrypt pool off and
 one with it as derived from the cores, their runs interleaved (bench/sse_gpu.sh).
+With --bin A,B one server runs each binary (an A/B of two builds), their
+runs interleaved likewise.  Each row also gives the server's CPU per GET
+(utime + stime from /proc over the run, microseconds), which a loaded
+machine moves less than throughput.
 An entry T:S also sets sse_decrypt_spin_us to S (-1:0,-1: the pool with its
 threads sleeping at once against the default spin).  At the end each
 server's openlake_sse_* metrics are printed: windows opened where the source
@@ -56,6 +60,12 @@ def bench(binary, endpoint, bucket, size, duration, conc, prepare, a):
         raise SystemExit(f"bench failed: {out.stderr[-2000:]}")
     text = out.stdout
     return json.loads(text[text.index("{"):])
+
+
+def cpu_ticks(srv):
+    with open(f"/proc/{srv.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
 
 
 def start_server(binary, ec, server_threads, decrypt_threads):
@@ -106,48 +116,68 @@ def main():
                          "for each and interleaves their runs (empty: the server's default)")
     ap.add_argument("--ec", action="store_true", help="six drives, 4+2")
     ap.add_argument("--bin", default=os.environ.get("OPENLAKE_BIN",
-                                                    os.path.join(ROOT, "build", "openlake")))
+                                                    os.path.join(ROOT, "build", "openlake")),
+                    help="the openlake binary; a comma list starts one server for each "
+                         "(times each --decrypt-threads) and interleaves their runs")
     a = ap.parse_args()
-    dts = a.decrypt_threads.split(",") if a.decrypt_threads else [None]
+    bins = a.bin.split(",")
+    # A server per binary and decrypt setting, named by both when there
+    # are several binaries.
+    dts = []
+    for bi, b in enumerate(bins):
+        for dt in (a.decrypt_threads.split(",") if a.decrypt_threads else [None]):
+            label = "default" if dt is None else str(dt)
+            dts.append((b, dt, f"{label} bin{chr(65 + bi)}" if len(bins) > 1 else label))
     servers = []
+    hz = os.sysconf("SC_CLK_TCK")
     try:
-        for dt in dts:
-            servers.append((dt,) + start_server(a.bin, a.ec, a.server_threads, dt))
+        for i, (b, dt, _) in enumerate(dts):
+            servers.append((i, b) + start_server(b, a.ec, a.server_threads, dt))
+        if len(bins) > 1:
+            for bi, b in enumerate(bins):
+                print(f"# bin{chr(65 + bi)}: {b}")
         concs = [int(c) for c in a.concurrency.split(",")]
         print(f"# {'EC 4+2' if a.ec else 'one drive'}, server threads "
               f"{a.server_threads or 'all'}, {a.runs} x {a.duration}, MiB/s (median)")
-        print("| size | clients | decrypt threads | plain | SSE-S3 | ratio |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print("| size | clients | decrypt threads | plain | SSE-S3 | ratio "
+              "| plain us CPU/GET | SSE us CPU/GET |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for size in a.sizes.split(","):
-            for dt, srv, ep, work, s3 in servers:
+            for i, binary, srv, ep, work, s3 in servers:
                 for b in ("plain", "sse"):
-                    bench(a.bin, ep, b, size, "0", 8, True, a)
+                    bench(binary, ep, b, size, "0", 8, True, a)
             for conc in concs:
-                res = {(dt, b): [] for dt in dts for b in ("plain", "sse")}
+                res = {(i, b): [] for i in range(len(dts)) for b in ("plain", "sse")}
+                cpu = {(i, b): [] for i in range(len(dts)) for b in ("plain", "sse")}
                 for _ in range(a.runs):
-                    for dt, srv, ep, work, s3 in servers:
+                    for i, binary, srv, ep, work, s3 in servers:
                         for b in ("plain", "sse"):
-                            j = bench(a.bin, ep, b, size, a.duration, conc, False, a)
+                            c0 = cpu_ticks(srv)
+                            j = bench(binary, ep, b, size, a.duration, conc, False, a)
+                            c1 = cpu_ticks(srv)
                             if j["errors"]["total"]:
                                 raise SystemExit(f"errors: {j['errors']}")
-                            res[(dt, b)].append(j["total"]["mib_per_s"])
-                for dt in dts:
-                    p = statistics.median(res[(dt, "plain")])
-                    e = statistics.median(res[(dt, "sse")])
-                    label = "default" if dt is None else str(dt)
-                    print(f"| {size} | {conc} | {label} | {p:.0f} | {e:.0f} | {e / p:.2f} |")
+                            res[(i, b)].append(j["total"]["mib_per_s"])
+                            cpu[(i, b)].append((c1 - c0) / hz * 1e6 / max(j["total"]["ops"], 1))
+                for i, (_, _, label) in enumerate(dts):
+                    p = statistics.median(res[(i, "plain")])
+                    e = statistics.median(res[(i, "sse")])
+                    pc = statistics.median(cpu[(i, "plain")])
+                    ec = statistics.median(cpu[(i, "sse")])
+                    print(f"| {size} | {conc} | {label} | {p:.0f} | {e:.0f} | {e / p:.2f} "
+                          f"| {pc:.0f} | {ec:.0f} |")
                 sys.stdout.flush()
-        for dt, srv, ep, work, s3 in servers:
+        for i, binary, srv, ep, work, s3 in servers:
             head = s3.head_object(Bucket="sse", Key="obj-00000000")
             assert head.get("ServerSideEncryption") == "AES256", "the sse bucket is not encrypted"
             with urllib.request.urlopen(ep + "/_openlake/metrics", timeout=10) as r:
                 lines = [ln.split(None, 1) for ln in r.read().decode().splitlines()
                          if ln.startswith("openlake_sse_")]
-            label = "default" if dt is None else dt
+            label = dts[i][2]
             print(f"# decrypt threads {label}: " +
                   ", ".join(f"{k.replace('openlake_sse_', '')} {v}" for k, v in lines))
     finally:
-        for dt, srv, ep, work, s3 in servers:
+        for i, binary, srv, ep, work, s3 in servers:
             srv.terminate()
             srv.wait()
             shutil.rmtree(work, ignore_errors=True)

@@ -261,13 +261,16 @@ struct ol_drive_ops {
      * checksums and returns how many (> 0) can be sent from *fd at *foff,
      * or -EAGAIN (not cached, inline, failed a check: use read_shard, which
      * reports what is wrong); reader_map (optional within the group) is
-     * reader_file's twin that points *data at the checked bytes in the page
-     * cache's mapping instead, valid until reader_close; reader_close ends
+     * reader_file's twin that points *data at the bytes in the page
+     * cache's mapping instead, valid until reader_close: checked as
+     * reader_file's when check, else not at all (store/store.h,
+     * ol_store_read_map_sealed: for a caller that authenticates every byte
+     * itself and rereads with read_shard what fails); reader_close ends
      * it.  A reader is used by one thread at a time. */
     int (*reader_open)(void *d, const char *bucket, const char *key, size_t klen,
                        const struct ol_version_id *vid, void **h);
     ssize_t (*reader_file)(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff);
-    ssize_t (*reader_map)(void *h, uint64_t off, size_t max, const uint8_t **data);
+    ssize_t (*reader_map)(void *h, uint64_t off, size_t max, bool check, const uint8_t **data);
     void (*reader_close)(void *h);
 
     /* Buckets (optional, all six or none: a drive without them takes no

@@ -2817,7 +2817,8 @@ struct ol_eset_reader {
     struct ol_eset *es;
     struct eset_res *r;
     struct ol_ec_layout l;
-    bool heal_done; /* heal-on-read was considered once */
+    bool heal_done; /* heal-on-read was done once */
+    bool counted;   /* a mapped piece counted the reader's read */
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
     void *h[OL_EC_MAX_K];    /* drive readers of the data shards, opened on demand */
@@ -2865,17 +2866,19 @@ out:
 
 /* After bytes were served: heal-on-read, once per reader, as ol_eset_read
  * does for a pinned version (a heal resolves afresh: it must heal the
- * newest readable version). */
+ * newest readable version).  A read that found nothing to heal does not use
+ * up the heal: a later one may meet a rotted piece (the mapped pieces
+ * before it were not checked by read_res, or not at all: a sealed map). */
 static void reader_heal(struct ol_eset_reader *rd, bool heal)
 {
     struct ol_eset *es = rd->es;
     struct eset_res *r = rd->r;
     if (rd->heal_done)
         return;
-    rd->heal_done = true;
     heal |= (r->answered & ~r->have) != 0;
     if (!es->heal_on_read || !heal)
         return;
+    rd->heal_done = true;
     struct ol_eset_heal_stats hs;
     memset(&hs, 0, sizeof(hs));
     int e = ol_eset_heal_object(es, rd->bucket, rd->key, rd->klen, &hs);
@@ -2939,7 +2942,8 @@ static void *reader_piece(struct ol_eset_reader *rd, uint64_t off, size_t max,
  * that would, once per reader. */
 static void reader_served(struct ol_eset_reader *rd)
 {
-    if (!rd->heal_done) {
+    if (!rd->counted) {
+        rd->counted = true;
         atomic_fetch_add(&rd->es->st.reads, 1);
         reader_heal(rd, false);
     }
@@ -2960,7 +2964,7 @@ ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max,
     return n;
 }
 
-ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
+ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max, bool check,
                            const uint8_t **data)
 {
     const struct ol_drive *d;
@@ -2968,7 +2972,7 @@ ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
     void *h = reader_piece(rd, off, max, &d, &pc);
     if (!h || !d->ops->reader_map)
         return -EAGAIN;
-    ssize_t n = d->ops->reader_map(h, pc.shard_off, (size_t)pc.len, data);
+    ssize_t n = d->ops->reader_map(h, pc.shard_off, (size_t)pc.len, check, data);
     if (n <= 0)
         return -EAGAIN;
     reader_served(rd);

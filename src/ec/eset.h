@@ -327,10 +327,14 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
  * which also reports and repairs what is wrong. */
 ssize_t ol_eset_reader_file(struct ol_eset_reader *rd, uint64_t off, size_t max, int *fd,
                             uint64_t *foff);
-/* The same, pointing *data at the checked bytes in the page cache's mapping
- * of the shard's segment (store/store.h, ol_store_read_map), valid until the
- * reader is closed; -EAGAIN as ol_eset_reader_file. */
-ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max,
+/* The same, pointing *data at the bytes in the page cache's mapping of the
+ * shard's segment (store/store.h, ol_store_read_map), valid until the
+ * reader is closed; -EAGAIN as ol_eset_reader_file.  !check skips the
+ * drive's CRC pass (ol_store_read_map_sealed): only for a caller that
+ * authenticates every byte itself (obj/sse.c, AES-GCM tags) and rereads
+ * what fails with ol_eset_reader_read, which checks, rebuilds a rotted
+ * piece from parity and heals it. */
+ssize_t ol_eset_reader_map(struct ol_eset_reader *rd, uint64_t off, size_t max, bool check,
                            const uint8_t **data);
 void ol_eset_reader_close(struct ol_eset_reader *rd);
 /* The reader's version as stored, for a client that reads the shards

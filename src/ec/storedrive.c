@@ -1207,12 +1207,14 @@ static ssize_t sd_reader_file(void *h, uint64_t off, size_t max, int *fd, uint64
     return n > 0 ? n : -EAGAIN;
 }
 
-static ssize_t sd_reader_map(void *h, uint64_t off, size_t max, const uint8_t **data)
+static ssize_t sd_reader_map(void *h, uint64_t off, size_t max, bool check,
+                             const uint8_t **data)
 {
     struct sd_reader *r = h;
     if (!sd_store(r->sd))
         return -EAGAIN;
-    ssize_t n = ol_store_read_map(r->rd, off, max, data);
+    ssize_t n = check ? ol_store_read_map(r->rd, off, max, data)
+                      : ol_store_read_map_sealed(r->rd, off, max, data);
     return n > 0 ? n : -EAGAIN;
 }
 

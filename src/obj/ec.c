@@ -972,15 +972,16 @@ ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *f
                                foff);
 }
 
-ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data)
+ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, bool check,
+                       const uint8_t **data)
 {
     if (off >= r->info.size)
         return -EAGAIN;
     uint64_t left = r->info.size - off;
     size_t n = max < left ? max : (size_t)left;
     if (r->mf)
-        return ol_ec_manifest_map(r->mf, off, n, data);
-    return r->erd ? ol_eset_reader_map(r->erd, r->data_off + off, n, data) : -EAGAIN;
+        return ol_ec_manifest_map(r->mf, off, n, check, data);
+    return r->erd ? ol_eset_reader_map(r->erd, r->data_off + off, n, check, data) : -EAGAIN;
 }
 
 int ol_ec_read_direct(const struct ol_ec_reader *r, unsigned *set, struct ol_eset_geom *g)

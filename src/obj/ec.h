@@ -95,8 +95,11 @@ ssize_t ol_ec_read(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8
  * data shard holding byte off, checked now; -EAGAIN: use ol_ec_read. */
 ssize_t ol_ec_read_file(struct ol_ec_reader *r, uint64_t off, size_t max, int *fd,
                         uint64_t *foff);
-/* The same bytes in the page cache's mapping (ol_store_read_map's contract). */
-ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, const uint8_t **data);
+/* The same bytes in the page cache's mapping (ol_store_read_map's
+ * contract); !check: not CRC-checked, for sealed bytes (ec/eset.h,
+ * ol_eset_reader_map). */
+ssize_t ol_ec_read_map(struct ol_ec_reader *r, uint64_t off, size_t max, bool check,
+                       const uint8_t **data);
 void ol_ec_read_close(struct ol_ec_reader *r);
 /* ol_obj_read_direct's answer for an erasure-coded reader. */
 struct ol_eset_geom;

@@ -526,7 +526,7 @@ int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void
     return 0;
 }
 
-ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max,
+ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max, bool check,
                            const uint8_t **data)
 {
     if (off >= m->size || max == 0)
@@ -539,7 +539,7 @@ ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max,
     struct ol_eset_reader *rd;
     if (part_reader(m, i, &rd) < 0)
         return -EAGAIN; /* the copy path reports it */
-    return ol_eset_reader_map(rd, in, max < left ? max : (size_t)left, data);
+    return ol_eset_reader_map(rd, in, max < left ? max : (size_t)left, check, data);
 }
 
 int ol_ec_manifest_prev(struct ol_deploy *ec, const char *bucket, const char *key,

@@ -62,11 +62,12 @@ int ol_ec_manifest_load(struct ol_deploy *dp, const char *bucket, const char *ke
                         struct ol_ec_manifest **out);
 /* Reads object bytes [off, off + len) from the parts (exactly, or an error). */
 int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void *buf);
-/* Zero-copy form (ec/eset.h, ol_eset_reader_map): the checked bytes from
- * off, within one part and one stripe unit, in the page cache's mapping,
- * valid until the manifest is freed or reads another part; -EAGAIN: read
- * them with ol_ec_manifest_read, which also reports what is wrong. */
-ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max,
+/* Zero-copy form (ec/eset.h, ol_eset_reader_map): the bytes from off,
+ * within one part and one stripe unit, in the page cache's mapping,
+ * checked unless !check (sealed bytes), valid until the manifest is freed
+ * or reads another part; -EAGAIN: read them with ol_ec_manifest_read,
+ * which also reports what is wrong. */
+ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max, bool check,
                            const uint8_t **data);
 uint32_t ol_ec_manifest_nparts(const struct ol_ec_manifest *m);
 void ol_ec_manifest_free(struct ol_ec_manifest *m);

@@ -370,10 +370,13 @@ static ssize_t backend_read(void *arg, uint64_t off, size_t max, const uint8_t *
 }
 
 /* The same for the sealed reader, whose GCM tags authenticate every byte
- * it opens: the mapping's bytes are not CRC-checked first (store.h,
- * ol_store_read_map_sealed), a pass over memory less per GET. */
-static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **data,
-                           bool *pinned)
+ * it opens: without check, the mapping's bytes are not CRC-checked first
+ * (store.h, ol_store_read_map_sealed; ec/eset.h, ol_eset_reader_map), a
+ * pass over memory less per GET; a window that fails its tags comes back
+ * with check (sse.h, ol_sse_src_fn), and what the checks refuse is read as
+ * a plain GET reads it (an erasure set rebuilds it from parity). */
+static ssize_t sealed_read(void *arg, uint64_t off, size_t max, bool check,
+                           const uint8_t **data, bool *pinned)
 {
     struct ol_obj_reader *r = arg;
     ssize_t n;
@@ -381,11 +384,12 @@ static ssize_t sealed_read(void *arg, uint64_t off, size_t max, const uint8_t **
         /* An erasure set's local data shard piece in place (at most one
          * stripe unit: a window across two is taken as two pinned pieces
          * by the sealed reader, sse.c win_fetch), else the set's read. */
-        n = ol_ec_read_map(r->ec, off, max, data);
+        n = ol_ec_read_map(r->ec, off, max, check, data);
         if (n == -EAGAIN)
             return ol_ec_read(r->ec, off, max, data);
     } else {
-        n = ol_store_read_map_sealed(r->sd, off, max, data);
+        n = check ? ol_store_read_map(r->sd, off, max, data)
+                  : ol_store_read_map_sealed(r->sd, off, max, data);
         if (n == -EAGAIN)
             return ol_store_read(r->sd, off, max, data);
     }
@@ -426,7 +430,8 @@ ssize_t ol_obj_read_map(struct ol_obj_reader *r, uint64_t off, size_t max, const
 {
     if (r->sse)
         return -EAGAIN;
-    return r->sd ? ol_store_read_map(r->sd, off, max, data) : ol_ec_read_map(r->ec, off, max, data);
+    return r->sd ? ol_store_read_map(r->sd, off, max, data)
+                 : ol_ec_read_map(r->ec, off, max, true, data);
 }
 
 void ol_obj_read_close(struct ol_obj_reader *r)

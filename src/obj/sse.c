@@ -833,8 +833,8 @@ int ol_sse_reader_unlock(struct ol_sse_reader *s, const uint8_t ckey[OL_SSE_KEY]
 /* Reads exactly n sealed bytes at off into dst.  The first call asks for
  * at least ask bytes: a backend sizes its buffer by its first read
  * (obj/ec.c), and a small first read would make every later one small. */
-static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *dst, size_t n,
-                          size_t ask)
+static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, bool check, uint8_t *dst,
+                          size_t n, size_t ask)
 {
     size_t got = 0;
     while (got < n) {
@@ -843,7 +843,7 @@ static int src_read_exact(ol_sse_src_fn fn, void *src, uint64_t off, uint8_t *ds
         size_t want = n - got;
         if (got == 0 && ask > want)
             want = ask;
-        ssize_t r = fn(src, off + got, want, &d, &pinned);
+        ssize_t r = fn(src, off + got, want, check, &d, &pinned);
         if (r < 0)
             return (int)r;
         if (r == 0)
@@ -917,18 +917,20 @@ void ol_sse_stats(struct ol_sse_stats *out)
     out->bytes_copied = __atomic_load_n(&stats_.bytes_copied, __ATOMIC_RELAXED);
     out->parts_pool = __atomic_load_n(&stats_.parts_pool, __ATOMIC_RELAXED);
     out->parts_stolen = __atomic_load_n(&stats_.parts_stolen, __ATOMIC_RELAXED);
+    out->windows_rechecked = __atomic_load_n(&stats_.windows_rechecked, __ATOMIC_RELAXED);
 }
 
 /* Window w's sealed packages, with s->skey made the package key of w's
- * stream.  *sw holds them where the source handed them over: in one call's
- * buffer (for a window opened on another thread, `keep`, only when the
- * source pins it: valid while the source lives), or in up to SIN_MAX pinned
- * pieces when one call stops short (an erasure set's source ends each
- * answer at a stripe unit's end, and a window, a little shorter than a
- * unit, mostly straddles two); else gathered into *bufp (SEALED_CAP bytes,
- * made at the first window that needs it). */
+ * stream, read with check or not (ol_sse_src_fn).  *sw holds them where
+ * the source handed them over: in one call's buffer (for a window opened
+ * on another thread, `keep`, only when the source pins it: valid while the
+ * source lives), or in up to SIN_MAX pinned pieces when one call stops
+ * short (an erasure set's source ends each answer at a stripe unit's end,
+ * and a window, a little shorter than a unit, mostly straddles two); else
+ * gathered into *bufp (SEALED_CAP bytes, made at the first window that
+ * needs it). */
 static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const struct win *w,
-                     uint8_t **bufp, bool keep, struct sin *sw)
+                     bool check, uint8_t **bufp, bool keep, struct sin *sw)
 {
     const uint32_t i = w->stream;
     const size_t sealed_cap = (size_t)OL_SSE_WINDOW_PKGS * SEALED_PKG;
@@ -948,7 +950,7 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
     if (!keyed && !with_id) {
         /* An id read ahead of a window in the middle of the stream. */
         uint8_t id[OL_SSE_HDR];
-        rc = src_read_exact(fn, src, s->sstart[i], id, sizeof(id), ask);
+        rc = src_read_exact(fn, src, s->sstart[i], check, id, sizeof(id), ask);
         ask = 0;
         if (rc < 0)
             return rc;
@@ -970,7 +972,8 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
         const uint8_t *p = NULL;
         pinned = false;
         size_t want = need - have;
-        ssize_t got = fn(src, so + have, have == 0 && ask > want ? ask : want, &p, &pinned);
+        ssize_t got =
+            fn(src, so + have, have == 0 && ask > want ? ask : want, check, &p, &pinned);
         if (got <= 0)
             return got < 0 ? (int)got : -OL_ECORRUPT;
         have += (size_t)got < want ? (size_t)got : want;
@@ -988,7 +991,7 @@ static int win_fetch(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, const
         for (size_t k = 0, start = 0; k < sw->n; start = sw->end[k], k++)
             memcpy(buf + start, sw->p[k], sw->end[k] - start);
         if (have < need) {
-            rc = src_read_exact(fn, src, so + have, buf + have, need - have, 0);
+            rc = src_read_exact(fn, src, so + have, check, buf + have, need - have, 0);
             if (rc < 0)
                 return rc;
         }
@@ -1027,7 +1030,7 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
         a->plain = (uint8_t *)a + AHEAD_HDR;
         a->sealed = a->plain + WIN_BYTES;
         win_plan(s, s->ah_next, &a->w);
-        int rc = win_fetch(s, fn, src, &a->w, &a->sealed, true, &a->in);
+        int rc = win_fetch(s, fn, src, &a->w, false, &a->sealed, true, &a->in);
         if (rc < 0) {
             ol_sse_pool_block_give(a);
             s->ah_end = s->ah_next;
@@ -1126,11 +1129,34 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const st
     return rc;
 }
 
+/* Opens window w here, from its bytes read with check or not.  With
+ * check, the stream's id is read again too: the key made from an
+ * unchecked id may be what failed. */
+static int win_open_here(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src,
+                         const struct win *w, bool check)
+{
+    if (check) {
+        s->skey_stream = -1;
+        s->keyed = -1;
+        stat_add(&stats_.windows_rechecked, 1);
+    }
+    struct sin sw;
+    int rc = win_fetch(s, fn, src, w, check, &s->asm_buf, false, &sw);
+    if (rc == 0 && s->keyed != (int64_t)w->stream) {
+        rc = ctx_key(s->sc.c, false, s->skey);
+        s->keyed = rc == 0 ? (int64_t)w->stream : -1;
+    }
+    return rc == 0 ? win_open_split(s, w, &sw, s->sc.win) : rc;
+}
+
 /* Makes the window holding off (< size) the reader's: the next one read
- * ahead when off is in it, else opened here. */
+ * ahead when off is in it, else opened here.  A window whose tags fail on
+ * bytes read without check is read again with check (ol_sse_src_fn): bit
+ * rot the backend would have read around must not fail the read. */
 static int win_load(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64_t off,
                     size_t max)
 {
+    bool check = false;
     ahead_release_cur(s);
     s->win_len = 0;
     if (s->nah > 0) {
@@ -1140,29 +1166,32 @@ static int win_load(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
             s->nah--;
             ol_sse_pool_wait(&a->job);
             s->cur = a;
-            if (a->rc < 0)
-                return a->rc; /* nothing of it, nor of what follows, goes out */
-            s->win = a->plain;
-            s->win_off = a->w.off;
-            s->win_len = a->w.len;
-            ahead_fill(s, fn, src);
-            return 0;
+            if (a->rc == 0) {
+                s->win = a->plain;
+                s->win_off = a->w.off;
+                s->win_len = a->w.len;
+                ahead_fill(s, fn, src);
+                return 0;
+            }
+            /* Nothing of it, nor of what follows, goes out unless it opens
+             * from checked bytes; those queued after it may share its key
+             * (made from an unchecked id): all are read again. */
+            int arc = a->rc;
+            ahead_release_cur(s);
+            if (arc != -OL_ECORRUPT)
+                return arc;
+            check = true;
         }
-        ahead_cancel_all(s); /* a seek */
+        ahead_cancel_all(s); /* a seek, or a window read again */
     }
     int rc = s->sc.c ? 0 : scratch_take(&s->sc);
     if (rc < 0)
         return rc;
     struct win w;
     win_plan(s, off, &w);
-    struct sin sw;
-    rc = win_fetch(s, fn, src, &w, &s->asm_buf, false, &sw);
-    if (rc == 0 && s->keyed != (int64_t)w.stream) {
-        rc = ctx_key(s->sc.c, false, s->skey);
-        s->keyed = rc == 0 ? (int64_t)w.stream : -1;
-    }
-    if (rc == 0)
-        rc = win_open_split(s, &w, &sw, s->sc.win);
+    rc = win_open_here(s, fn, src, &w, check);
+    if (rc == -OL_ECORRUPT && !check)
+        rc = win_open_here(s, fn, src, &w, true);
     if (rc < 0)
         return rc;
     s->win = s->sc.win;

@@ -114,9 +114,16 @@ int64_t ol_sse_plain_len(uint64_t sealed);
  * next call: a window opened on another thread (read-ahead, below) is
  * copied out of an unpinned buffer first.  A window whose bytes come in
  * several pinned answers (an answer may stop at a stripe unit's or an
- * extent's end) is opened from them where they lie, up to 4 pieces. */
-typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, const uint8_t **data,
-                                 bool *pinned);
+ * extent's end) is opened from them where they lie, up to 4 pieces.
+ *
+ * Without check, a source may hand over bytes its backend has not checked
+ * (no CRC pass over a page-cache mapping: store/store.h,
+ * ol_store_read_map_sealed): the tags authenticate every one.  A window
+ * that fails a tag is read once more with check, where the backend checks
+ * its CRCs, rebuilds a bad piece from parity and reports it; only when
+ * those bytes fail too is the read -OL_ECORRUPT. */
+typedef ssize_t (*ol_sse_src_fn)(void *src, uint64_t off, size_t max, bool check,
+                                 const uint8_t **data, bool *pinned);
 
 /* Read-ahead: windows a long read opens ahead on the decrypt pool
  * (obj/sse_pool.h), at most. */
@@ -162,12 +169,14 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
  * tests): windows whose sealed bytes were opened where the source handed
  * them over, in one piece or in several (a window across pinned pieces of
  * the source, such as an erasure set's stripe units), or copied first (an
- * unpinned source's short answer), with the bytes copied; and the parts of
+ * unpinned source's short answer), with the bytes copied; the parts of
  * windows opened in parts (win_open_split) that a pool thread opened, or
- * that the reader's own thread took back because none had started them. */
+ * that the reader's own thread took back because none had started them;
+ * and windows read again with check after a tag failed (ol_sse_src_fn). */
 struct ol_sse_stats {
     uint64_t windows_in_place, windows_pieces, windows_copied, bytes_copied;
     uint64_t parts_pool, parts_stolen;
+    uint64_t windows_rechecked;
 };
 void ol_sse_stats(struct ol_sse_stats *out);
 

@@ -637,7 +637,8 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("# TYPE openlake_body_memory_refused_total counter\n");
     EMIT("openlake_body_memory_refused_total %" PRIu64 "\n", ol_bodymem_refused());
     /* Encrypted reads (obj/sse.h, ol_sse_stats): how windows' sealed bytes
-     * reached the cipher, and who opened the parts of split windows. */
+     * reached the cipher, who opened the parts of split windows, and the
+     * windows read again through the checked path after a tag failed. */
     struct ol_sse_stats ss;
     ol_sse_stats(&ss);
     EMIT("# TYPE openlake_sse_windows_total counter\n");
@@ -648,6 +649,8 @@ static void metrics(void *ctx, char **text, size_t *len)
     EMIT("# TYPE openlake_sse_parts_total counter\n");
     EMIT("openlake_sse_parts_total{by=\"pool\"} %" PRIu64 "\n", ss.parts_pool);
     EMIT("openlake_sse_parts_total{by=\"loop\"} %" PRIu64 "\n", ss.parts_stolen);
+    EMIT("# TYPE openlake_sse_windows_rechecked_total counter\n");
+    EMIT("openlake_sse_windows_rechecked_total %" PRIu64 "\n", ss.windows_rechecked);
     if (srv->ec && srv->ec->cluster[0]) {
         /* Whether writes are acknowledged, and on what (cluster/member.h):
          * 1 for the state the node is in, 0 for the others. */

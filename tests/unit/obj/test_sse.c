@@ -33,9 +33,11 @@ static int sink(void *arg, const void *buf, size_t len)
     return 0;
 }
 
-static ssize_t source(void *arg, uint64_t off, size_t max, const uint8_t **data, bool *pinned)
+static ssize_t source(void *arg, uint64_t off, size_t max, bool check, const uint8_t **data,
+                      bool *pinned)
 {
     struct mem *m = arg;
+    (void)check;
     (void)pinned;
     if (off >= m->len)
         return 0;

@@ -7,6 +7,9 @@
  *  - a package corrupted in the middle fails the read at its window: every
  *    byte returned before it is right, nothing at or after it is returned,
  *    and a retry at that offset fails too;
+ *  - a byte rotted only in what the source hands over without check (a
+ *    package, a tag, the stream id) costs a checked reread of the window,
+ *    never the read;
  *  - a reader freed mid-read (a client that hung up) gives every block back,
  *    once the pool's threads are done with the windows they hold;
  *  - a source that hands out pinned pieces of 1 MiB (an erasure set's
@@ -151,7 +154,9 @@ struct mem {
     size_t max_call; /* at most this many bytes per call (0: no limit) */
     size_t unit;     /* calls end at multiples of unit (0: no limit) */
     uint8_t *bounce; /* unpinned: each call's bytes copied here, then scribbled over */
-    uint64_t reads;
+    uint8_t *rotted; /* when set: what a read without check gets (bit rot the
+                      * backend's CRCs would catch) */
+    uint64_t reads, checked;
 };
 
 static int sink(void *arg, const void *buf, size_t len)
@@ -169,10 +174,13 @@ static int sink(void *arg, const void *buf, size_t len)
 /* An unpinned source's buffer is valid until the next call only: each call
  * overwrites the last one's bytes, so a window opened on the pool from a
  * buffer it did not copy would fail authentication. */
-static ssize_t source(void *arg, uint64_t off, size_t max, const uint8_t **data, bool *pinned)
+static ssize_t source(void *arg, uint64_t off, size_t max, bool check, const uint8_t **data,
+                      bool *pinned)
 {
     struct mem *m = arg;
+    const uint8_t *p = m->rotted && !check ? m->rotted : m->p;
     m->reads++;
+    m->checked += check;
     if (off >= m->len)
         return 0;
     size_t n = m->len - off < max ? m->len - off : max;
@@ -181,7 +189,7 @@ static ssize_t source(void *arg, uint64_t off, size_t max, const uint8_t **data,
     if (m->unit && n > m->unit - off % m->unit)
         n = m->unit - off % m->unit;
     if (m->pin) {
-        *data = m->p + off;
+        *data = p + off;
         *pinned = true;
     } else {
         if (!m->bounce)
@@ -189,7 +197,7 @@ static ssize_t source(void *arg, uint64_t off, size_t max, const uint8_t **data,
         if (n > (4u << 20))
             n = 4u << 20;
         memset(m->bounce, 0xa5, 4u << 20);
-        memcpy(m->bounce, m->p + off, n);
+        memcpy(m->bounce, p + off, n);
         *data = m->bounce;
     }
     return (ssize_t)n;
@@ -255,6 +263,7 @@ static void object_free(struct object *o)
     free(o->plain);
     free(o->m.p);
     free(o->m.bounce);
+    free(o->m.rotted);
 }
 
 /* A GET's loop: ol_sse_read with max = what is left, in order.  Returns the
@@ -318,6 +327,48 @@ static void round_trips(void)
             }
         }
         object_free(&o);
+    }
+}
+
+/* Bit rot under unchecked reads: a byte the backend's CRCs would catch
+ * (a package's data, its tag, the stream's id) fails the window's tags,
+ * and the window read again with check opens: every read returns the
+ * right bytes, inline (a short read) and read ahead, pinned or not, from
+ * the start and from the middle (the id read apart from the window). */
+static void rot_rechecked(void)
+{
+    const size_t at[] = {
+        OL_SSE_HDR + (6 * OL_SSE_WINDOW_PKGS + 2) * (OL_SSE_PKG + OL_SSE_TAG) + 100,
+        OL_SSE_HDR + (3 * OL_SSE_WINDOW_PKGS + 1) * (OL_SSE_PKG + OL_SSE_TAG) - 3,
+        5, /* the id: every window's key */
+    };
+    for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+        for (int pin = 0; pin < 2; pin++) {
+            struct object o;
+            object_make(&o, 10 * WIN, 0);
+            o.m.pin = pin;
+            o.m.rotted = malloc(o.m.len);
+            memcpy(o.m.rotted, o.m.p, o.m.len);
+            o.m.rotted[at[i]] ^= 0x10;
+            struct ol_sse_stats a, b;
+            ol_sse_stats(&a);
+            int err;
+            bool same;
+            CHECK(get(&o, 0, o.n, &err, &same) == o.n); /* read ahead */
+            CHECK_RC(err, 0);
+            CHECK(same);
+            ol_sse_stats(&b);
+            CHECK(b.windows_rechecked > a.windows_rechecked);
+            CHECK(o.m.checked > 0);
+            /* Windows one at a time (inline), from the middle. */
+            for (uint64_t off = 2 * WIN + 7; off < o.n; off += WIN) {
+                CHECK(get(&o, off, WIN / 2, &err, &same) == WIN / 2);
+                CHECK_RC(err, 0);
+                CHECK(same);
+            }
+            CHECK(blocks_back());
+            object_free(&o);
+        }
     }
 }
 
@@ -577,6 +628,7 @@ int main(void)
     CHECK_RC(ol_sse_pool_start(3, OL_SSE_AHEAD_BLOCKS_PER_THREAD, 0), 0);
     round_trips();
     corrupt_middle();
+    rot_rechecked();
     split_windows();
     two_pieces();
     free_mid_read();
