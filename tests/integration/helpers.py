@@ -669,6 +669,20 @@ def signed_request(server, method, target, body=b"", headers=None, access=ACCESS
     return http_request(server, method, target, hdrs, body or None)
 
 
+def metric(server, name, missing_ok=False):
+    """The value of an unlabelled metric of the server's /_openlake/metrics
+    (asked signed, so it works whether the page is public or not).  A metric
+    not on the page fails, or is None with missing_ok (a counter that has not
+    counted yet)."""
+    r = signed_request(server, "GET", "/_openlake/metrics")
+    assert r.status == 200, r.status
+    m = re.search(r"^%s (\S+)$" % re.escape(name), r.body.decode(), re.M)
+    if not m:
+        assert missing_ok, f"{name} not in the metrics"
+        return None
+    return float(m.group(1))
+
+
 def parse_error(body):
     """Parses an S3 <Error> body into a dict of its child elements."""
     root = ET.fromstring(body)

@@ -8,14 +8,12 @@ version, and every operation without an EC implementation answers 501.
 """
 import hashlib
 import json
-import os
 import random
 import shutil
 import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
@@ -128,13 +126,6 @@ def rot_shard_data(drives, targets):
     return hit
 
 
-def metric(srv, name):
-    import urllib.request
-    text = urllib.request.urlopen(srv.endpoint + "/_openlake/metrics").read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise AssertionError(name)
 
 
 def test_ec_end_to_end(ec):
@@ -208,9 +199,9 @@ def test_ec_end_to_end(ec):
     assert hit == set(ROT_TARGETS), sorted(set(ROT_TARGETS) - hit)
     del targets
     ec.start()
-    healed0 = metric(ec, "openlake_ec_shards_healed_on_read_total")
+    healed0 = helpers.metric(ec, "openlake_ec_shards_healed_on_read_total")
     check_all(s3, bucket, {i: digests[i] for i in ROT_TARGETS[:50]}, pool)
-    on_read = metric(ec, "openlake_ec_shards_healed_on_read_total") - healed0
+    on_read = helpers.metric(ec, "openlake_ec_shards_healed_on_read_total") - healed0
     st = admin(ec, "heal")
     assert st["unrecoverable"] == 0 and st["corrupt"] >= 50, st
     assert on_read + st["shards_rebuilt"] >= 100, (on_read, st)

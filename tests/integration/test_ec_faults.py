@@ -24,8 +24,6 @@ import random
 import subprocess
 import threading
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
@@ -72,12 +70,6 @@ def wait_state(srv, i, want, timeout=10.0):
     raise AssertionError(f"drive {i} is {state}, not {want}")
 
 
-def metric(srv, name):
-    text = urllib.request.urlopen(srv.endpoint + "/_openlake/metrics").read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 def body(i, size=None):
@@ -91,6 +83,11 @@ def listing(s3, bucket):
                                                              PaginationConfig={"PageSize": 50}):
         keys += [(o["Key"], o["Size"]) for o in page.get("Contents", [])]
     return keys
+
+
+def heals(srv):
+    """The monitor's heals so far (None before its first)."""
+    return helpers.metric(srv, "openlake_ec_monitor_heals_total", missing_ok=True)
 
 
 def mount_tmpfs(path, size):
@@ -143,7 +140,7 @@ def test_drive_removed_and_replaced(ec):
     wait_state(ec, 2, "online", timeout=5)
     assert listing(s3, bucket) == sorted((k, len(v)) for k, v in want.items())
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (metric(ec, "openlake_ec_monitor_heals_total") or 0) < 1:
+    while time.monotonic() < deadline and (heals(ec) or 0) < 1:
         time.sleep(0.05)
     st = admin(ec, "heal")
     assert st["shards_rebuilt"] == 0 and st["unrecoverable"] == 0, st
@@ -202,7 +199,7 @@ def test_full_drives(tmp_path):
         assert failed_at is not None and failed_at > 36, failed_at
         info = admin(srv, "info")["drives"]
         assert info[4]["state"] == "full" or "space" in info[4]["last_error"], info[4]
-        assert metric(srv, "openlake_ec_puts_full_total") >= 1
+        assert helpers.metric(srv, "openlake_ec_puts_full_total") >= 1
         # Nothing written before is lost, and the failed PUT left nothing.
         for k, v in want.items():
             assert s3.get_object(Bucket=bucket, Key=k)["Body"].read() == v, k
@@ -301,7 +298,7 @@ def test_kill9_during_put_storm_with_failing_drive(tmp_path):
         wait_state(srv, 5, "online", timeout=10)
         deadline = time.monotonic() + 20
         while (time.monotonic() < deadline
-               and (metric(srv, "openlake_ec_monitor_heals_total") or 0) < 1):
+               and (heals(srv) or 0) < 1):
             time.sleep(0.05)
         admin(srv, "heal")
         again = admin(srv, "heal")

@@ -12,7 +12,6 @@ import hashlib
 import json
 import random
 import subprocess
-import urllib.request
 
 import pytest
 
@@ -36,12 +35,6 @@ def ec(tmp_path):
     srv.close()
 
 
-def metric(srv, name):
-    text = urllib.request.urlopen(srv.endpoint + "/_openlake/metrics").read().decode()
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return int(line.split()[1])
-    raise AssertionError(name)
 
 
 def admin(srv, *args):
@@ -108,8 +101,8 @@ def test_rotted_shard_read_around(ec):
     # map them, rotted byte and all.
     for f in seg_sizes(ec):
         f.read_bytes()
-    healed = metric(ec, "openlake_ec_shards_healed_on_read_total")
-    rechecked = metric(ec, "openlake_sse_windows_rechecked_total")
+    healed = helpers.metric(ec, "openlake_ec_shards_healed_on_read_total")
+    rechecked = helpers.metric(ec, "openlake_sse_windows_rechecked_total")
 
     def get(key, rng=None):
         kw = {"Range": rng} if rng else {}
@@ -119,25 +112,25 @@ def test_rotted_shard_read_around(ec):
 
     # The plain object: read around and healed on read (the reference).
     assert hashlib.sha256(get("plain")).digest() == hashlib.sha256(data).digest()
-    assert metric(ec, "openlake_ec_shards_healed_on_read_total") == healed + 1
-    assert metric(ec, "openlake_sse_windows_rechecked_total") == rechecked
+    assert helpers.metric(ec, "openlake_ec_shards_healed_on_read_total") == healed + 1
+    assert helpers.metric(ec, "openlake_sse_windows_rechecked_total") == rechecked
     # The encrypted ones: the same, through a checked reread of the window.
     for key, rng in [("s3", None), ("s3-range", "bytes=250000-1300000"),
                      ("c-range", "bytes=299000-300500")]:
-        healed = metric(ec, "openlake_ec_shards_healed_on_read_total")
-        rechecked = metric(ec, "openlake_sse_windows_rechecked_total")
+        healed = helpers.metric(ec, "openlake_ec_shards_healed_on_read_total")
+        rechecked = helpers.metric(ec, "openlake_sse_windows_rechecked_total")
         got = get(key, rng)
         if rng:
             a, z = map(int, rng[len("bytes="):].split("-"))
             assert got == data[a:z + 1], key
         else:
             assert hashlib.sha256(got).digest() == hashlib.sha256(data).digest(), key
-        assert metric(ec, "openlake_sse_windows_rechecked_total") > rechecked, key
-        assert metric(ec, "openlake_ec_shards_healed_on_read_total") == healed + 1, key
+        assert helpers.metric(ec, "openlake_sse_windows_rechecked_total") > rechecked, key
+        assert helpers.metric(ec, "openlake_ec_shards_healed_on_read_total") == healed + 1, key
     # Healed: read again without a recheck, and the heal finds nothing.
-    rechecked = metric(ec, "openlake_sse_windows_rechecked_total")
+    rechecked = helpers.metric(ec, "openlake_sse_windows_rechecked_total")
     for key in encs:
         assert get(key) == data, key
-    assert metric(ec, "openlake_sse_windows_rechecked_total") == rechecked
+    assert helpers.metric(ec, "openlake_sse_windows_rechecked_total") == rechecked
     st = admin(ec, "heal")
     assert st["corrupt"] == 0 and st["shards_rebuilt"] == 0 and st["unrecoverable"] == 0, st
