@@ -418,12 +418,11 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
         blob->shard_len = 0;
         memset(&blob->sm, 0, sizeof(blob->sm));
     }
-    int rc = ol_store_viter_open(st, bucket, &it);
+    int rc = ol_store_viter_open_at(st, bucket, key, klen, &it);
     if (rc == -OL_ENOBUCKET)
         return 0;
     if (rc < 0)
         return rc;
-    rc = ol_store_viter_seek(it, key, klen);
     for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && sc->n < SD_SCAN_MAX; guard++) {
         const char *k;
         size_t kl;
@@ -1083,7 +1082,7 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
         return -EIO;
     struct ol_store_viter *it = NULL;
     struct sd_group *g = NULL;
-    int rc = ol_store_viter_open(st, bucket, &it);
+    int rc = ol_store_viter_open_at(st, bucket, after, alen, &it);
     if (rc == -OL_ENOBUCKET)
         return 0;
     if (rc < 0)
@@ -1093,10 +1092,6 @@ static int sd_list_keys(void *d, const char *bucket, const char *after, size_t a
         rc = -ENOMEM;
         goto out;
     }
-    if (alen > 0)
-        rc = ol_store_viter_seek(it, after, alen);
-    if (rc < 0)
-        goto out;
     unsigned n = 0;
     bool open = false; /* g holds a key with at least one shard version */
     for (unsigned guard = 0; guard < SD_LIST_SCAN_MAX && n < cap; guard++) {

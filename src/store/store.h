@@ -459,6 +459,10 @@ struct ol_version_info {
     uint32_t inline_crc;
 };
 int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_store_viter **out);
+/* The same, positioned as ol_store_viter_seek(from) would: a scan of one key
+ * pays for one descent of the index, not two. */
+int ol_store_viter_open_at(struct ol_store *st, const char *bucket, const char *from,
+                           size_t from_len, struct ol_store_viter **out);
 /* Positions at the first version of the first key >= from. */
 int ol_store_viter_seek(struct ol_store_viter *it, const char *from, size_t from_len);
 /* 0 with a version (key/info valid until the next call), 1 at the end. */

@@ -1062,6 +1062,12 @@ struct ol_store_viter {
 
 int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_store_viter **out)
 {
+    return ol_store_viter_open_at(st, bucket, "", 0, out);
+}
+
+int ol_store_viter_open_at(struct ol_store *st, const char *bucket, const char *from,
+                           size_t from_len, struct ol_store_viter **out)
+{
     size_t bl = strlen(bucket);
     if (bl == 0 || bl > OL_BUCKET_MAX)
         return -OL_ENOBUCKET;
@@ -1086,7 +1092,7 @@ int ol_store_viter_open(struct ol_store *st, const char *bucket, struct ol_store
         rc = ol_idx_cur_open(it->txn, st->db_versions, &it->vc);
     vc = rc == 0;
     if (rc == 0)
-        rc = ol_store_viter_seek(it, "", 0);
+        rc = ol_store_viter_seek(it, from, from_len);
     if (rc) {
         if (oc)
             ol_idx_cur_close(&it->oc);
