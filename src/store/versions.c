@@ -658,82 +658,93 @@ static int ver_put_back(struct ol_store *st, MDB_txn *txn, const struct ol_op *o
     return ol_idx_put(txn, st->db_versions, vk, vkl, entry, entry_len);
 }
 
-/* OL_OP_ATTR_PUT_VERSION: sets or removes attribute op->name of version
- * op->vid (NULL: the current object), wherever the version lives, re-encoding
- * its entry with the same data, so space accounting is unchanged.  A delete
- * marker has no attributes: -OL_EMARKER. */
-int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
-{
-    struct ol_store *st = ol_batch_store(bc);
-    uint8_t *attrs = NULL, *entry = NULL;
-    size_t vkl = 0, attr_len = 0, entry_len = 0;
-    uint8_t *vk = malloc(OL_IDX_KEY_MAX);
-    if (!vk)
-        return -ENOMEM;
-    struct ver_tag t;
-    bool tagged, current;
-    struct ol_entry e;
-    int rc = ver_locate(st, txn, op, &e, &t, &tagged, &current, vk, &vkl);
-    if (rc)
-        goto out;
-    /* An object written before versioning has no id: "null" when asked by
-     * id, none ("") when asked as the current object, as the reads answer. */
-    if (tagged || op->vid)
-        tag_text(tagged ? &t : NULL, op->vid_out);
-    rc = ol_attrs_set(e.attrs, e.h.attr_len, op->name, op->val, op->val_len, &attrs, &attr_len);
-    if (rc)
-        goto out;
-    static const uint8_t none[1];
-    struct ol_entry_over ov = {.attrs = attrs ? attrs : none, .attr_len = (uint32_t)attr_len};
-    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
-    if (rc == 0)
-        rc = ver_put_back(st, txn, op, current, vk, vkl, entry, entry_len);
-out:
-    free(entry);
-    free(attrs);
-    free(vk);
-    return rc;
-}
+/* What an in-place change makes of version e (tagged with *t, or untagged):
+ * the parts of its entry to replace (*ov), in *owned what the caller frees
+ * after the rewrite; and the version's id into op->vid_out where the op
+ * reports one.  0, or an error: the entry stays as it is. */
+typedef int (*ver_edit_fn)(struct ol_op *op, const struct ol_entry *e, const struct ver_tag *t,
+                           struct ol_entry_over *ov, uint8_t **owned);
 
-/* OL_OP_META_PATCH_VERSION: patches bytes of version op->vid's meta blob
- * wherever the version lives (objects DB when current, versions DB
- * otherwise), re-encoding its entry with the same data and sizes. */
-int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+/* Finds version op->vid (NULL: the current object) wherever it lives,
+ * re-encodes its entry with edit's changes and the same data and sizes (so
+ * space accounting is unchanged), and writes it back in place. */
+static int ver_rewrite(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op, ver_edit_fn edit)
 {
     struct ol_store *st = ol_batch_store(bc);
-    uint8_t *meta = NULL, *entry = NULL;
+    uint8_t *owned = NULL, *entry = NULL;
     size_t vkl = 0, entry_len = 0;
     uint8_t *vk = malloc(OL_IDX_KEY_MAX);
     if (!vk)
         return -ENOMEM;
     struct ver_tag t;
-    bool tagged, current;
+    bool tagged = false, current = false;
     struct ol_entry e;
     int rc = ver_locate(st, txn, op, &e, &t, &tagged, &current, vk, &vkl);
-    if (rc)
-        goto out;
-    size_t ml = e.h.meta_len;
-    if (ml < op->patch_off || ml - op->patch_off < op->val_len ||
-        memcmp(e.meta + op->patch_off, op->patch_expect, op->val_len) != 0) {
-        rc = -EAGAIN;
-        goto out;
-    }
-    meta = dup_bytes(e.meta, ml);
-    if (!meta) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    memcpy(meta + op->patch_off, op->val, op->val_len);
-    tag_text(tagged ? &t : NULL, op->vid_out);
-    struct ol_entry_over ov = {.meta = meta, .meta_len = (uint32_t)ml};
-    rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
+    struct ol_entry_over ov = {0};
+    if (rc == 0)
+        rc = edit(op, &e, tagged ? &t : NULL, &ov, &owned);
+    if (rc == 0)
+        rc = ol_entry_rewrite(&e, &ov, &entry, &entry_len);
     if (rc == 0)
         rc = ver_put_back(st, txn, op, current, vk, vkl, entry, entry_len);
-out:
     free(entry);
-    free(meta);
+    free(owned);
     free(vk);
     return rc;
+}
+
+/* OL_OP_ATTR_PUT_VERSION's edit: attribute op->name set or removed.  A
+ * version written before versioning has no id: "null" when asked by id,
+ * none ("") when asked as the current object, as the reads answer. */
+static int attr_edit(struct ol_op *op, const struct ol_entry *e, const struct ver_tag *t,
+                     struct ol_entry_over *ov, uint8_t **owned)
+{
+    if (t || op->vid)
+        tag_text(t, op->vid_out);
+    size_t attr_len = 0;
+    int rc = ol_attrs_set(e->attrs, e->h.attr_len, op->name, op->val, op->val_len, owned,
+                          &attr_len);
+    if (rc)
+        return rc;
+    static const uint8_t none[1];
+    ov->attrs = *owned ? *owned : none;
+    ov->attr_len = (uint32_t)attr_len;
+    return 0;
+}
+
+/* OL_OP_META_PATCH_VERSION's edit: op->val_len bytes of the meta blob at
+ * op->patch_off replaced by op->val, if they still are op->patch_expect
+ * (else -EAGAIN). */
+static int meta_patch_edit(struct ol_op *op, const struct ol_entry *e, const struct ver_tag *t,
+                           struct ol_entry_over *ov, uint8_t **owned)
+{
+    size_t ml = e->h.meta_len;
+    if (ml < op->patch_off || ml - op->patch_off < op->val_len ||
+        memcmp(e->meta + op->patch_off, op->patch_expect, op->val_len) != 0)
+        return -EAGAIN;
+    if (!(*owned = dup_bytes(e->meta, ml)))
+        return -ENOMEM;
+    memcpy(*owned + op->patch_off, op->val, op->val_len);
+    tag_text(t, op->vid_out);
+    ov->meta = *owned;
+    ov->meta_len = (uint32_t)ml;
+    return 0;
+}
+
+/* OL_OP_ATTR_PUT_VERSION: sets or removes attribute op->name of version
+ * op->vid (NULL: the current object), wherever the version lives.  A
+ * delete marker has no attributes: -OL_EMARKER. */
+int ol_ver_attr_put(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    return ver_rewrite(bc, txn, op, attr_edit);
+}
+
+/* OL_OP_META_PATCH_VERSION: patches bytes of version op->vid's meta blob
+ * wherever the version lives (objects DB when current, versions DB
+ * otherwise). */
+int ol_ver_meta_patch(struct batch_ctx *bc, MDB_txn *txn, struct ol_op *op)
+{
+    return ver_rewrite(bc, txn, op, meta_patch_edit);
 }
 
 int ol_ver_bucket_check_empty(struct ol_store *st, MDB_txn *txn, const char *bucket)
