@@ -32,6 +32,9 @@ PKGS=(
 # command rather than by package: NodeSource's nodejs (newer, which the SDK
 # needs: node >= 20) bundles npm and conflicts with Debian's npm package.
 command -v node >/dev/null 2>&1 || PKGS+=(nodejs)
+# AES-256-GCM for encryption at rest runs on Intel's ipsec-mb where Debian
+# ships it (amd64 only; src/core/gcm.h); OpenSSL elsewhere.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then PKGS+=(libipsec-mb-dev); fi
 command -v npm >/dev/null 2>&1 || PKGS+=(npm)
 
 missing=()

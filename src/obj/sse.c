@@ -1,8 +1,7 @@
-/* Encryption at rest: see obj/sse.h.  AES-256-GCM and HMAC-SHA256 come
- * from OpenSSL (EVP); nothing cryptographic is written here, only the
- * framing around it.  OpenSSL 3.0 opens 64 KiB packages at 4.6 GB/s a
- * core here, libgcrypt 1.10 at 4.8 and nettle 3.8 at 1.9 (bench/RESULTS.md,
- * "Encryption at rest"): too little to carry a second crypto library. */
+/* Encryption at rest: see obj/sse.h.  AES-256-GCM comes from core/gcm.h
+ * (Intel's ipsec-mb where installed, 2.3x OpenSSL 3.0 on VAES cores;
+ * OpenSSL otherwise) and HMAC-SHA256 from OpenSSL; nothing cryptographic is
+ * written here, only the framing around it. */
 #include "obj/sse.h"
 
 #include <errno.h>
@@ -13,9 +12,9 @@
 #include <sys/random.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "core/err.h"
+#include "core/gcm.h"
 #include "core/hex.h"
 #include "core/log.h"
 #include "core/sha256.h"
@@ -41,47 +40,6 @@ static int random_bytes(uint8_t *p, size_t n)
         got += (size_t)r;
     }
     return 0;
-}
-
-/* The cipher, fetched once: OpenSSL 3 looks an EVP_aes_256_gcm() up in
- * its providers on every init otherwise (a lock and a search per object). */
-static pthread_once_t gcm_once_ = PTHREAD_ONCE_INIT;
-static EVP_CIPHER *gcm_fetched;
-
-static void gcm_fetch(void)
-{
-    gcm_fetched = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL);
-}
-
-static const EVP_CIPHER *gcm(void)
-{
-    pthread_once(&gcm_once_, gcm_fetch);
-    return gcm_fetched ? gcm_fetched : EVP_aes_256_gcm();
-}
-
-/* AES-256-GCM of one short message with a 12-byte nonce (key wrapping). */
-static int gcm_once(bool enc, const uint8_t key[32], const uint8_t nonce[12], const uint8_t *aad,
-                    size_t aad_len, const uint8_t *in, size_t n, uint8_t *out, uint8_t tag[16])
-{
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int len = 0, fin = 0, ok = 0;
-    if (!c)
-        return -ENOMEM;
-    if (enc) {
-        ok = EVP_EncryptInit_ex(c, gcm(), NULL, key, nonce) == 1 &&
-             EVP_EncryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
-             EVP_EncryptUpdate(c, out, &len, in, (int)n) == 1 &&
-             EVP_EncryptFinal_ex(c, out + len, &fin) == 1 &&
-             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, tag) == 1;
-    } else {
-        ok = EVP_DecryptInit_ex(c, gcm(), NULL, key, nonce) == 1 &&
-             EVP_DecryptUpdate(c, NULL, &len, aad, (int)aad_len) == 1 &&
-             EVP_DecryptUpdate(c, out, &len, in, (int)n) == 1 &&
-             EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, tag) == 1 &&
-             EVP_DecryptFinal_ex(c, out + len, &fin) == 1;
-    }
-    EVP_CIPHER_CTX_free(c);
-    return ok ? 0 : -EBADMSG;
 }
 
 /* The wrapping's associated data names the scheme and the mode, so an
@@ -133,7 +91,7 @@ void ol_sse_key_id(const uint8_t master[OL_SSE_KEY], char id[17])
  * context (created and keyed with the cipher once; the next reader loads
  * only its key). */
 struct scratch {
-    EVP_CIPHER_CTX *c;
+    struct ol_gcm *c;
     uint8_t *win; /* WIN_BYTES */
 };
 
@@ -164,7 +122,7 @@ static bool tl_key_ok;
 
 static void scratch_free(struct scratch *sc)
 {
-    EVP_CIPHER_CTX_free(sc->c);
+    ol_gcm_free(sc->c);
     free(sc->win);
     sc->c = NULL;
     sc->win = NULL;
@@ -200,7 +158,7 @@ static int scratch_take(struct scratch *sc)
         *sc = t->pool[--t->npool];
         return 0;
     }
-    sc->c = EVP_CIPHER_CTX_new();
+    sc->c = ol_gcm_new();
     sc->win = malloc(WIN_BYTES);
     if (!sc->c || !sc->win) {
         scratch_free(sc);
@@ -275,7 +233,7 @@ int ol_sse_entry_new(const uint8_t *master, const struct ol_sse_spec *spec, char
         ssec_kek(spec->ckey, salt, kek);
     size_t al;
     const uint8_t *aad = wrap_aad(spec->mode, &al);
-    int rc = gcm_once(true, kek, wrap, aad, al, obj->dk, OL_SSE_KEY, wrap + 12,
+    int rc = ol_gcm_once(true, kek, wrap, aad, al, obj->dk, OL_SSE_KEY, wrap + 12,
                       wrap + 12 + OL_SSE_KEY);
     OPENSSL_cleanse(kek, sizeof(kek));
     if (rc < 0)
@@ -377,7 +335,7 @@ int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
     }
     size_t al;
     const uint8_t *aad = wrap_aad(obj->mode, &al);
-    rc = gcm_once(false, kek, wrap, aad, al, wrap + 12, OL_SSE_KEY, obj->dk,
+    rc = ol_gcm_once(false, kek, wrap, aad, al, wrap + 12, OL_SSE_KEY, obj->dk,
                   wrap + 12 + OL_SSE_KEY);
     OPENSSL_cleanse(kek, sizeof(kek));
     if (rc < 0) {
@@ -485,27 +443,13 @@ static void stream_key_bytes(const uint8_t dk[32], const uint8_t id[OL_SSE_HDR],
     ol_hmac_sha256(dk, 32, m, 1, k);
 }
 
-/* Loads package key k into a cipher context that each package then
- * re-inits with its nonce only. */
-static int ctx_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t k[32])
-{
-    /* A context that has the cipher already (a reader's, from the thread's
-     * pool) takes the key alone: naming the cipher again would free and
-     * rebuild its state. */
-    const EVP_CIPHER *ci = EVP_CIPHER_CTX_get0_cipher(c) ? NULL : gcm();
-    int ok = enc ? EVP_EncryptInit_ex(c, ci, NULL, k, NULL)
-                 : EVP_DecryptInit_ex(c, ci, NULL, k, NULL);
-    return ok == 1 ? 0 : -EIO;
-}
-
 /* A stream's package context: the package key from the data key and the
  * stream id, loaded into c. */
-static int stream_key(EVP_CIPHER_CTX *c, bool enc, const uint8_t dk[32],
-                      const uint8_t id[OL_SSE_HDR])
+static int stream_key(struct ol_gcm *c, const uint8_t dk[32], const uint8_t id[OL_SSE_HDR])
 {
     uint8_t k[32];
     stream_key_bytes(dk, id, k);
-    int rc = ctx_key(c, enc, k);
+    int rc = ol_gcm_key(c, k);
     OPENSSL_cleanse(k, sizeof(k));
     return rc;
 }
@@ -518,17 +462,13 @@ static void pkg_nonce(uint64_t idx, uint8_t nonce[12])
 }
 
 /* Seals n plaintext bytes (one package) into out[n + tag]. */
-static int seal_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
+static int seal_pkg(struct ol_gcm *c, uint64_t idx, bool last, const uint8_t *in, size_t n,
                     uint8_t *out)
 {
     uint8_t nonce[12], aad = last ? 1 : 0;
-    int len = 0, fin = 0;
     pkg_nonce(idx, nonce);
-    if (EVP_EncryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
-        EVP_EncryptUpdate(c, NULL, &len, &aad, 1) != 1 ||
-        EVP_EncryptUpdate(c, out, &len, in, (int)n) != 1 ||
-        EVP_EncryptFinal_ex(c, out + len, &fin) != 1 ||
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, OL_SSE_TAG, out + n) != 1)
+    if (ol_gcm_start(c, true, nonce, &aad, 1) < 0 || ol_gcm_update(c, in, n, out) < 0 ||
+        ol_gcm_seal_tag(c, out + n) < 0)
         return -EIO;
     return 0;
 }
@@ -560,21 +500,19 @@ static const uint8_t *sin_at(const struct sin *in, size_t at, size_t *run)
 /* Opens one sealed package, n bytes at in's offset at and its tag after
  * them, into out[n].  A package across pieces is fed to the cipher in one
  * update per piece (GCM is a stream: any split gives the same bytes). */
-static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const struct sin *in, size_t at,
+static int open_pkg(struct ol_gcm *c, uint64_t idx, bool last, const struct sin *in, size_t at,
                     size_t n, uint8_t *out)
 {
     uint8_t nonce[12], aad = last ? 1 : 0;
     uint8_t tag[OL_SSE_TAG];
-    int len = 0, fin = 0;
     pkg_nonce(idx, nonce);
-    if (EVP_DecryptInit_ex(c, NULL, NULL, NULL, nonce) != 1 ||
-        EVP_DecryptUpdate(c, NULL, &len, &aad, 1) != 1)
+    if (ol_gcm_start(c, false, nonce, &aad, 1) < 0)
         return -OL_ECORRUPT;
     for (size_t done = 0; done < n;) {
         size_t run;
         const uint8_t *p = sin_at(in, at + done, &run);
         size_t k = n - done < run ? n - done : run;
-        if (EVP_DecryptUpdate(c, out + done, &len, p, (int)k) != 1 || (size_t)len != k)
+        if (ol_gcm_update(c, p, k, out + done) < 0)
             return -OL_ECORRUPT;
         done += k;
     }
@@ -585,8 +523,7 @@ static int open_pkg(EVP_CIPHER_CTX *c, uint64_t idx, bool last, const struct sin
         memcpy(tag + done, p, k);
         done += k;
     }
-    if (EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, OL_SSE_TAG, tag) != 1 ||
-        EVP_DecryptFinal_ex(c, out + n, &fin) != 1)
+    if (ol_gcm_open_tag(c, tag) < 0)
         return -OL_ECORRUPT;
     return 0;
 }
@@ -659,11 +596,11 @@ struct ol_sse_reader {
 
 static pthread_once_t wctx_once = PTHREAD_ONCE_INIT;
 static pthread_key_t wctx_key;
-static __thread EVP_CIPHER_CTX *wctx;
+static __thread struct ol_gcm *wctx;
 
 static void wctx_free(void *c)
 {
-    EVP_CIPHER_CTX_free(c);
+    ol_gcm_free(c);
 }
 
 static void wctx_init(void)
@@ -672,26 +609,26 @@ static void wctx_init(void)
 }
 
 /* A pool thread's cipher context, made once (freed at the thread's exit). */
-static EVP_CIPHER_CTX *worker_ctx(void)
+static struct ol_gcm *worker_ctx(void)
 {
     if (!wctx) {
         pthread_once(&wctx_once, wctx_init);
-        wctx = EVP_CIPHER_CTX_new();
+        wctx = ol_gcm_new();
         if (wctx)
             (void)pthread_setspecific(wctx_key, wctx);
     }
     return wctx;
 }
 
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+static int win_open(struct ol_gcm *c, const struct win *w, const struct sin *in, size_t at,
                     uint8_t *out);
 
 /* On a pool thread. */
 static void ahead_run(struct ol_sse_job *j)
 {
     struct ahead *a = (struct ahead *)j;
-    EVP_CIPHER_CTX *c = worker_ctx();
-    a->rc = c ? ctx_key(c, false, a->key) : -ENOMEM;
+    struct ol_gcm *c = worker_ctx();
+    a->rc = c ? ol_gcm_key(c, a->key) : -ENOMEM;
     if (a->rc == 0)
         a->rc = win_open(c, &a->w, &a->in, 0, a->plain);
 }
@@ -885,7 +822,7 @@ static void win_plan(const struct ol_sse_reader *s, uint64_t off, struct win *w)
 /* Opens window w's sealed packages, from in's offset at, into out[] with c
  * (keyed for the window's stream).  -OL_ECORRUPT at the first package that
  * fails. */
-static int win_open(EVP_CIPHER_CTX *c, const struct win *w, const struct sin *in, size_t at,
+static int win_open(struct ol_gcm *c, const struct win *w, const struct sin *in, size_t at,
                     uint8_t *out)
 {
     size_t i = at, o = 0;
@@ -1073,8 +1010,8 @@ struct part {
 static void part_run(struct ol_sse_job *j)
 {
     struct part *p = (struct part *)j;
-    EVP_CIPHER_CTX *c = worker_ctx();
-    p->rc = c ? ctx_key(c, false, p->key) : -ENOMEM;
+    struct ol_gcm *c = worker_ctx();
+    p->rc = c ? ol_gcm_key(c, p->key) : -ENOMEM;
     if (p->rc == 0)
         p->rc = win_open(c, &p->w, p->in, p->at, p->out);
 }
@@ -1143,7 +1080,7 @@ static int win_open_here(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src,
     struct sin sw;
     int rc = win_fetch(s, fn, src, w, check, &s->asm_buf, false, &sw);
     if (rc == 0 && s->keyed != (int64_t)w->stream) {
-        rc = ctx_key(s->sc.c, false, s->skey);
+        rc = ol_gcm_key(s->sc.c, s->skey);
         s->keyed = rc == 0 ? (int64_t)w->stream : -1;
     }
     return rc == 0 ? win_open_split(s, w, &sw, s->sc.win) : rc;
@@ -1231,7 +1168,7 @@ ssize_t ol_sse_read(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src, uint64
 
 struct ol_sse_writer {
     struct ol_sse_obj k;
-    EVP_CIPHER_CTX *c;
+    struct ol_gcm *c;
     uint8_t id[OL_SSE_HDR];
     bool id_sent;
     uint64_t next_pkg;      /* index of the stage's first package */
@@ -1254,7 +1191,7 @@ int ol_sse_writer_new(const struct ol_sse_obj *obj, struct ol_sse_writer **out)
     if (!s)
         return -ENOMEM;
     s->k = *obj;
-    s->c = EVP_CIPHER_CTX_new();
+    s->c = ol_gcm_new();
     s->stage = malloc(STAGE_BYTES);
     s->out = malloc(OL_SSE_HDR + OL_SSE_WINDOW_PKGS * (OL_SSE_PKG + OL_SSE_TAG));
     if (!s->c || !s->stage || !s->out) {
@@ -1263,7 +1200,7 @@ int ol_sse_writer_new(const struct ol_sse_obj *obj, struct ol_sse_writer **out)
     }
     int rc = random_bytes(s->id, sizeof(s->id));
     if (rc == 0)
-        rc = stream_key(s->c, true, s->k.dk, s->id);
+        rc = stream_key(s->c, s->k.dk, s->id);
     if (rc < 0) {
         ol_sse_writer_free(s);
         return rc;
@@ -1277,7 +1214,7 @@ void ol_sse_writer_free(struct ol_sse_writer *s)
     if (!s)
         return;
     OPENSSL_cleanse(s->k.dk, sizeof(s->k.dk));
-    EVP_CIPHER_CTX_free(s->c);
+    ol_gcm_free(s->c);
     free(s->stage);
     free(s->out);
     free(s);

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "access/access.h"
 #include "cluster/etcd.h"
@@ -20,6 +19,7 @@
 #include "core/cfg.h"
 #include "core/clock.h"
 #include "core/err.h"
+#include "core/gcm.h"
 #include "core/hex.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -149,19 +149,12 @@ int ol_users_seal(const uint8_t key[32], const char *ak, const char *secret,
     uint8_t buf[12 + OL_USERS_KEY_MAX + 16];
     if (getrandom(buf, 12, 0) != 12)
         return -EIO;
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int len = 0, fin = 0, rc = -EIO;
-    if (c && EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, buf) == 1 &&
-        EVP_EncryptUpdate(c, NULL, &len, (const uint8_t *)ak, (int)strlen(ak)) == 1 &&
-        EVP_EncryptUpdate(c, buf + 12, &len, (const uint8_t *)secret, (int)sl) == 1 &&
-        EVP_EncryptFinal_ex(c, buf + 12 + len, &fin) == 1 &&
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, buf + 12 + sl) == 1) {
+    int rc = ol_gcm_once(true, key, buf, (const uint8_t *)ak, strlen(ak),
+                         (const uint8_t *)secret, sl, buf + 12, buf + 12 + sl);
+    if (rc == 0)
         ol_hex(buf, 12 + sl + 16, out);
-        rc = 0;
-    }
-    EVP_CIPHER_CTX_free(c);
     OPENSSL_cleanse(buf, sizeof(buf));
-    return rc;
+    return rc < 0 ? -EIO : 0;
 }
 
 int ol_users_unseal(const uint8_t key[32], const char *ak, const char *sealed, size_t len,
@@ -172,19 +165,16 @@ int ol_users_unseal(const uint8_t key[32], const char *ak, const char *sealed, s
         !ol_unhex(sealed, len, buf, len / 2))
         return -EBADMSG;
     size_t sl = len / 2 - 12 - 16;
-    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-    int n = 0, fin = 0, rc = -EBADMSG;
-    if (c && EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, buf) == 1 &&
-        EVP_DecryptUpdate(c, NULL, &n, (const uint8_t *)ak, (int)strlen(ak)) == 1 &&
-        EVP_DecryptUpdate(c, (uint8_t *)secret_out, &n, buf + 12, (int)sl) == 1 &&
-        EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, buf + 12 + sl) == 1 &&
-        EVP_DecryptFinal_ex(c, (uint8_t *)secret_out + n, &fin) == 1) {
+    int rc = ol_gcm_once(false, key, buf, (const uint8_t *)ak, strlen(ak), buf + 12, sl,
+                         (uint8_t *)secret_out, buf + 12 + sl);
+    if (rc == 0) {
         secret_out[sl] = 0;
         rc = ol_users_secret_valid(secret_out) ? 0 : -EBADMSG;
     }
-    if (rc < 0)
+    if (rc < 0) {
         OPENSSL_cleanse(secret_out, OL_USERS_KEY_MAX + 1);
-    EVP_CIPHER_CTX_free(c);
+        rc = -EBADMSG;
+    }
     OPENSSL_cleanse(buf, sizeof(buf));
     return rc;
 }
