@@ -994,6 +994,13 @@ static void ahead_fill(struct ol_sse_reader *s, ol_sse_src_fn fn, void *src)
  * for).  The first part that fails decides the result, as one thread's
  * open would have. */
 #define SPLIT_MIN_PKGS 4u
+/* On ipsec-mb's GCM (core/gcm.h, about 2.3x OpenSSL's) a whole window
+ * opens in about 0.1 ms, and a part handed to another core costs more
+ * than it saves: the wake-up, and the plaintext then sent from another
+ * core's cache.  16 cores, 1 MiB GETs, pool off against parts: 0.74-0.80
+ * against 0.71-0.77 of plain (bench/RESULTS.md).  So there a window is one
+ * part (a window has 15 packages). */
+#define SPLIT_MIN_PKGS_FAST 16u
 #define SPLIT_MAX 4u
 #define SPLIT_SPIN_US 200u
 
@@ -1028,8 +1035,9 @@ static int win_open_split(struct ol_sse_reader *s, const struct win *w, const st
     unsigned parts = ol_sse_pool_threads() + 1;
     if (parts > SPLIT_MAX)
         parts = SPLIT_MAX;
-    if (parts > npk / SPLIT_MIN_PKGS)
-        parts = (unsigned)(npk / SPLIT_MIN_PKGS);
+    uint64_t min = strcmp(ol_gcm_impl(), "ipsec-mb") == 0 ? SPLIT_MIN_PKGS_FAST : SPLIT_MIN_PKGS;
+    if (parts > npk / min)
+        parts = (unsigned)(npk / min);
     if (parts < 2)
         return win_open(s->sc.c, w, in, 0, out);
     uint64_t per = (npk + parts - 1) / parts;
