@@ -398,6 +398,43 @@ static void blob_shard(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
     bl->shard_len = (size_t)vi->info.size;
 }
 
+/* scan()'s walk over the store versions of one key. */
+struct scan_ctx {
+    struct sd_scan *sc;
+    const struct ol_version_id *stop;
+    struct ol_drive_blob *blob;
+    bool taken;
+};
+
+static int scan_one(void *arg, const struct ol_version_info *vi)
+{
+    struct scan_ctx *x = arg;
+    struct sd_scan *sc = x->sc;
+    if (sc->n >= SD_SCAN_MAX)
+        return 1;
+    if (sc->n == sc->cap) {
+        int ncap = sc->cap ? sc->cap * 2 : SD_SCAN_FIRST;
+        struct sd_ver *nv = realloc(sc->v, sizeof(*nv) * (size_t)ncap);
+        if (!nv)
+            return -ENOMEM;
+        sc->v = nv;
+        sc->cap = ncap;
+    }
+    struct sd_ver *v = &sc->v[sc->n];
+    const uint8_t *meta;
+    if (vi->is_marker ||
+        meta_decode(vi->info.meta, vi->info.meta_len, &v->sm, &v->legacy, &meta) != 0)
+        return 0;
+    memcpy(v->svid, vi->vid, sizeof(v->svid));
+    v->flags_b = vi->info.meta[SD_META_FLAGS_AT];
+    sc->n++;
+    if (x->blob && blob_offer(x->blob, &v->sm, meta, &x->taken)) {
+        sc->blob_at = sc->n - 1;
+        blob_shard(x->blob, &v->sm, vi);
+    }
+    return x->stop && ol_version_id_cmp(&v->sm.vid, x->stop) == 0;
+}
+
 /* Scans the store versions of one key (at most SD_SCAN_MAX) into sc (freed
  * by the caller, also on error); entries that are not shard versions are
  * skipped.  stop (may be NULL): ends at the first copy of that vid.  blob
@@ -406,10 +443,8 @@ static void blob_shard(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
 static int scan(struct ol_store *st, const char *bucket, const char *key, size_t klen,
                 struct sd_scan *sc, const struct ol_version_id *stop, struct ol_drive_blob *blob)
 {
-    struct ol_store_viter *it = NULL;
     sc->v = NULL;
     sc->n = sc->cap = 0;
-    bool taken = false;
     sc->blob_at = -1;
     if (blob) {
         blob->got = false;
@@ -418,48 +453,8 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
         blob->shard_len = 0;
         memset(&blob->sm, 0, sizeof(blob->sm));
     }
-    int rc = ol_store_viter_open_at(st, bucket, key, klen, &it);
-    if (rc == -OL_ENOBUCKET)
-        return 0;
-    if (rc < 0)
-        return rc;
-    for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && sc->n < SD_SCAN_MAX; guard++) {
-        const char *k;
-        size_t kl;
-        struct ol_version_info vi;
-        int r = ol_store_viter_next(it, &k, &kl, &vi);
-        if (r != 0) {
-            rc = r < 0 ? r : 0;
-            break;
-        }
-        if (kl != klen || memcmp(k, key, klen) != 0)
-            break;
-        if (sc->n == sc->cap) {
-            int ncap = sc->cap ? sc->cap * 2 : SD_SCAN_FIRST;
-            struct sd_ver *nv = realloc(sc->v, sizeof(*nv) * (size_t)ncap);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            sc->v = nv;
-            sc->cap = ncap;
-        }
-        struct sd_ver *v = &sc->v[sc->n];
-        const uint8_t *meta;
-        if (vi.is_marker || meta_decode(vi.info.meta, vi.info.meta_len, &v->sm, &v->legacy,
-                                        &meta) != 0)
-            continue;
-        memcpy(v->svid, vi.vid, sizeof(v->svid));
-        v->flags_b = vi.info.meta[SD_META_FLAGS_AT];
-        sc->n++;
-        if (blob && blob_offer(blob, &v->sm, meta, &taken)) {
-            sc->blob_at = sc->n - 1;
-            blob_shard(blob, &v->sm, &vi);
-        }
-        if (stop && ol_version_id_cmp(&v->sm.vid, stop) == 0)
-            break;
-    }
-    ol_store_viter_close(it);
+    struct scan_ctx x = {.sc = sc, .stop = stop, .blob = blob};
+    int rc = ol_store_key_versions(st, bucket, key, klen, scan_one, &x);
     return rc < 0 ? rc : sc->n;
 }
 
