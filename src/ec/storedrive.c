@@ -49,7 +49,7 @@
 
 enum {
     SD_SCAN_MAX = 4096,        /* store versions of one key a scan looks at */
-    SD_SCAN_FIRST = 16,        /* a scan's first allocation (grows by doubling) */
+    SD_SCAN_INLINE = 4,        /* versions a scan holds without allocating (then doubles) */
     SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
     SD_META_HEAD_MAX = SD_META_MIN + 63,
     SD_META_TAIL = 8 + 4 + 4, /* OLS2: stamp, crc, length of the blob */
@@ -336,14 +336,18 @@ static void sd_wrote(struct ol_storedrive *sd)
 
 /* Store versions of one key, decoded (store order: newest written first). */
 struct sd_scan {
-    struct sd_ver *v;
+    struct sd_ver *v; /* first, or allocated when more came */
     int n, cap;
     int blob_at; /* the copy whose blob versions() answers, or -1 */
+    /* A key's first few versions, without an allocation: a drive holds one
+     * or two of most keys (a mark frees the older ones). */
+    struct sd_ver first[SD_SCAN_INLINE];
 };
 
 static void scan_free(struct sd_scan *sc)
 {
-    free(sc->v);
+    if (sc->v != sc->first)
+        free(sc->v);
     sc->v = NULL;
     sc->n = sc->cap = 0;
 }
@@ -413,10 +417,13 @@ static int scan_one(void *arg, const struct ol_version_info *vi)
     if (sc->n >= SD_SCAN_MAX)
         return 1;
     if (sc->n == sc->cap) {
-        int ncap = sc->cap ? sc->cap * 2 : SD_SCAN_FIRST;
-        struct sd_ver *nv = realloc(sc->v, sizeof(*nv) * (size_t)ncap);
+        int ncap = sc->cap * 2;
+        bool moved = sc->v == sc->first;
+        struct sd_ver *nv = realloc(moved ? NULL : sc->v, sizeof(*nv) * (size_t)ncap);
         if (!nv)
             return -ENOMEM;
+        if (moved)
+            memcpy(nv, sc->first, sizeof(sc->first));
         sc->v = nv;
         sc->cap = ncap;
     }
@@ -443,8 +450,9 @@ static int scan_one(void *arg, const struct ol_version_info *vi)
 static int scan(struct ol_store *st, const char *bucket, const char *key, size_t klen,
                 struct sd_scan *sc, const struct ol_version_id *stop, struct ol_drive_blob *blob)
 {
-    sc->v = NULL;
-    sc->n = sc->cap = 0;
+    sc->v = sc->first;
+    sc->n = 0;
+    sc->cap = SD_SCAN_INLINE;
     sc->blob_at = -1;
     if (blob) {
         blob->got = false;
@@ -482,7 +490,8 @@ static int ver_desc(const void *a, const void *b)
 static int distinct(const struct sd_scan *sc, struct ol_shard_meta *out)
 {
     int m = 0;
-    bool *legacy = malloc(sizeof(bool) * (size_t)(sc->n ? sc->n : 1));
+    bool legacy_s[SD_SCAN_INLINE];
+    bool *legacy = sc->n <= SD_SCAN_INLINE ? legacy_s : malloc(sizeof(bool) * (size_t)sc->n);
     if (!legacy)
         return -ENOMEM;
     for (int i = 0; i < sc->n; i++) {
@@ -502,7 +511,8 @@ static int distinct(const struct sd_scan *sc, struct ol_shard_meta *out)
             oldest = j;
     if (oldest >= 0 && legacy[oldest])
         out[oldest].flags |= OL_SHARD_COMPLETE;
-    free(legacy);
+    if (legacy != legacy_s)
+        free(legacy);
     qsort(out, (size_t)m, sizeof(out[0]), ver_desc);
     return m;
 }
@@ -983,23 +993,26 @@ static int sd_versions(void *d, const char *bucket, const char *key, size_t klen
     int rc = scan(st, bucket, key, klen, &sc, NULL, blob);
     if (rc <= 0)
         goto out;
-    all = malloc(sizeof(*all) * (size_t)sc.n);
-    if (!all) {
+    /* distinct needs room for every copy; the caller's usually has it. */
+    all = sc.n <= (int)cap ? NULL : malloc(sizeof(*all) * (size_t)sc.n);
+    if (sc.n > (int)cap && !all) {
         rc = -ENOMEM;
         goto out;
     }
-    int m = distinct(&sc, all);
+    int m = distinct(&sc, all ? all : out);
     if (m < 0) {
         rc = m;
         goto out;
     }
+    const struct ol_shard_meta *got = all ? all : out;
     rc = m < (int)cap ? m : (int)cap;
-    memcpy(out, all, sizeof(*out) * (size_t)rc);
+    if (all)
+        memcpy(out, all, sizeof(*out) * (size_t)rc);
     /* The blob's copy carries the flags of the answer (a legacy entry's
      * derived COMPLETE). */
     for (int i = 0; blob && i < m; i++)
-        if (ol_version_id_cmp(&all[i].vid, &blob->sm.vid) == 0)
-            blob->sm.flags = all[i].flags;
+        if (ol_version_id_cmp(&got[i].vid, &blob->sm.vid) == 0)
+            blob->sm.flags = got[i].flags;
 out:
     if (rc < 0 && blob)
         blob->got = blob->shard_got = false;
