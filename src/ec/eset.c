@@ -485,6 +485,8 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
         f->finished = true;
         return;
     }
+    uint64_t start_ms = timeout_ms > 0 ? ol_now_ms() : 0;
+    unsigned spawned = 0;
     for (unsigned i = 0; i < f->n; i++) {
         f->refs++;
         if (ol_fiber_spawn(loop, fan_fiber, &f->c[i]) != 0) {
@@ -493,10 +495,19 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
             fan_exec(&f->c[i]);
             f->c[i].done = true;
             f->ndone++;
+        } else {
+            spawned++;
         }
     }
+    /* The calls run first (the ready queue is FIFO): a local drive answers
+     * without waiting, and then no timer is needed (its fiber and io_uring
+     * timeouts were a fixed cost of every GET).  f->waiter is still NULL,
+     * so no call wakes this fiber while it is queued. */
+    if (spawned > 0)
+        ol_fiber_yield();
     if (timeout_ms > 0 && f->ndone < f->n) {
-        f->timeout_ms = timeout_ms;
+        uint64_t spent = ol_now_ms() - start_ms;
+        f->timeout_ms = spent < timeout_ms ? timeout_ms - (unsigned)spent : 1;
         f->refs++;
         if (ol_fiber_spawn(loop, fan_timer, f) != 0)
             f->refs--;
