@@ -78,7 +78,8 @@ struct eset_res {
      * degraded read completes the resolution first, res_complete). */
     uint32_t unasked;
     struct ol_drive_blob blob[OL_EC_MAX_UNITS];
-    uint8_t *blob_buf[OL_EC_MAX_UNITS];
+    uint8_t *blob_buf[OL_EC_MAX_UNITS]; /* blob_free */
+    size_t blob_bytes[OL_EC_MAX_UNITS];
     uint32_t answered;       /* slots whose versions call succeeded */
     bool found;
     struct ol_shard_meta win; /* the winner's metadata (shard, flags of one drive) */
@@ -92,6 +93,20 @@ struct eset_res {
 static unsigned popcount(uint32_t x)
 {
     return (unsigned)__builtin_popcount(x);
+}
+
+/* A versions call's room for a blob and shard bytes comes from the
+ * thread's buffer pool (core/buf.h): a GET takes one of 20 KiB per drive,
+ * and malloc's large chunks cost it more than a drive's index lookup. */
+static uint8_t *blob_alloc(size_t bytes)
+{
+    return ol_buf_alloc(bytes);
+}
+
+static void blob_free(uint8_t *p, size_t bytes)
+{
+    if (p)
+        ol_buf_free(p, bytes);
 }
 
 static unsigned slot_of(const struct ol_eset *es, unsigned rotation, unsigned shard)
@@ -282,7 +297,8 @@ struct fan_call {
     size_t len;
     uint8_t *buf; /* READ, VERSIONS: the answer, owned until taken */
     struct ol_drive_blob blob; /* VERSIONS with blob_cap: the blob answer */
-    uint8_t *blob_buf;         /* ... its bytes, owned until taken */
+    uint8_t *blob_buf;         /* ... its bytes, owned until taken (blob_free) */
+    size_t blob_bytes;
     int rc;
 };
 
@@ -358,7 +374,7 @@ static void fan_unref(struct fan *f)
         return;
     for (unsigned i = 0; i < f->n; i++) {
         free(f->c[i].buf);
-        free(f->c[i].blob_buf);
+        blob_free(f->c[i].blob_buf, f->c[i].blob_bytes);
     }
     free(f);
 }
@@ -374,7 +390,8 @@ static void fan_exec(struct fan_call *c)
         struct ol_drive_blob *bl = NULL;
         c->buf = malloc(sizeof(struct ol_shard_meta) * f->vcap);
         if (f->blob_cap) {
-            c->blob_buf = malloc(f->blob_cap + f->shard_cap);
+            c->blob_bytes = f->blob_cap + f->shard_cap;
+            c->blob_buf = blob_alloc(c->blob_bytes);
             bl = &c->blob;
             bl->want = f->has_vid ? &f->vid : NULL;
             bl->buf = c->blob_buf;
@@ -468,6 +485,8 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
         f->finished = true;
         return;
     }
+    uint64_t start_ms = timeout_ms > 0 ? ol_now_ms() : 0;
+    unsigned spawned = 0;
     for (unsigned i = 0; i < f->n; i++) {
         f->refs++;
         if (ol_fiber_spawn(loop, fan_fiber, &f->c[i]) != 0) {
@@ -476,10 +495,19 @@ static void fan_run(struct fan *f, unsigned timeout_ms)
             fan_exec(&f->c[i]);
             f->c[i].done = true;
             f->ndone++;
+        } else {
+            spawned++;
         }
     }
+    /* The calls run first (the ready queue is FIFO): a local drive answers
+     * without waiting, and then no timer is needed (its fiber and io_uring
+     * timeouts were a fixed cost of every GET).  f->waiter is still NULL,
+     * so no call wakes this fiber while it is queued. */
+    if (spawned > 0)
+        ol_fiber_yield();
     if (timeout_ms > 0 && f->ndone < f->n) {
-        f->timeout_ms = timeout_ms;
+        uint64_t spent = ol_now_ms() - start_ms;
+        f->timeout_ms = spent < timeout_ms ? timeout_ms - (unsigned)spent : 1;
         f->refs++;
         if (ol_fiber_spawn(loop, fan_timer, f) != 0)
             f->refs--;
@@ -596,7 +624,7 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
     for (unsigned s = 0; s < es->n; s++) {
         if (!(ask & (1u << s)))
             continue;
-        free(r->blob_buf[s]);
+        blob_free(r->blob_buf[s], r->blob_bytes[s]);
         r->blob_buf[s] = NULL;
         r->blob[s].got = r->blob[s].shard_got = false;
     }
@@ -627,9 +655,10 @@ static int ask_versions(struct ol_eset *es, const char *bucket, const char *key,
             r->answered |= 1u << s;
             if (r->want_blob && (c->blob.got || c->blob.shard_got)) {
                 /* The shard bytes (shard_buf) live in the same buffer. */
-                free(r->blob_buf[s]);
+                blob_free(r->blob_buf[s], r->blob_bytes[s]);
                 r->blob[s] = c->blob;
                 r->blob_buf[s] = c->blob_buf;
+                r->blob_bytes[s] = c->blob_bytes;
                 r->blob[s].buf = c->blob_buf;
                 c->blob_buf = NULL;
             }
@@ -774,7 +803,7 @@ static void res_free(struct eset_res *r)
     if (!r)
         return;
     for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++)
-        free(r->blob_buf[s]);
+        blob_free(r->blob_buf[s], r->blob_bytes[s]);
     free(r->vers);
     free(r);
 }
@@ -1569,7 +1598,7 @@ static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key
     if (!valid_name(bucket, klen))
         return -EINVAL;
     struct eset_res *r = res_alloc(es);
-    uint8_t *mb = malloc(OL_ESET_META_MAX);
+    uint8_t *mb = blob_alloc(OL_ESET_META_MAX);
     int rc = -ENOMEM;
     if (!r || !mb)
         goto out;
@@ -1599,7 +1628,7 @@ static int stat_meta_res(struct ol_eset *es, const char *bucket, const char *key
     *rp = r;
     r = NULL;
 out:
-    free(mb);
+    blob_free(mb, OL_ESET_META_MAX);
     res_free(r);
     return rc;
 }
@@ -1779,6 +1808,32 @@ static const uint8_t *res_shard(const struct eset_res *r, const struct ol_ec_lay
     return bl->shard_buf;
 }
 
+/* A small object's healthy read: when every data shard that [off,
+ * off+len) touches came whole with the versions answers, the pieces are
+ * copied from there into dst, with no fan and no copy of each shard first.
+ * Returns whether it read. */
+static bool read_inline(const struct ol_eset *es, const struct eset_res *r,
+                        const struct ol_ec_layout *l, uint64_t off, size_t len, uint8_t *dst)
+{
+    const uint8_t *sb[OL_EC_MAX_K];
+    for (unsigned j = 0; j < es->k; j++) {
+        uint64_t so, sl;
+        int rc = ol_ec_layout_shard_span(l, off, len, j, &so, &sl);
+        OL_ASSERT(rc == 0);
+        sb[j] = sl ? res_shard(r, l, slot_of(es, r->win.rotation, j)) : NULL;
+        if (sl && !sb[j])
+            return false;
+    }
+    struct ol_ec_piece pc;
+    uint64_t end = off + len;
+    for (uint64_t o = off; o < end; o += pc.len) {
+        int rc = ol_ec_layout_piece(l, o, end, &pc);
+        OL_ASSERT(rc == 0 && sb[pc.shard] && pc.shard_off + pc.len <= l->shard_bytes);
+        memcpy(dst + (o - off), sb[pc.shard] + pc.shard_off, pc.len);
+    }
+    return true;
+}
+
 /* Reads [off, off+len) of the resolved version.  0, -OL_EQUORUM, or
  * -OL_ENOKEY when too many shards vanished (a newer version completed and
  * the drives freed this one): the caller resolves again.  *heal is set when
@@ -1796,6 +1851,8 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
     int rc = ol_ec_layout_init(&l, w->size, w->unit_bytes, es->k);
     if (rc < 0)
         return rc;
+    if (read_inline(es, r, &l, off, len, dst))
+        return 0;
     /* The healthy path: one span of each data shard the range touches, read
      * at once; a shard slower than the read timeout counts as failed. */
     struct fan *f = fan_new(es, bucket, key, klen, &w->vid);
@@ -2846,7 +2903,7 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
     for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
         if (res_shard(r, &rd->l, s))
             continue;
-        free(r->blob_buf[s]);
+        blob_free(r->blob_buf[s], r->blob_bytes[s]);
         r->blob_buf[s] = NULL;
         r->blob[s].got = r->blob[s].shard_got = false;
     }

@@ -49,7 +49,7 @@
 
 enum {
     SD_SCAN_MAX = 4096,        /* store versions of one key a scan looks at */
-    SD_SCAN_FIRST = 16,        /* a scan's first allocation (grows by doubling) */
+    SD_SCAN_INLINE = 4,        /* versions a scan holds without allocating (then doubles) */
     SD_META_MIN = 4 + 16 + 5 + 4 + 8 + 8 + 1,
     SD_META_HEAD_MAX = SD_META_MIN + 63,
     SD_META_TAIL = 8 + 4 + 4, /* OLS2: stamp, crc, length of the blob */
@@ -336,14 +336,18 @@ static void sd_wrote(struct ol_storedrive *sd)
 
 /* Store versions of one key, decoded (store order: newest written first). */
 struct sd_scan {
-    struct sd_ver *v;
+    struct sd_ver *v; /* first, or allocated when more came */
     int n, cap;
     int blob_at; /* the copy whose blob versions() answers, or -1 */
+    /* A key's first few versions, without an allocation: a drive holds one
+     * or two of most keys (a mark frees the older ones). */
+    struct sd_ver first[SD_SCAN_INLINE];
 };
 
 static void scan_free(struct sd_scan *sc)
 {
-    free(sc->v);
+    if (sc->v != sc->first)
+        free(sc->v);
     sc->v = NULL;
     sc->n = sc->cap = 0;
 }
@@ -398,6 +402,46 @@ static void blob_shard(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
     bl->shard_len = (size_t)vi->info.size;
 }
 
+/* scan()'s walk over the store versions of one key. */
+struct scan_ctx {
+    struct sd_scan *sc;
+    const struct ol_version_id *stop;
+    struct ol_drive_blob *blob;
+    bool taken;
+};
+
+static int scan_one(void *arg, const struct ol_version_info *vi)
+{
+    struct scan_ctx *x = arg;
+    struct sd_scan *sc = x->sc;
+    if (sc->n >= SD_SCAN_MAX)
+        return 1;
+    if (sc->n == sc->cap) {
+        int ncap = sc->cap * 2;
+        bool moved = sc->v == sc->first;
+        struct sd_ver *nv = realloc(moved ? NULL : sc->v, sizeof(*nv) * (size_t)ncap);
+        if (!nv)
+            return -ENOMEM;
+        if (moved)
+            memcpy(nv, sc->first, sizeof(sc->first));
+        sc->v = nv;
+        sc->cap = ncap;
+    }
+    struct sd_ver *v = &sc->v[sc->n];
+    const uint8_t *meta;
+    if (vi->is_marker ||
+        meta_decode(vi->info.meta, vi->info.meta_len, &v->sm, &v->legacy, &meta) != 0)
+        return 0;
+    memcpy(v->svid, vi->vid, sizeof(v->svid));
+    v->flags_b = vi->info.meta[SD_META_FLAGS_AT];
+    sc->n++;
+    if (x->blob && blob_offer(x->blob, &v->sm, meta, &x->taken)) {
+        sc->blob_at = sc->n - 1;
+        blob_shard(x->blob, &v->sm, vi);
+    }
+    return x->stop && ol_version_id_cmp(&v->sm.vid, x->stop) == 0;
+}
+
 /* Scans the store versions of one key (at most SD_SCAN_MAX) into sc (freed
  * by the caller, also on error); entries that are not shard versions are
  * skipped.  stop (may be NULL): ends at the first copy of that vid.  blob
@@ -406,10 +450,9 @@ static void blob_shard(struct ol_drive_blob *bl, const struct ol_shard_meta *sm,
 static int scan(struct ol_store *st, const char *bucket, const char *key, size_t klen,
                 struct sd_scan *sc, const struct ol_version_id *stop, struct ol_drive_blob *blob)
 {
-    struct ol_store_viter *it = NULL;
-    sc->v = NULL;
-    sc->n = sc->cap = 0;
-    bool taken = false;
+    sc->v = sc->first;
+    sc->n = 0;
+    sc->cap = SD_SCAN_INLINE;
     sc->blob_at = -1;
     if (blob) {
         blob->got = false;
@@ -418,48 +461,8 @@ static int scan(struct ol_store *st, const char *bucket, const char *key, size_t
         blob->shard_len = 0;
         memset(&blob->sm, 0, sizeof(blob->sm));
     }
-    int rc = ol_store_viter_open_at(st, bucket, key, klen, &it);
-    if (rc == -OL_ENOBUCKET)
-        return 0;
-    if (rc < 0)
-        return rc;
-    for (unsigned guard = 0; rc == 0 && guard < SD_SCAN_MAX * 4 && sc->n < SD_SCAN_MAX; guard++) {
-        const char *k;
-        size_t kl;
-        struct ol_version_info vi;
-        int r = ol_store_viter_next(it, &k, &kl, &vi);
-        if (r != 0) {
-            rc = r < 0 ? r : 0;
-            break;
-        }
-        if (kl != klen || memcmp(k, key, klen) != 0)
-            break;
-        if (sc->n == sc->cap) {
-            int ncap = sc->cap ? sc->cap * 2 : SD_SCAN_FIRST;
-            struct sd_ver *nv = realloc(sc->v, sizeof(*nv) * (size_t)ncap);
-            if (!nv) {
-                rc = -ENOMEM;
-                break;
-            }
-            sc->v = nv;
-            sc->cap = ncap;
-        }
-        struct sd_ver *v = &sc->v[sc->n];
-        const uint8_t *meta;
-        if (vi.is_marker || meta_decode(vi.info.meta, vi.info.meta_len, &v->sm, &v->legacy,
-                                        &meta) != 0)
-            continue;
-        memcpy(v->svid, vi.vid, sizeof(v->svid));
-        v->flags_b = vi.info.meta[SD_META_FLAGS_AT];
-        sc->n++;
-        if (blob && blob_offer(blob, &v->sm, meta, &taken)) {
-            sc->blob_at = sc->n - 1;
-            blob_shard(blob, &v->sm, &vi);
-        }
-        if (stop && ol_version_id_cmp(&v->sm.vid, stop) == 0)
-            break;
-    }
-    ol_store_viter_close(it);
+    struct scan_ctx x = {.sc = sc, .stop = stop, .blob = blob};
+    int rc = ol_store_key_versions(st, bucket, key, klen, scan_one, &x);
     return rc < 0 ? rc : sc->n;
 }
 
@@ -487,7 +490,8 @@ static int ver_desc(const void *a, const void *b)
 static int distinct(const struct sd_scan *sc, struct ol_shard_meta *out)
 {
     int m = 0;
-    bool *legacy = malloc(sizeof(bool) * (size_t)(sc->n ? sc->n : 1));
+    bool legacy_s[SD_SCAN_INLINE];
+    bool *legacy = sc->n <= SD_SCAN_INLINE ? legacy_s : malloc(sizeof(bool) * (size_t)sc->n);
     if (!legacy)
         return -ENOMEM;
     for (int i = 0; i < sc->n; i++) {
@@ -507,7 +511,8 @@ static int distinct(const struct sd_scan *sc, struct ol_shard_meta *out)
             oldest = j;
     if (oldest >= 0 && legacy[oldest])
         out[oldest].flags |= OL_SHARD_COMPLETE;
-    free(legacy);
+    if (legacy != legacy_s)
+        free(legacy);
     qsort(out, (size_t)m, sizeof(out[0]), ver_desc);
     return m;
 }
@@ -988,23 +993,26 @@ static int sd_versions(void *d, const char *bucket, const char *key, size_t klen
     int rc = scan(st, bucket, key, klen, &sc, NULL, blob);
     if (rc <= 0)
         goto out;
-    all = malloc(sizeof(*all) * (size_t)sc.n);
-    if (!all) {
+    /* distinct needs room for every copy; the caller's usually has it. */
+    all = sc.n <= (int)cap ? NULL : malloc(sizeof(*all) * (size_t)sc.n);
+    if (sc.n > (int)cap && !all) {
         rc = -ENOMEM;
         goto out;
     }
-    int m = distinct(&sc, all);
+    int m = distinct(&sc, all ? all : out);
     if (m < 0) {
         rc = m;
         goto out;
     }
+    const struct ol_shard_meta *got = all ? all : out;
     rc = m < (int)cap ? m : (int)cap;
-    memcpy(out, all, sizeof(*out) * (size_t)rc);
+    if (all)
+        memcpy(out, all, sizeof(*out) * (size_t)rc);
     /* The blob's copy carries the flags of the answer (a legacy entry's
      * derived COMPLETE). */
     for (int i = 0; blob && i < m; i++)
-        if (ol_version_id_cmp(&all[i].vid, &blob->sm.vid) == 0)
-            blob->sm.flags = all[i].flags;
+        if (ol_version_id_cmp(&got[i].vid, &blob->sm.vid) == 0)
+            blob->sm.flags = got[i].flags;
 out:
     if (rc < 0 && blob)
         blob->got = blob->shard_got = false;

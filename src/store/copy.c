@@ -403,7 +403,7 @@ ssize_t ol_store_bucket_config_get(struct ol_store *st, const char *bucket, cons
         memcpy(buf, v, vl);
     rc = (ssize_t)vl;
 out:
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -452,6 +452,6 @@ ssize_t ol_store_object_attr_get(struct ol_store *st, const char *bucket, const 
         memcpy(buf, val, vl);
     rc = (ssize_t)vl;
 out:
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }

@@ -211,6 +211,11 @@ void ol_store_close(struct ol_store *st)
     ol_compact_stop(st);
     ol_commit_stop(st);
     ol_seg_close_all(st);
+    for (unsigned i = 0; i < OL_STORE_RD_IDLE; i++) {
+        MDB_txn *t = atomic_exchange(&st->rd_idle[i], NULL);
+        if (t)
+            mdb_txn_abort(t);
+    }
     if (st->env)
         mdb_env_close(st->env);
     if (st->dir_fd >= 0)
@@ -222,9 +227,54 @@ void ol_store_close(struct ol_store *st)
     free(st);
 }
 
+/* Where a thread starts looking in rd_idle: threads spread over it, so
+ * that cores rarely touch the same slots. */
+static unsigned rd_hint(void)
+{
+    static _Atomic unsigned next;
+    static _Thread_local unsigned hint, set;
+    if (!set) {
+        hint = atomic_fetch_add(&next, 1) * 4;
+        set = 1;
+    }
+    return hint;
+}
+
 int ol_rd_begin(struct ol_store *st, MDB_txn **txn)
 {
+    unsigned h = rd_hint();
+    for (unsigned i = 0; i < OL_STORE_RD_IDLE; i++) {
+        _Atomic(MDB_txn *) *slot = &st->rd_idle[(h + i) % OL_STORE_RD_IDLE];
+        MDB_txn *t = atomic_load_explicit(slot, memory_order_relaxed) ? atomic_exchange(slot, NULL)
+                                                                        : NULL;
+        if (!t)
+            continue;
+        /* MDB_NOTLS: a reset transaction kept its reader slot, and any
+         * thread may renew it. */
+        if (mdb_txn_renew(t) == 0) {
+            *txn = t;
+            return 0;
+        }
+        mdb_txn_abort(t);
+        break;
+    }
     return ol_mdb_err(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
+}
+
+void ol_rd_end(struct ol_store *st, MDB_txn *txn)
+{
+    if (!txn)
+        return;
+    mdb_txn_reset(txn);
+    unsigned h = rd_hint();
+    for (unsigned i = 0; i < OL_STORE_RD_IDLE; i++) {
+        _Atomic(MDB_txn *) *slot = &st->rd_idle[(h + i) % OL_STORE_RD_IDLE];
+        MDB_txn *empty = NULL;
+        if (!atomic_load_explicit(slot, memory_order_relaxed) &&
+            atomic_compare_exchange_strong(slot, &empty, txn))
+            return;
+    }
+    mdb_txn_abort(txn);
 }
 
 /* ---- buckets ---- */
@@ -277,7 +327,7 @@ int ol_store_bucket_get(struct ol_store *st, const char *name, struct ol_bucket_
     memcpy(out->name, name, k.mv_size);
     rc = ol_bucket_rec_decode(v.mv_data, v.mv_size, &out->ctime_ns);
 out:
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -312,7 +362,7 @@ int ol_store_bucket_list(struct ol_store *st,
 out:
     if (c)
         mdb_cursor_close(c);
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -469,7 +519,7 @@ int ol_reader_open_fn(struct ol_store *st, int (*find)(void *ctx, MDB_txn *txn, 
             rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
         if (rc == 0)
             rc = reader_fill(r, &e);
-        mdb_txn_abort(txn);
+        ol_rd_end(st, txn);
         if (rc == 0)
             rc = reader_pin(r);
     }
@@ -870,7 +920,7 @@ void ol_store_iter_close(struct ol_store_iter *it)
         return;
     ol_idx_cur_close(&it->cur);
     if (it->txn)
-        mdb_txn_abort(it->txn);
+        ol_rd_end(it->st, it->txn);
     free(it);
 }
 
@@ -950,7 +1000,7 @@ int ol_store_upload_get(struct ol_store *st, const char *upload_id,
         upload_info_fill(&ui, upload_id, &u);
         fn(ctx, &ui);
     }
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -1002,7 +1052,7 @@ int ol_store_part_list(struct ol_store *st, const char *upload_id, uint32_t afte
 out:
     if (c)
         mdb_cursor_close(c);
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -1083,7 +1133,7 @@ out:
     free(ents);
     if (c)
         mdb_cursor_close(c);
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     return rc;
 }
 
@@ -1169,7 +1219,7 @@ void ol_store_stats(struct ol_store *st, struct ol_store_stats *out)
             mdb_cursor_close(c);
         }
         out->objects = ol_idx_meta_get(txn, st->db_meta, "objects");
-        mdb_txn_abort(txn);
+        ol_rd_end(st, txn);
     }
     out->commits = atomic_load(&st->commits);
     out->commit_ops = atomic_load(&st->commit_ops);

@@ -469,6 +469,15 @@ int ol_store_viter_seek(struct ol_store_viter *it, const char *from, size_t from
 int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key_len,
                         struct ol_version_info *vi);
 void ol_store_viter_close(struct ol_store_viter *it);
+/* The versions of one key, newest first (the current object first): fn is
+ * called with each (its pointers valid during the call only) until it
+ * returns non-zero; a negative return ends the walk with that error.  One
+ * read snapshot, one lookup of the current version and one short scan of
+ * the others: what an erasure-set drive's versions() needs per GET.  0 (a
+ * missing bucket or key: no call), or an error. */
+typedef int (*ol_store_version_fn)(void *ctx, const struct ol_version_info *vi);
+int ol_store_key_versions(struct ol_store *st, const char *bucket, const char *key,
+                          size_t key_len, ol_store_version_fn fn, void *ctx);
 /* ol_store_object_attr_put for version vid of a key (NULL: the current
  * object), current or not: PutObjectTagging / DeleteObjectTagging with a
  * versionId.  vid_out (may be NULL) gets the version's id ("null" for an

@@ -28,6 +28,9 @@
  * stopped, so a larger window would waste more checking. */
 #define OL_ZC_WINDOW_BYTES (1u << 20)
 #define OL_MAX_LOOPS 1024u
+/* Read transactions a store keeps at rest (ol_rd_begin): about the readers
+ * in flight at once on a few cores. */
+#define OL_STORE_RD_IDLE 16u
 
 static inline uint64_t ol_round_up(uint64_t v, uint64_t a)
 {
@@ -80,6 +83,13 @@ struct ol_store {
     struct ol_compact_req *c_reqs;
 
     _Atomic uint64_t commits, commit_ops, compacted_bytes, corrupt_blocks;
+
+    /* Read transactions at rest (reset, each keeping its reader slot):
+     * ol_rd_begin renews one instead of allocating a transaction and
+     * searching the reader table under its mutex, which a GET on an erasure
+     * set paid once per drive.  Taken and returned by atomic exchange; the
+     * close aborts those left. */
+    _Atomic(MDB_txn *) rd_idle[OL_STORE_RD_IDLE];
 };
 
 /* ---- readers (store.c) ---- */
@@ -109,8 +119,12 @@ struct ol_store_reader {
     size_t c_len;
 };
 
-/* Begins an LMDB read transaction. */
+/* Begins an LMDB read transaction (a rested one renewed, when there is
+ * one).  End it with ol_rd_end, or mdb_txn_abort (which frees it). */
 int ol_rd_begin(struct ol_store *st, MDB_txn **txn);
+/* Ends a read transaction from ol_rd_begin, keeping it for a later begin
+ * when there is room.  Consumes txn. */
+void ol_rd_end(struct ol_store *st, MDB_txn *txn);
 
 /* ---- writer thread helpers (writer.c) ---- */
 

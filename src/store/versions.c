@@ -860,7 +860,7 @@ int ol_store_latest_marker(struct ol_store *st, const char *bucket, const char *
         *mtime_ns = e.h.mtime_ns;
     rc = 1;
 out:
-    mdb_txn_abort(txn);
+    ol_rd_end(st, txn);
     free(vk);
     return rc;
 }
@@ -1054,6 +1054,100 @@ int ol_store_patch_meta_v(struct ol_store *st, const char *bucket, const char *k
     return run_with_drops(st, ops, bucket, ik, (size_t)kl, drop, ndrop, drop_rc);
 }
 
+/* Decodes the entry v into vi's version fields (is_latest is the
+ * caller's; vi zeroed before).  Pointers into v, valid as v is. */
+static int vinfo_fill(const MDB_val *v, struct ol_version_info *vi)
+{
+    struct ol_entry e;
+    int rc = ol_entry_decode(v->mv_data, v->mv_size, &e);
+    if (rc)
+        return rc;
+    struct ver_tag t;
+    rc = tag_get(&e, &t);
+    if (rc && rc != -OL_ENOCONFIG)
+        return rc;
+    tag_text(rc == 0 ? &t : NULL, vi->vid);
+    vi->is_marker = rc == 0 && (t.flags & OL_VER_MARKER);
+    vi->info.size = e.h.size;
+    vi->info.mtime_ns = e.h.mtime_ns;
+    memcpy(vi->info.etag, e.h.etag, sizeof(vi->info.etag));
+    vi->info.etag[sizeof(vi->info.etag) - 1] = 0;
+    vi->info.nparts = e.h.nparts;
+    vi->info.meta = e.meta;
+    vi->info.meta_len = e.h.meta_len;
+    if (e.h.flags & OL_ENTRY_INLINE) {
+        vi->inline_data = e.data;
+        vi->inline_crc = e.h.inline_crc;
+    }
+    return 0;
+}
+
+/* ---- the versions of one key ---- */
+
+int ol_store_key_versions(struct ol_store *st, const char *bucket, const char *key,
+                          size_t key_len, ol_store_version_fn fn, void *ctx)
+{
+    uint8_t ik[OL_IDX_KEY_MAX];
+    int ikl = ol_idx_key(ik, bucket, key, key_len);
+    if (ikl < 0)
+        return ikl == -EINVAL && key_len > 0 ? 0 : ikl; /* no such bucket: nothing */
+    MDB_txn *txn;
+    int rc = ol_rd_begin(st, &txn);
+    if (rc)
+        return rc;
+    /* The current version: one lookup, not a cursor.  A missing bucket
+     * holds no key, so it needs no look of its own. */
+    struct ol_version_info vi;
+    MDB_val v;
+    bool first = true;
+    rc = ol_idx_get(txn, st->db_objects, ik, (size_t)ikl, &v);
+    if (rc == 0) {
+        memset(&vi, 0, sizeof(vi));
+        vi.is_latest = true;
+        first = false;
+        rc = vinfo_fill(&v, &vi);
+        if (rc == 0)
+            rc = fn(ctx, &vi);
+    } else if (rc == -OL_ENOKEY) {
+        rc = 0;
+    }
+    /* The others: the versions DB's run of ik '\0' ~id, which ends at the
+     * first key without that prefix; longer keys that share it (a key with
+     * ik '\0' at its head) are passed over undecoded, as ver_scan does. */
+    struct ol_idx_cur cur;
+    bool open = false;
+    if (rc == 0) {
+        rc = ol_idx_cur_open(txn, st->db_versions, &cur);
+        open = rc == 0;
+    }
+    ik[ikl] = 0;
+    if (rc == 0)
+        rc = ol_idx_cur_seek(&cur, ik, (size_t)ikl + 1, true);
+    for (uint32_t guard = 0; rc == 0 && guard < OL_VER_SCAN_MAX; guard++) {
+        const uint8_t *k;
+        size_t kl;
+        int r = ol_idx_cur_next(&cur, &k, &kl, &v);
+        if (r == 1 || (r == 0 && (kl < (size_t)ikl + 1 || memcmp(k, ik, (size_t)ikl + 1) != 0)))
+            break;
+        if (r < 0) {
+            rc = r;
+            break;
+        }
+        if (kl != (size_t)ikl + OL_IDX_VSUFFIX)
+            continue;
+        memset(&vi, 0, sizeof(vi));
+        vi.is_latest = first;
+        first = false;
+        rc = vinfo_fill(&v, &vi);
+        if (rc == 0)
+            rc = fn(ctx, &vi);
+    }
+    if (open)
+        ol_idx_cur_close(&cur);
+    ol_rd_end(st, txn);
+    return rc < 0 ? rc : 0;
+}
+
 /* ---- listing every version ---- */
 
 struct ol_store_viter {
@@ -1116,7 +1210,7 @@ int ol_store_viter_open_at(struct ol_store *st, const char *bucket, const char *
             ol_idx_cur_close(&it->oc);
         if (vc)
             ol_idx_cur_close(&it->vc);
-        mdb_txn_abort(it->txn);
+        ol_rd_end(it->st, it->txn);
         free(it);
         return rc;
     }
@@ -1194,27 +1288,9 @@ int ol_store_viter_next(struct ol_store_viter *it, const char **key, size_t *key
         it->o_has = false;
     else
         it->v_has = false;
-    struct ol_entry e;
-    rc = ol_entry_decode(v.mv_data, v.mv_size, &e);
+    rc = vinfo_fill(&v, vi);
     if (rc)
         return rc;
-    struct ver_tag t;
-    rc = tag_get(&e, &t);
-    if (rc && rc != -OL_ENOCONFIG)
-        return rc;
-    tag_text(rc == 0 ? &t : NULL, vi->vid);
-    vi->is_marker = rc == 0 && (t.flags & OL_VER_MARKER);
-    vi->info.size = e.h.size;
-    vi->info.mtime_ns = e.h.mtime_ns;
-    memcpy(vi->info.etag, e.h.etag, sizeof(vi->info.etag));
-    vi->info.etag[sizeof(vi->info.etag) - 1] = 0;
-    vi->info.nparts = e.h.nparts;
-    vi->info.meta = e.meta;
-    vi->info.meta_len = e.h.meta_len;
-    if (e.h.flags & OL_ENTRY_INLINE) {
-        vi->inline_data = e.data;
-        vi->inline_crc = e.h.inline_crc;
-    }
     *key = (const char *)it->key;
     *key_len = kl;
     return 0;
@@ -1226,6 +1302,6 @@ void ol_store_viter_close(struct ol_store_viter *it)
         return;
     ol_idx_cur_close(&it->oc);
     ol_idx_cur_close(&it->vc);
-    mdb_txn_abort(it->txn);
+    ol_rd_end(it->st, it->txn);
     free(it);
 }

@@ -131,6 +131,65 @@ static void test_versions(struct ol_store *st, char *long_key)
     CHECK_RC(list(st, rows, 16), 5); /* s(null), 1, 0, long x2 */
 }
 
+/* ol_store_key_versions collects "vid:latest" per version. */
+struct kv_rows {
+    char rows[8][64];
+    int n, stop_at;
+};
+
+static int kv_row(void *ctx, const struct ol_version_info *vi)
+{
+    struct kv_rows *r = ctx;
+    if (r->n >= 8)
+        return -ENOSPC;
+    snprintf(r->rows[r->n++], 64, "%s:%d", vi->vid, vi->is_latest);
+    return r->n == r->stop_at;
+}
+
+/* ol_store_key_versions: one key's versions newest first, the current one
+ * first; a longer key holding the key and a NUL at its head (whose versions
+ * sort among the key's) is not mixed in; unknown keys and buckets give
+ * nothing; the callback stops the walk.  Repeated walks reuse the store's
+ * rested read transactions. */
+static void test_key_versions(struct ol_store *st, const char *long_key)
+{
+    char v[3][OL_STORE_VID_MAX], w[2][OL_STORE_VID_MAX], want[64];
+    CHECK_RC(ol_store_versioning_put(st, "vbk", OL_VERSIONING_ENABLED), 0);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RC(put(st, "k", 1, 100 + (size_t)i, (uint8_t)('0' + i), v[i]), 0);
+        CHECK_RC(put(st, "k\0z", 3, 100, (uint8_t)('a' + i), w[i]), 0);
+    }
+    CHECK_RC(put(st, "k", 1, 300000, '2', v[2]), 0);
+    for (int round = 0; round < 40; round++) {
+        struct kv_rows r = {.n = 0};
+        CHECK_RC(ol_store_key_versions(st, "vbk", "k", 1, kv_row, &r), 0);
+        CHECK(r.n == 3);
+        for (int i = 0; i < 3 && r.n == 3; i++) {
+            snprintf(want, sizeof(want), "%s:%d", v[2 - i], i == 0);
+            CHECK(strcmp(r.rows[i], want) == 0);
+        }
+    }
+    struct kv_rows r = {.n = 0};
+    CHECK_RC(ol_store_key_versions(st, "vbk", "k\0z", 3, kv_row, &r), 0);
+    CHECK(r.n == 2);
+    snprintf(want, sizeof(want), "%s:0", w[0]);
+    CHECK(r.n == 2 && strcmp(r.rows[1], want) == 0);
+    r = (struct kv_rows){.stop_at = 2};
+    CHECK_RC(ol_store_key_versions(st, "vbk", "k", 1, kv_row, &r), 0);
+    CHECK(r.n == 2);
+    r = (struct kv_rows){.n = 0};
+    CHECK_RC(ol_store_key_versions(st, "vbk", long_key, 1024, kv_row, &r), 0);
+    CHECK(r.n == 2);
+    r = (struct kv_rows){.n = 0};
+    CHECK_RC(ol_store_key_versions(st, "vbk", "nope", 4, kv_row, &r), 0);
+    CHECK_RC(ol_store_key_versions(st, "nobucket", "k", 1, kv_row, &r), 0);
+    CHECK(r.n == 0);
+    for (int i = 0; i < 3; i++)
+        CHECK_RC(ol_store_delete_v(st, "vbk", "k", 1, v[i], NULL), 0);
+    for (int i = 0; i < 2; i++)
+        CHECK_RC(ol_store_delete_v(st, "vbk", "k\0z", 3, w[i], NULL), 0);
+}
+
 /* The "tags" attribute of version vid, as text in out ("" when unset), or
  * -error. */
 static int attr_of(struct ol_store *st, const char *key, const char *vid, char *out, size_t cap)
@@ -404,6 +463,7 @@ int main(void)
     if (!st)
         return 1;
     test_versions(st, long_key);
+    test_key_versions(st, long_key);
     test_attr_v(st);
     test_rewrite(st);
     test_patch(st);
