@@ -215,18 +215,24 @@ static void tl_init(void)
     (void)pthread_key_create(&tl_key, tl_free);
 }
 
-int ol_gcm_once(bool enc, const uint8_t key[OL_GCM_KEY], const uint8_t nonce[OL_GCM_NONCE],
-                const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t n, uint8_t *out,
-                uint8_t tag[OL_GCM_TAG])
+struct ol_gcm *ol_gcm_thread(void)
 {
     if (!tl_gcm) {
         pthread_once(&tl_once, tl_init);
         tl_gcm = ol_gcm_new();
-        if (!tl_gcm)
-            return -ENOMEM;
-        (void)pthread_setspecific(tl_key, tl_gcm);
+        if (tl_gcm)
+            (void)pthread_setspecific(tl_key, tl_gcm);
     }
-    struct ol_gcm *g = tl_gcm;
+    return tl_gcm;
+}
+
+int ol_gcm_once(bool enc, const uint8_t key[OL_GCM_KEY], const uint8_t nonce[OL_GCM_NONCE],
+                const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t n, uint8_t *out,
+                uint8_t tag[OL_GCM_TAG])
+{
+    struct ol_gcm *g = ol_gcm_thread();
+    if (!g)
+        return -ENOMEM;
     int rc = ol_gcm_key(g, key);
     if (rc == 0)
         rc = ol_gcm_start(g, enc, nonce, aad, aad_len);

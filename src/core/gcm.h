@@ -52,7 +52,11 @@ int ol_gcm_seal_tag(struct ol_gcm *g, uint8_t tag[OL_GCM_TAG]);
 /* Ends an opened message: 0 when tag authenticates it, else -EBADMSG. */
 int ol_gcm_open_tag(struct ol_gcm *g, const uint8_t tag[OL_GCM_TAG]);
 
-/* One message in one call, on a context of the thread's own. */
+/* The calling thread's own context (made at its first call, freed when the
+ * thread exits), for work that keys it and runs its messages to the end
+ * before anything else on the thread uses it; NULL when out of memory. */
+struct ol_gcm *ol_gcm_thread(void);
+/* One message in one call, on the thread's context. */
 int ol_gcm_once(bool enc, const uint8_t key[OL_GCM_KEY], const uint8_t nonce[OL_GCM_NONCE],
                 const uint8_t *aad, size_t aad_len, const uint8_t *in, size_t n, uint8_t *out,
                 uint8_t tag[OL_GCM_TAG]);

@@ -594,32 +594,6 @@ struct ol_sse_reader {
 
 /* ---- read-ahead slots ---- */
 
-static pthread_once_t wctx_once = PTHREAD_ONCE_INIT;
-static pthread_key_t wctx_key;
-static __thread struct ol_gcm *wctx;
-
-static void wctx_free(void *c)
-{
-    ol_gcm_free(c);
-}
-
-static void wctx_init(void)
-{
-    (void)pthread_key_create(&wctx_key, wctx_free);
-}
-
-/* A pool thread's cipher context, made once (freed at the thread's exit). */
-static struct ol_gcm *worker_ctx(void)
-{
-    if (!wctx) {
-        pthread_once(&wctx_once, wctx_init);
-        wctx = ol_gcm_new();
-        if (wctx)
-            (void)pthread_setspecific(wctx_key, wctx);
-    }
-    return wctx;
-}
-
 static int win_open(struct ol_gcm *c, const struct win *w, const struct sin *in, size_t at,
                     uint8_t *out);
 
@@ -627,7 +601,7 @@ static int win_open(struct ol_gcm *c, const struct win *w, const struct sin *in,
 static void ahead_run(struct ol_sse_job *j)
 {
     struct ahead *a = (struct ahead *)j;
-    struct ol_gcm *c = worker_ctx();
+    struct ol_gcm *c = ol_gcm_thread(); /* a pool thread's */
     a->rc = c ? ol_gcm_key(c, a->key) : -ENOMEM;
     if (a->rc == 0)
         a->rc = win_open(c, &a->w, &a->in, 0, a->plain);
@@ -1017,7 +991,7 @@ struct part {
 static void part_run(struct ol_sse_job *j)
 {
     struct part *p = (struct part *)j;
-    struct ol_gcm *c = worker_ctx();
+    struct ol_gcm *c = ol_gcm_thread(); /* a pool thread's */
     p->rc = c ? ol_gcm_key(c, p->key) : -ENOMEM;
     if (p->rc == 0)
         p->rc = win_open(c, &p->w, p->in, p->at, p->out);

@@ -15,16 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "core/gcm.h"
-
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static uint64_t rnd(void)
