@@ -5,6 +5,7 @@
 #ifndef OL_TESTS_UNIT_CHECK_H
 #define OL_TESTS_UNIT_CHECK_H
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -30,6 +31,23 @@ static int failures;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
+
+/* A test's pseudo-random numbers (xorshift64): the same sequence every run,
+ * from CHECK_RNG_SEED (non-zero), which a test may define before including
+ * this file. */
+#ifndef CHECK_RNG_SEED
+#define CHECK_RNG_SEED 0x9e3779b97f4a7c15ull
+#endif
+static uint64_t check_rng_state = CHECK_RNG_SEED;
+
+static inline uint64_t check_rnd(void)
+{
+    uint64_t x = check_rng_state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return check_rng_state = x;
+}
 
 /* Makes a test's scratch directory, /tmp/ol_test_<name>_XXXXXX, into root
  * (cap bytes).  Returns 0, or -1 after saying why (the test then exits 77:

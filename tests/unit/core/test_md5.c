@@ -14,27 +14,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "check.h"
 #include "core/loop.h"
 #include "core/md5.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c);                  \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
 
 static void ref_md5(const void *p, size_t n, uint8_t out[16])
 {
@@ -84,9 +67,9 @@ static void test_many(unsigned nstreams, int rounds_max)
     for (unsigned s = 0; s < nstreams; s++) {
         ol_md5_init(&m[s]);
         /* Mostly short and mid lengths, sometimes up to 256 KiB. */
-        uint64_t r = rnd();
-        len[s] = (r & 3) == 0 ? rnd() % (256u << 10) : rnd() % 9000;
-        start[s] = rnd() % (DATA_BYTES - len[s]);
+        uint64_t r = check_rnd();
+        len[s] = (r & 3) == 0 ? check_rnd() % (256u << 10) : check_rnd() % 9000;
+        start[s] = check_rnd() % (DATA_BYTES - len[s]);
         off[s] = 0;
     }
     for (int round = 0; round < rounds_max; round++) {
@@ -96,7 +79,7 @@ static void test_many(unsigned nstreams, int rounds_max)
             if (off[s] == len[s])
                 continue;
             size_t left = len[s] - off[s];
-            size_t take = (rnd() & 1) ? left : rnd() % (left + 1);
+            size_t take = (check_rnd() & 1) ? left : check_rnd() % (left + 1);
             if (round == rounds_max - 1)
                 take = left;
             jobs[nj++] = (struct ol_md5_job){.m = &m[s], .p = data + start[s] + off[s], .n = take};
@@ -174,7 +157,7 @@ static void submitter(void *p)
         if (queued[i])
             ol_md5_async_wait(&a->s, seq[i]);
         memset(bufs[i], 0xa5, CHUNK);
-        size_t take = 1 + rnd() % CHUNK;
+        size_t take = 1 + check_rnd() % CHUNK;
         if (take > a->len - off)
             take = a->len - off;
         memcpy(bufs[i], data + a->start + off, take);
@@ -186,7 +169,7 @@ static void submitter(void *p)
             a->done = 2;
             goto out;
         }
-        if (rnd() & 1)
+        if (check_rnd() & 1)
             ol_fiber_yield();
     }
     ol_md5_async_end(&a->s, a->digest);
@@ -219,7 +202,7 @@ static void *loop_thread(void *arg)
 /* MAXS streams on nloops loops; with two, each loop's batches hash the
  * other's chunks too, and a stream whose chunk the other thread is hashing
  * parks its fiber until that batch is done.  The first stream of each loop
- * fails halfway.  (rnd() is shared by the threads: its values only need to
+ * fails halfway.  (check_rnd() is shared by the threads: its values only need to
  * vary.) */
 static void test_submit(unsigned nloops)
 {
@@ -233,8 +216,8 @@ static void test_submit(unsigned nloops)
         lctx[l].left = 0;
     }
     for (unsigned s = 0; s < MAXS; s++) {
-        fargs[s].len = rnd() % (512u << 10);
-        fargs[s].start = rnd() % (DATA_BYTES - fargs[s].len);
+        fargs[s].len = check_rnd() % (512u << 10);
+        fargs[s].start = check_rnd() % (DATA_BYTES - fargs[s].len);
         fargs[s].done = 0;
         fargs[s].fail = s < nloops;
         fargs[s].lc = &lctx[s % nloops];
@@ -303,7 +286,7 @@ int main(void)
     if (!data)
         return 1;
     for (size_t i = 0; i < DATA_BYTES; i++)
-        data[i] = (uint8_t)rnd();
+        data[i] = (uint8_t)check_rnd();
     unsigned widest = ol_md5_lanes();
     printf("CPU lanes: %u\n", widest);
     test_vectors();
@@ -314,7 +297,7 @@ int main(void)
         CHECK(ol_md5_force_lanes(widths[w]) == widths[w]);
         test_vectors();
         for (unsigned n = 1; n <= MAXS; n++)
-            test_many(n, 1 + (int)(rnd() % 6));
+            test_many(n, 1 + (int)(check_rnd() % 6));
         test_md5_of_md5s();
     }
     ol_md5_force_lanes(widest);

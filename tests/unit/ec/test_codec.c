@@ -13,20 +13,10 @@
 #include "check.h"
 
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t rnd(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
-
 static void fill_random(uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        p[i] = (uint8_t)(rnd() >> 24);
+        p[i] = (uint8_t)(check_rnd() >> 24);
 }
 
 /* ---- an independent GF(2^8) model (polynomial 0x11d, as ISA-L) ---- */
@@ -149,7 +139,7 @@ static void patterns(unsigned k, unsigned m, size_t len, unsigned sample)
             for (unsigned t = 0; t < sample; t++) {
                 uint32_t lost = 0;
                 while ((unsigned)__builtin_popcount(lost) < nl)
-                    lost |= 1u << (rnd() % n);
+                    lost |= 1u << (check_rnd() % n);
                 tried++;
                 if (try_pattern(c, &s, lost) != 0)
                     bad++;

@@ -22,6 +22,7 @@
 #include "ec/placement.h"
 #include "ec/stripe.h"
 
+#define CHECK_RNG_SEED 0x2545f4914f6cdd1dull
 #include "check.h"
 
 #define CHECK_EQ(a, b)                                                                             \
@@ -33,16 +34,6 @@
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
 
 /* The bytes of an object: a xorshift stream from its seed. */
 static void gen(uint64_t seed, uint8_t *p, size_t n)
@@ -116,7 +107,7 @@ static int put_obj(struct set *s, const char *bucket, const struct obj *o, struc
     if (rc < 0)
         goto out;
     for (size_t off = 0; off < o->size && rc == 0;) {
-        size_t n = 1 + rnd() % 200000;
+        size_t n = 1 + check_rnd() % 200000;
         if (n > o->size - off)
             n = o->size - off;
         rc = ol_eset_put_write(p, buf + off, n);
@@ -150,7 +141,7 @@ static int check_obj(struct set *s, const char *bucket, const struct obj *o)
     if (rc == 0 && memcmp(want, got, o->size) != 0)
         rc = -EBADMSG;
     if (rc == 0 && o->size > 0) {
-        uint64_t off = rnd() % o->size, len = 1 + rnd() % (o->size - off);
+        uint64_t off = check_rnd() % o->size, len = 1 + check_rnd() % (o->size - off);
         rc = ol_eset_read(s->es, bucket, o->key, klen, &st.vid, off, len, got, NULL);
         if (rc == 0 && memcmp(want + off, got, len) != 0)
             rc = -EBADMSG;
@@ -340,12 +331,12 @@ static void test_wipe_heal_corrupt(void)
     set_open(&s, 4, 2, unit);
     static struct obj objs[N];
     for (unsigned i = 0; i < N; i++) {
-        snprintf(objs[i].key, sizeof(objs[i].key), "obj/%05u", (unsigned)(rnd() % 100000));
-        objs[i].seed = rnd();
+        snprintf(objs[i].key, sizeof(objs[i].key), "obj/%05u", (unsigned)(check_rnd() % 100000));
+        objs[i].seed = check_rnd();
         if (i % 25 == 0)
-            objs[i].size = 1 + rnd() % (5u << 20);
+            objs[i].size = 1 + check_rnd() % (5u << 20);
         else
-            objs[i].size = rnd() % (300 * 1024);
+            objs[i].size = check_rnd() % (300 * 1024);
     }
     /* The edges of the layout. */
     const size_t edges[] = {
@@ -367,7 +358,7 @@ static void test_wipe_heal_corrupt(void)
     check_list(&s, "bkt", objs, N, 1000);
 
     /* Wipe two drives: every object still reads; LIST is complete. */
-    unsigned a = (unsigned)(rnd() % 6), b = (a + 1 + (unsigned)(rnd() % 5)) % 6;
+    unsigned a = (unsigned)(check_rnd() % 6), b = (a + 1 + (unsigned)(check_rnd() % 5)) % 6;
     ol_memdrive_wipe(s.md[a]);
     ol_memdrive_wipe(s.md[b]);
     CHECK_EQ(check_all(&s, "bkt", objs, N), 0);
@@ -392,7 +383,7 @@ static void test_wipe_heal_corrupt(void)
     for (unsigned i = 0; i < 6; i++)
         if (i != a && i != b)
             other[no++] = i;
-    unsigned c = other[rnd() % 2], d = other[2 + rnd() % 2];
+    unsigned c = other[check_rnd() % 2], d = other[2 + check_rnd() % 2];
     CHECK(c != a && c != b && d != a && d != b && c != d);
     ol_memdrive_wipe(s.md[c]);
     ol_memdrive_wipe(s.md[d]);
@@ -408,7 +399,7 @@ static void test_wipe_heal_corrupt(void)
 
     /* Corrupt one byte of the shards on two drives for 50 objects. */
     ol_eset_set_heal_on_read(s.es, false);
-    unsigned x = (unsigned)(rnd() % 6), y = (x + 1 + (unsigned)(rnd() % 5)) % 6;
+    unsigned x = (unsigned)(check_rnd() % 6), y = (x + 1 + (unsigned)(check_rnd() % 5)) % 6;
     unsigned ncorrupt = 0;
     for (unsigned i = 0; i < N && ncorrupt < 50; i += 5) {
         if (objs[i].size == 0)
@@ -609,7 +600,7 @@ static void test_quorum(void)
     struct obj cur = v2;
     for (unsigned nd = 1; nd <= 2; nd++) {
         for (uint64_t nth = 1; nth <= 16; nth++) {
-            struct obj next = {.key = "q", .size = 1 + rnd() % 9000, .seed = rnd()};
+            struct obj next = {.key = "q", .size = 1 + check_rnd() % 9000, .seed = check_rnd()};
             for (unsigned i = 0; i < nd; i++)
                 ol_memdrive_fail_nth(s.md[(nth + i * 3) % 6], nth + i);
             int rc = put_obj(&s, "b", &next, NULL);
@@ -863,8 +854,8 @@ static void test_wide(void)
     static struct obj objs[N];
     for (unsigned i = 0; i < N; i++) {
         snprintf(objs[i].key, sizeof(objs[i].key), "w%03u", i);
-        objs[i].seed = rnd();
-        objs[i].size = i % 8 == 0 ? rnd() % (3u << 20) : rnd() % (200 * 1024);
+        objs[i].seed = check_rnd();
+        objs[i].size = i % 8 == 0 ? check_rnd() % (3u << 20) : check_rnd() % (200 * 1024);
     }
     objs[1].size = 0;
     objs[2].size = 7;

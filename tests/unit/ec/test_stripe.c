@@ -10,18 +10,9 @@
 #include "ec/codec.h"
 #include "ec/stripe.h"
 
+#define CHECK_RNG_SEED 0x2545f4914f6cdd1dull
 #include "check.h"
 
-
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint64_t rnd(void)
-{
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
-}
 
 struct model {
     uint64_t size;
@@ -141,8 +132,8 @@ static void check_layout(uint64_t size, uint64_t unit, unsigned k, int exhaustiv
     } else if (size > 0) {
         check_range(&l, &md, 0, size);
         for (int t = 0; t < 40; t++) {
-            uint64_t a = rnd() % size;
-            uint64_t b = a + 1 + rnd() % (size - a);
+            uint64_t a = check_rnd() % size;
+            uint64_t b = a + 1 + check_rnd() % (size - a);
             check_range(&l, &md, a, b);
         }
     }
@@ -208,8 +199,8 @@ int main(void)
     static const unsigned ks[] = {1, 2, 3, 4, 6, 8, 10, 12, 16};
     for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
         for (int t = 0; t < 12; t++) {
-            uint64_t unit = 1 + rnd() % 600;
-            uint64_t size = rnd() % (ks[i] * unit * 5 + 50);
+            uint64_t unit = 1 + check_rnd() % 600;
+            uint64_t size = check_rnd() % (ks[i] * unit * 5 + 50);
             check_layout(size, unit, ks[i], 0);
         }
         check_layout(ks[i] * 4096 * 3 + 1, 4096, ks[i], 0);
