@@ -234,7 +234,7 @@ int ol_sse_entry_new(const uint8_t *master, const struct ol_sse_spec *spec, char
     size_t al;
     const uint8_t *aad = wrap_aad(spec->mode, &al);
     int rc = ol_gcm_once(true, kek, wrap, aad, al, obj->dk, OL_SSE_KEY, wrap + 12,
-                      wrap + 12 + OL_SSE_KEY);
+                         wrap + 12 + OL_SSE_KEY);
     OPENSSL_cleanse(kek, sizeof(kek));
     if (rc < 0)
         return -EIO;
@@ -336,7 +336,7 @@ int ol_sse_entry_open(const uint8_t *val, size_t len, const uint8_t *master,
     size_t al;
     const uint8_t *aad = wrap_aad(obj->mode, &al);
     rc = ol_gcm_once(false, kek, wrap, aad, al, wrap + 12, OL_SSE_KEY, obj->dk,
-                  wrap + 12 + OL_SSE_KEY);
+                     wrap + 12 + OL_SSE_KEY);
     OPENSSL_cleanse(kek, sizeof(kek));
     if (rc < 0) {
         OPENSSL_cleanse(obj->dk, sizeof(obj->dk));
