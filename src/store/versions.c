@@ -1084,6 +1084,16 @@ static int vinfo_fill(const MDB_val *v, struct ol_version_info *vi)
 
 /* ---- the versions of one key ---- */
 
+/* Hands fn the version stored in v. */
+static int version_give(const MDB_val *v, bool latest, ol_store_version_fn fn, void *ctx)
+{
+    struct ol_version_info vi;
+    memset(&vi, 0, sizeof(vi));
+    vi.is_latest = latest;
+    int rc = vinfo_fill(v, &vi);
+    return rc ? rc : fn(ctx, &vi);
+}
+
 int ol_store_key_versions(struct ol_store *st, const char *bucket, const char *key,
                           size_t key_len, ol_store_version_fn fn, void *ctx)
 {
@@ -1097,17 +1107,12 @@ int ol_store_key_versions(struct ol_store *st, const char *bucket, const char *k
         return rc;
     /* The current version: one lookup, not a cursor.  A missing bucket
      * holds no key, so it needs no look of its own. */
-    struct ol_version_info vi;
     MDB_val v;
     bool first = true;
     rc = ol_idx_get(txn, st->db_objects, ik, (size_t)ikl, &v);
     if (rc == 0) {
-        memset(&vi, 0, sizeof(vi));
-        vi.is_latest = true;
         first = false;
-        rc = vinfo_fill(&v, &vi);
-        if (rc == 0)
-            rc = fn(ctx, &vi);
+        rc = version_give(&v, true, fn, ctx);
     } else if (rc == -OL_ENOKEY) {
         rc = 0;
     }
@@ -1135,12 +1140,8 @@ int ol_store_key_versions(struct ol_store *st, const char *bucket, const char *k
         }
         if (kl != (size_t)ikl + OL_IDX_VSUFFIX)
             continue;
-        memset(&vi, 0, sizeof(vi));
-        vi.is_latest = first;
+        rc = version_give(&v, first, fn, ctx);
         first = false;
-        rc = vinfo_fill(&v, &vi);
-        if (rc == 0)
-            rc = fn(ctx, &vi);
     }
     if (open)
         ol_idx_cur_close(&cur);
