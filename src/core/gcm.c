@@ -123,15 +123,14 @@ int ol_gcm_key(struct ol_gcm *g, const uint8_t key[OL_GCM_KEY])
 int ol_gcm_start(struct ol_gcm *g, bool enc, const uint8_t nonce[OL_GCM_NONCE],
                  const uint8_t *aad, size_t aad_len)
 {
-    static const uint8_t none[1];
     g->enc = enc;
 #ifdef OL_HAVE_IPSEC_MB
     if (g->mb) {
+        static const uint8_t none[1]; /* the library checks aad is not NULL */
         IMB_AES256_GCM_INIT(mb, &g->kd, &g->cd, nonce, aad_len ? aad : none, aad_len);
         return 0;
     }
 #endif
-    (void)none;
     int len = 0;
     if (EVP_CipherInit_ex(g->evp, NULL, NULL, NULL, nonce, enc ? 1 : 0) != 1)
         return -EIO;
