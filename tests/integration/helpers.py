@@ -344,18 +344,28 @@ class Server:
 
 
 class ECServer(Server):
-    """A server on six erasure-coded drives (4+2) under its work directory."""
+    """A server on six erasure-coded drives (4+2) under its work directory.
+    A subclass with other options overrides EC_ARGS, or ec_args() when they
+    depend on the instance."""
 
     EC_ARGS = ["--ec_data", "4", "--ec_parity", "2", "--scrub_interval_ms", "0"]
 
+    def ec_args(self):
+        return list(self.EC_ARGS)
+
     def command(self):
         cmd = super().command()
+        # The single data directory becomes the brace form of six.
         i = cmd.index(str(self.data_dir))
         cmd[i] = str(self.workdir / "d{1...6}")
-        return cmd + self.EC_ARGS
+        return cmd + self.ec_args()
 
     def drive(self, i):
         return self.workdir / f"d{i + 1}"
+
+    def wipe(self, i):
+        """Removes drive i's directory (the drive is lost)."""
+        shutil.rmtree(self.drive(i))
 
 
 def make_mode_server(mode, workdir, config=None, **kw):

@@ -9,7 +9,6 @@ version, and every operation without an EC implementation answers 501.
 import hashlib
 import json
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -23,20 +22,13 @@ import helpers
 NDRIVES = 6
 
 
-class ECServer(helpers.Server):
-    def command(self):
-        cmd = super().command()
-        # Replace the single data directory with the brace form of six.
-        i = cmd.index(str(self.data_dir))
-        cmd[i] = str(self.workdir / "d{1...6}")
-        return cmd + ["--inline_bytes", "4096", "--metrics_public", "true",
-                      "--scrub_interval_ms", str(getattr(self, "scrub_ms", 0))]
+class ECServer(helpers.ECServer):
+    """Six drives in the automatic geometry (3+3), with a small inline size,
+    open metrics and the scrubber's interval from scrub_ms (0: off)."""
 
-    def drive(self, i):
-        return self.workdir / f"d{i + 1}"
-
-    def wipe(self, i):
-        shutil.rmtree(self.drive(i))
+    def ec_args(self):
+        return ["--inline_bytes", "4096", "--metrics_public", "true",
+                "--scrub_interval_ms", str(getattr(self, "scrub_ms", 0))]
 
 
 def admin(srv, *args, stderr=None):

@@ -33,19 +33,15 @@ import helpers
 NDRIVES = 6
 
 
-class ECServer(helpers.Server):
-    def command(self):
-        cmd = super().command()
-        i = cmd.index(str(self.data_dir))
-        cmd[i] = str(self.workdir / "d{1...6}")
-        return cmd + ["--inline_bytes", "4096", "--metrics_public", "true",
-                      "--ec_data", "4", "--ec_parity", "2",
-                      "--segment_bytes", "2097152", "--scrub_interval_ms", "0",
-                      "--ec_drive_check_ms", "100", "--ec_drive_fail_after", "2",
-                      "--ec_drive_backoff_max_ms", "400", "--ec_read_timeout_ms", "2000"]
+class ECServer(helpers.ECServer):
+    """4+2 with small segments and fast drive checks, so that drive failures
+    are seen within a test."""
 
-    def drive(self, i):
-        return self.workdir / f"d{i + 1}"
+    EC_ARGS = ["--inline_bytes", "4096", "--metrics_public", "true",
+               "--ec_data", "4", "--ec_parity", "2",
+               "--segment_bytes", "2097152", "--scrub_interval_ms", "0",
+               "--ec_drive_check_ms", "100", "--ec_drive_fail_after", "2",
+               "--ec_drive_backoff_max_ms", "400", "--ec_read_timeout_ms", "2000"]
 
 
 def admin(srv, *args):

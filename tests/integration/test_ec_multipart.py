@@ -14,7 +14,6 @@ import json
 import os
 import time
 import random
-import shutil
 import subprocess
 
 import pytest
@@ -25,15 +24,7 @@ import helpers
 MIB = helpers.MIB
 
 
-class ECServer(helpers.Server):
-    def command(self):
-        cmd = super().command()
-        i = cmd.index(str(self.data_dir))
-        cmd[i] = str(self.workdir / "d{1...6}")
-        return cmd + ["--ec_data", "4", "--ec_parity", "2", "--scrub_interval_ms", "0"]
-
-    def wipe(self, i):
-        shutil.rmtree(self.workdir / f"d{i + 1}")
+ECServer = helpers.ECServer
 
 
 @pytest.fixture
