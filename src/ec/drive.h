@@ -265,12 +265,17 @@ struct ol_drive_ops {
      * cache's mapping instead, valid until reader_close: checked as
      * reader_file's when check, else not at all (store/store.h,
      * ol_store_read_map_sealed: for a caller that authenticates every byte
-     * itself and rereads with read_shard what fails); reader_close ends
-     * it.  A reader is used by one thread at a time. */
+     * itself and rereads with read_shard what fails); reader_read
+     * (optional within the group) is read_shard's twin on the reader's
+     * shard: the bytes stay readable while the reader is open, even after
+     * the version is freed on the drive (a newer version's mark), so a GET
+     * that began on a version ends on it; reader_close ends it.  A reader
+     * is used by one thread at a time. */
     int (*reader_open)(void *d, const char *bucket, const char *key, size_t klen,
                        const struct ol_version_id *vid, void **h);
     ssize_t (*reader_file)(void *h, uint64_t off, size_t max, int *fd, uint64_t *foff);
     ssize_t (*reader_map)(void *h, uint64_t off, size_t max, bool check, const uint8_t **data);
+    int (*reader_read)(void *h, uint64_t off, size_t len, void *buf);
     void (*reader_close)(void *h);
 
     /* Buckets (optional, all six or none: a drive without them takes no

@@ -2878,10 +2878,58 @@ struct ol_eset_reader {
     bool counted;   /* a mapped piece counted the reader's read */
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
-    void *h[OL_EC_MAX_K];    /* drive readers of the data shards, opened on demand */
+    void *h[OL_EC_MAX_K];    /* drive readers of the data shards (reader_pin, at open) */
     bool h_failed[OL_EC_MAX_K]; /* open failed: this shard takes the copy path */
     char key[];
 };
+
+/* Opens the drive reader of every data shard that holds bytes.  From then on
+ * the bytes stay readable through them even when a newer version's mark
+ * frees this one on the drives (ec/drive.h, reader_read): a GET that began
+ * on a version ends on it, as on one drive, instead of breaking off
+ * mid-body.  Drives without readers (memory, remote) keep the copy path
+ * only.  Returns how many shards had gone from a drive that held them when
+ * the versions were asked (a mark freed the version in between). */
+static unsigned reader_pin(struct ol_eset_reader *rd)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    unsigned gone = 0;
+    for (unsigned j = 0; j < es->k; j++) {
+        unsigned s = slot_of(es, r->win.rotation, j);
+        const struct ol_drive *d = &es->drive[s];
+        uint64_t so = 0, sl = 0;
+        /* A drive not asked yet (resolved from the first answers) may
+         * hold the shard too: its reader says. */
+        if (rd->h[j] || rd->h_failed[j] || !((r->have | r->unasked) & (1u << s)) ||
+            !d->ops->reader_open ||
+            res_shard(r, &rd->l, s) ||
+            ol_ec_layout_shard_span(&rd->l, 0, r->win.size, j, &so, &sl) < 0 || sl == 0)
+            continue;
+        int rc = d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]);
+        if (rc < 0) {
+            rd->h[j] = NULL;
+            rd->h_failed[j] = true;
+            gone += rc == -OL_ENOKEY && (r->have & (1u << s));
+        }
+    }
+    return gone;
+}
+
+/* Closes the pinned readers and forgets the resolution. */
+static void reader_unpin(struct ol_eset_reader *rd)
+{
+    for (unsigned j = 0; j < rd->es->k; j++) {
+        if (rd->h[j] && rd->r) {
+            const struct ol_drive *d = &rd->es->drive[slot_of(rd->es, rd->r->win.rotation, j)];
+            d->ops->reader_close(rd->h[j]);
+        }
+        rd->h[j] = NULL;
+        rd->h_failed[j] = false;
+    }
+    res_free(rd->r);
+    rd->r = NULL;
+}
 
 int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key, size_t klen,
                         const struct ol_version_id *vid, struct ol_eset_obj *out, void *buf,
@@ -2889,36 +2937,71 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
 {
     if (!valid_name(bucket, klen))
         return -EINVAL;
-    struct eset_res *r = NULL;
     struct ol_eset_reader *rd = calloc(1, sizeof(*rd) + klen);
-    int rc = rd ? stat_meta_res(es, bucket, key, klen, vid, true, out, buf, cap, len, &r)
-                : -ENOMEM;
-    if (rc < 0)
-        goto out;
-    rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
-    if (rc < 0)
-        goto out;
-    /* The blobs came with the versions answers: not needed any more.  The
-     * winner's shard bytes that came with them are kept for the reads. */
-    for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
-        if (res_shard(r, &rd->l, s))
-            continue;
-        blob_free(r->blob_buf[s], r->blob_bytes[s]);
-        r->blob_buf[s] = NULL;
-        r->blob[s].got = r->blob[s].shard_got = false;
-    }
+    if (!rd)
+        return -ENOMEM;
     rd->es = es;
-    rd->r = r;
     snprintf(rd->bucket, sizeof(rd->bucket), "%s", bucket);
     memcpy(rd->key, key, klen);
     rd->klen = klen;
+    int rc = 0;
+    /* The current version can be replaced, and freed by the new one's mark,
+     * between the versions answers and the pins: then resolve again (no
+     * byte has been served yet).  A named version is read as it is. */
+    for (unsigned attempt = 0; attempt < 3; attempt++) {
+        if (rd->r)
+            reader_unpin(rd);
+        struct eset_res *r = NULL;
+        rc = stat_meta_res(es, bucket, key, klen, vid, true, out, buf, cap, len, &r);
+        rd->r = r;
+        if (rc < 0)
+            break;
+        rc = ol_ec_layout_init(&rd->l, r->win.size, r->win.unit_bytes, es->k);
+        if (rc < 0)
+            break;
+        /* The blobs came with the versions answers: not needed any more.
+         * The winner's shard bytes that came with them are kept for the
+         * reads. */
+        for (unsigned s = 0; s < OL_EC_MAX_UNITS; s++) {
+            if (res_shard(r, &rd->l, s))
+                continue;
+            blob_free(r->blob_buf[s], r->blob_bytes[s]);
+            r->blob_buf[s] = NULL;
+            r->blob[s].got = r->blob[s].shard_got = false;
+        }
+        if (reader_pin(rd) == 0 || vid)
+            break;
+    }
+    if (rc < 0) {
+        if (rd->r)
+            reader_unpin(rd);
+        free(rd);
+        return rc;
+    }
     *rdp = rd;
-    rd = NULL;
-    r = NULL;
-out:
-    res_free(r);
-    free(rd);
-    return rc;
+    return 0;
+}
+
+/* Reads [off, off + len) through the pinned data shard readers, piece by
+ * piece: 0, or < 0 when a piece's shard has no reader or its read failed. */
+static int reader_read_pinned(struct ol_eset_reader *rd, uint64_t off, size_t len, uint8_t *dst)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    struct ol_ec_piece pc;
+    uint64_t end = off + len;
+    for (uint64_t o = off; o < end; o += pc.len) {
+        if (ol_ec_layout_piece(&rd->l, o, end, &pc) < 0 || pc.shard >= es->k)
+            return -EAGAIN;
+        const struct ol_drive *d = &es->drive[slot_of(es, r->win.rotation, pc.shard)];
+        if (!rd->h[pc.shard] || !d->ops->reader_read)
+            return -EAGAIN;
+        int rc = d->ops->reader_read(rd->h[pc.shard], pc.shard_off, (size_t)pc.len,
+                                     dst + (o - off));
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* After bytes were served: heal-on-read, once per reader, as ol_eset_read
@@ -2952,7 +3035,16 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
     if (off > r->win.size || len > r->win.size - off)
         return -EINVAL;
     bool heal = false;
-    int rc = len ? read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal) : 0;
+    int rc = 0;
+    if (len) {
+        /* Healthy: straight through the data shards' pinned readers, as
+         * the zero-copy path serves its pieces.  Anything else (a shard
+         * without a reader, a failed check, a lost drive) goes by version
+         * id, rebuilds, and reports for the heal. */
+        rc = reader_read_pinned(rd, off, len, buf);
+        if (rc < 0)
+            rc = read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal);
+    }
     if (rc == -OL_EQUORUM && r->unasked) {
         /* Resolved from max(k, m) drives and a shard failed: the others
          * hold the parity that rebuilds it. */
@@ -2982,15 +3074,9 @@ static void *reader_piece(struct ol_eset_reader *rd, uint64_t off, size_t max,
         return NULL;
     unsigned j = pc->shard, s = slot_of(es, r->win.rotation, j);
     const struct ol_drive *d = &es->drive[s];
-    if (!(r->have & (1u << s)) || rd->h_failed[j] || !d->ops->reader_open ||
-        res_shard(r, &rd->l, s))
+    /* The readers were opened with the reader (reader_pin). */
+    if (!rd->h[j])
         return NULL;
-    if (!rd->h[j] &&
-        d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]) < 0) {
-        rd->h[j] = NULL;
-        rd->h_failed[j] = true;
-        return NULL;
-    }
     *dout = d;
     return rd->h[j];
 }
@@ -3054,11 +3140,6 @@ void ol_eset_reader_close(struct ol_eset_reader *rd)
 {
     if (!rd)
         return;
-    for (unsigned j = 0; j < rd->es->k; j++)
-        if (rd->h[j]) {
-            const struct ol_drive *d = &rd->es->drive[slot_of(rd->es, rd->r->win.rotation, j)];
-            d->ops->reader_close(rd->h[j]);
-        }
-    res_free(rd->r);
+    reader_unpin(rd);
     free(rd);
 }

@@ -1221,6 +1221,19 @@ static ssize_t sd_reader_map(void *h, uint64_t off, size_t max, bool check,
     return n > 0 ? n : -EAGAIN;
 }
 
+static int sd_reader_read(void *h, uint64_t off, size_t len, void *buf)
+{
+    struct sd_reader *r = h;
+    if (!sd_store(r->sd))
+        return -EIO;
+    uint64_t size = ol_store_read_info(r->rd)->size;
+    if (off > size || len > size - off)
+        return -EINVAL;
+    /* The store reader holds the entry and its segments: a version freed
+     * since the open still reads (store.h, ol_store_read_open). */
+    return sd_note(r->sd, read_all(r->rd, off, len, buf));
+}
+
 static void sd_reader_close(void *h)
 {
     struct sd_reader *r = h;
@@ -1347,6 +1360,7 @@ const struct ol_drive_ops ol_storedrive_ops = {
     .reader_open = sd_reader_open,
     .reader_file = sd_reader_file,
     .reader_map = sd_reader_map,
+    .reader_read = sd_reader_read,
     .reader_close = sd_reader_close,
     .bucket_create = sd_bucket_create,
     .bucket_delete = sd_bucket_delete,

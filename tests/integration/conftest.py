@@ -96,11 +96,14 @@ def server(tmp_path_factory, request):
 
 @pytest.fixture
 def make_server(tmp_path_factory):
-    """Factory for servers private to one test: make_server(config=...)."""
+    """Factory for servers private to one test: make_server(config=...,
+    mode="sd" or "ec")."""
     servers = []
 
-    def make(config=None, start=True, **kw):
-        srv = helpers.Server(tmp_path_factory.mktemp("srv"), config=config, **kw)
+    def make(config=None, start=True, mode="sd", **kw):
+        srv = helpers.make_mode_server(mode, tmp_path_factory.mktemp(mode), config=config,
+                                       **kw)
+        srv.mode = mode
         servers.append(srv)
         if start:
             srv.start()

@@ -1,5 +1,7 @@
 """Durability: kill -9 under load, clean restarts, atomic overwrites, bitrot
-detection, compaction and bounded memory."""
+detection, compaction and bounded memory.  The first three run against one
+drive and against six erasure-coded drives (4+2); the others look at one
+drive's files."""
 
 import concurrent.futures
 import hashlib
@@ -15,6 +17,8 @@ from botocore.exceptions import ClientError
 import helpers as h
 from helpers import KIB, MIB
 
+# The object layer under test: one drive, and six erasure-coded drives.
+MODES = ["sd", "ec"]
 CRASH_SIZES = [1 * KIB, 7 * KIB, 100 * KIB, 129 * KIB, 700 * KIB, 2 * MIB]
 
 
@@ -61,8 +65,9 @@ def _verify(s3, bucket, new_keys, old_keys):
         assert body == h.content_for(key, size), f"partial or corrupt object {key}"
 
 
-def test_kill9_under_write_load(make_server):
-    srv = make_server()
+@pytest.mark.parametrize("mode", MODES)
+def test_kill9_under_write_load(make_server, mode):
+    srv = make_server(mode=mode)
     s3 = h.make_client(srv.endpoint)
     s3.create_bucket(Bucket="crash")
     acked_all = []
@@ -88,8 +93,9 @@ def test_kill9_under_write_load(make_server):
         acked_all += acked
 
 
-def test_clean_restart_keeps_data(make_server):
-    srv = make_server()
+@pytest.mark.parametrize("mode", MODES)
+def test_clean_restart_keeps_data(make_server, mode):
+    srv = make_server(mode=mode)
     s3 = h.make_client(srv.endpoint)
     s3.create_bucket(Bucket="keep")
     s3.create_bucket(Bucket="empty-bucket")
@@ -138,8 +144,9 @@ def test_clean_restart_keeps_data(make_server):
     assert s3.get_object(Bucket="keep", Key="pending")["Body"].read() == p1 + p2
 
 
-def test_atomic_overwrite(make_server):
-    srv = make_server()
+@pytest.mark.parametrize("mode", MODES)
+def test_atomic_overwrite(make_server, mode):
+    srv = make_server(mode=mode)
     s3 = h.make_client(srv.endpoint)
     s3.create_bucket(Bucket="atomic")
     a, b = os.urandom(4 * MIB), os.urandom(4 * MIB)
