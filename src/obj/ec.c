@@ -868,6 +868,8 @@ int ol_ec_read_open(struct ol_deploy *dp, const char *bucket, const char *key, s
     }
     if (rc == 0 && msize != UINT64_MAX)
         rc = ol_ec_manifest_load(dp, bucket, key, key_len, &r->o, ml, &r->mf);
+    if (rc == 0 && r->mf)
+        rc = ol_ec_manifest_hold(r->mf);
     if (rc < 0) {
         ol_ec_read_close(r);
         return quorum_err(dp, rc);

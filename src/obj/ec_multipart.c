@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,8 @@
 #define MP_CLEAN_PAUSE_MS 1u /* its pause: requests go first */
 #define MP_CLEAN_PASS_MS 10000u /* a full pass over every bucket at least this often */
 #define MP_CLEAN_IDS 256u    /* cleanup records one pass takes per bucket */
+#define MP_CLEAN_GRACE_MS 2000u /* a cleanup record this young waits (a GET still loading) */
+#define MP_CLEAN_RETRY_MS 1000u /* the next pass after one that left records for later */
 #define MP_PPREFIX_LEN (4u + MP_ID_LEN + 1u)     /* "\0mp\0" + id + "\0" */
 #define MP_PKEY_LEN (MP_PPREFIX_LEN + 5u)        /* ... + part number, 5 digits */
 #define MP_LIST_PAGE 256u                        /* keys per ol_eset_list call */
@@ -97,6 +100,7 @@ struct ol_ec_manifest {
     struct ol_eset_reader *rd;
     size_t rd_part;
     uint8_t *rd_blob; /* the part's blob, which reads do not use */
+    bool held;        /* ol_ec_manifest_hold: a GET reads it */
 };
 
 /* ---- names ---- */
@@ -352,10 +356,63 @@ static const struct part_ent *part_find(const struct part_set *ps, uint32_t pn)
 
 /* ---- manifests ---- */
 
+/* The uploads whose parts GETs of this process are reading: the cleaner
+ * leaves their parts until the last such GET ends (an overwrite or DELETE
+ * of a multipart object releases its manifest at once, and the parts of a
+ * large object would otherwise go while a GET that began before is still
+ * sending them).  Few at a time: a list. */
+struct mp_hold {
+    char id[MP_ID_LEN + 1];
+    unsigned n;
+    struct mp_hold *next;
+};
+static pthread_mutex_t holds_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct mp_hold *holds;
+
+static struct mp_hold **hold_find(const char *id)
+{
+    struct mp_hold **pp = &holds;
+    while (*pp && strcmp((*pp)->id, id) != 0)
+        pp = &(*pp)->next;
+    return pp;
+}
+
+static bool upload_held(const char *id)
+{
+    pthread_mutex_lock(&holds_mu);
+    bool held = *hold_find(id) != NULL;
+    pthread_mutex_unlock(&holds_mu);
+    return held;
+}
+
+int ol_ec_manifest_hold(struct ol_ec_manifest *m)
+{
+    if (m->held)
+        return 0;
+    pthread_mutex_lock(&holds_mu);
+    struct mp_hold **pp = hold_find(m->id);
+    if (!*pp && (*pp = calloc(1, sizeof(**pp))) != NULL)
+        memcpy((*pp)->id, m->id, sizeof((*pp)->id));
+    if (*pp)
+        (*pp)->n++;
+    m->held = *pp != NULL;
+    pthread_mutex_unlock(&holds_mu);
+    return m->held ? 0 : -ENOMEM;
+}
+
 void ol_ec_manifest_free(struct ol_ec_manifest *m)
 {
     if (!m)
         return;
+    if (m->held) {
+        pthread_mutex_lock(&holds_mu);
+        struct mp_hold **pp = hold_find(m->id), *h = *pp;
+        if (h && --h->n == 0) {
+            *pp = h->next;
+            free(h);
+        }
+        pthread_mutex_unlock(&holds_mu);
+    }
     ol_eset_reader_close(m->rd);
     free(m->rd_blob);
     free(m->parts);
@@ -649,14 +706,22 @@ static int clean_upload(struct ol_deploy *ec, const char *bucket, const char *id
 struct id_list {
     char id[MP_CLEAN_IDS][MP_ID_LEN + 1];
     unsigned n;
+    uint64_t now_ms; /* 0: no grace (a bucket being deleted) */
+    unsigned young;  /* records left for a later pass (MP_CLEAN_GRACE_MS) */
 };
 
 static int xid_cb(void *arg, const char *key, size_t klen, const struct ol_eset_obj *o)
 {
-    (void)o;
     struct id_list *l = arg;
     if (klen != MP_XKEY_LEN || !id_valid(key + 4, MP_ID_LEN))
         return 0;
+    /* A GET that resolved the released version may still be loading its
+     * manifest, before it holds the upload (ol_ec_manifest_hold). */
+    if (l->now_ms &&
+        ol_hlc_stamp_ms(ol_version_id_stamp(&o->vid)) + MP_CLEAN_GRACE_MS > l->now_ms) {
+        l->young++;
+        return 0;
+    }
     if (l->n == MP_CLEAN_IDS)
         return 1;
     memcpy(l->id[l->n], key + 4, MP_ID_LEN);
@@ -668,6 +733,8 @@ struct clean_ctx {
     struct ol_deploy *ec;
     const struct ol_loop *loop;
     unsigned cleaned;
+    unsigned deferred; /* records left for a later pass: young, or held by a GET */
+    bool grace;        /* leave young records (the background passes) */
 };
 
 static int clean_bucket(void *arg, const char *bucket)
@@ -676,9 +743,15 @@ static int clean_bucket(void *arg, const char *bucket)
     struct id_list *l = calloc(1, sizeof(*l));
     if (!l)
         return -ENOMEM;
+    l->now_ms = c->grace ? (uint64_t)(ol_wall_ns() / 1000000) : 0;
     static const char prefix[4] = {0, 'm', 'x', 0};
     int rc = walk_prefix(c->ec, bucket, prefix, sizeof(prefix), prefix, sizeof(prefix), xid_cb, l);
+    c->deferred += l->young;
     for (unsigned i = 0; rc == 0 && i < l->n; i++) {
+        if (upload_held(l->id[i])) {
+            c->deferred++;
+            continue;
+        }
         int e = clean_upload(c->ec, bucket, l->id[i], c->loop);
         if (e == -OL_ESHUTDOWN)
             rc = e;
@@ -703,18 +776,20 @@ void ol_ec_mp_cleaner_fiber(void *arg)
     struct ol_deploy *ec = arg;
     struct ol_loop *loop = ol_loop_current();
     unsigned seen = atomic_load(&clean_kicks) + 1; /* a first pass at start */
+    unsigned wait_ms = MP_CLEAN_PASS_MS;
     while (!ol_loop_stopping(loop)) {
         /* Waits for a kick or the periodic pass, in short slices so that a
          * stop is noticed. */
-        for (unsigned slept = 0; slept < MP_CLEAN_PASS_MS && !ol_loop_stopping(loop) &&
+        for (unsigned slept = 0; slept < wait_ms && !ol_loop_stopping(loop) &&
                                  atomic_load(&clean_kicks) == seen;
              slept += 50)
             ol_io_sleep_ms(50);
         if (ol_loop_stopping(loop))
             break;
         seen = atomic_load(&clean_kicks);
-        struct clean_ctx c = {.ec = ec, .loop = loop};
+        struct clean_ctx c = {.ec = ec, .loop = loop, .grace = true};
         (void)ol_deploy_each_bucket(ec, clean_bucket, &c);
+        wait_ms = c.deferred ? MP_CLEAN_RETRY_MS : MP_CLEAN_PASS_MS;
         if (c.cleaned > 0)
             ol_debug("EC multipart: removed the parts of %u uploads", c.cleaned);
     }

@@ -70,6 +70,10 @@ int ol_ec_manifest_read(struct ol_ec_manifest *m, uint64_t off, size_t len, void
 ssize_t ol_ec_manifest_map(struct ol_ec_manifest *m, uint64_t off, size_t max, bool check,
                            const uint8_t **data);
 uint32_t ol_ec_manifest_nparts(const struct ol_ec_manifest *m);
+/* Marks the manifest's upload as read by a GET of this process: the
+ * background cleaner leaves its parts until the manifest is freed, even
+ * after an overwrite or DELETE released it.  0 or -ENOMEM. */
+int ol_ec_manifest_hold(struct ol_ec_manifest *m);
 void ol_ec_manifest_free(struct ol_ec_manifest *m);
 /* The manifest of bucket/key's current version, if it is one (*out NULL
  * otherwise, and on any error: the caller goes on, at worst leaving
@@ -97,10 +101,13 @@ int ol_ec_manifest_share(struct ol_deploy *dp, const struct ol_ec_manifest *m, c
 void ol_ec_manifest_unshare(struct ol_deploy *dp, const char *bucket, const char *id);
 /* The cleaner (loop 0, started by the drive monitor; arg: the deployment):
  * removes the parts of aborted uploads and released manifests in bounded
- * batches, resuming after a restart from the cleanup records on the drives. */
+ * batches, resuming after a restart from the cleanup records on the drives.
+ * It leaves a record younger than two seconds, and the parts of an upload
+ * a GET holds (ol_ec_manifest_hold), for a later pass. */
 void ol_ec_mp_cleaner_fiber(void *arg);
 /* Removes the parts of bucket's aborted uploads and released manifests now,
- * on the calling fiber (DeleteBucket of a bucket that holds nothing else). */
+ * on the calling fiber (DeleteBucket of a bucket that holds nothing else):
+ * young records too, held uploads not. */
 int ol_ec_mp_clean_now(struct ol_deploy *dp, const char *bucket);
 
 #endif
