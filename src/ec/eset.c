@@ -2878,8 +2878,8 @@ struct ol_eset_reader {
     bool counted;   /* a mapped piece counted the reader's read */
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
-    void *h[OL_EC_MAX_K];    /* drive readers of the data shards (reader_pin, at open) */
-    bool h_failed[OL_EC_MAX_K]; /* open failed: this shard takes the copy path */
+    void *h[OL_EC_MAX_K]; /* drive readers of the data shards (reader_pin, at open);
+                             NULL: that shard takes the copy path */
     char key[];
 };
 
@@ -2901,15 +2901,13 @@ static unsigned reader_pin(struct ol_eset_reader *rd)
         uint64_t so = 0, sl = 0;
         /* A drive not asked yet (resolved from the first answers) may
          * hold the shard too: its reader says. */
-        if (rd->h[j] || rd->h_failed[j] || !((r->have | r->unasked) & (1u << s)) ||
-            !d->ops->reader_open ||
+        if (!((r->have | r->unasked) & (1u << s)) || !d->ops->reader_open ||
             res_shard(r, &rd->l, s) ||
             ol_ec_layout_shard_span(&rd->l, 0, r->win.size, j, &so, &sl) < 0 || sl == 0)
             continue;
         int rc = d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]);
         if (rc < 0) {
             rd->h[j] = NULL;
-            rd->h_failed[j] = true;
             gone += rc == -OL_ENOKEY && (r->have & (1u << s));
         }
     }
@@ -2925,7 +2923,6 @@ static void reader_unpin(struct ol_eset_reader *rd)
             d->ops->reader_close(rd->h[j]);
         }
         rd->h[j] = NULL;
-        rd->h_failed[j] = false;
     }
     res_free(rd->r);
     rd->r = NULL;
