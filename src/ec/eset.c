@@ -2878,46 +2878,76 @@ struct ol_eset_reader {
     bool counted;   /* a mapped piece counted the reader's read */
     char bucket[OL_DRIVE_MAX_BUCKET + 1];
     size_t klen;
-    void *h[OL_EC_MAX_K]; /* drive readers of the data shards (reader_pin, at open);
-                             NULL: that shard takes the copy path */
+    /* Drive readers by shard (reader_pin, at open): every data shard, and
+     * as many parity shards as data shards went without one.  NULL: no
+     * reader (the copy path by version id, or not needed). */
+    void *h[OL_EC_MAX_UNITS];
     char key[];
 };
 
-/* Opens the drive reader of every data shard that holds bytes.  From then on
- * the bytes stay readable through them even when a newer version's mark
- * frees this one on the drives (ec/drive.h, reader_read): a GET that began
- * on a version ends on it, as on one drive, instead of breaking off
- * mid-body.  Drives without readers (memory, remote) keep the copy path
- * only.  Returns how many shards had gone from a drive that held them when
- * the versions were asked (a mark freed the version in between). */
-static unsigned reader_pin(struct ol_eset_reader *rd)
+/* Opens a drive reader for shard j: 1, 0 when its drive has none for it
+ * (no readers, not a holder, failed), -1 when the shard is gone from a drive
+ * that held it (a newer version's mark freed it). */
+static int pin_one(struct ol_eset_reader *rd, unsigned j)
 {
     struct ol_eset *es = rd->es;
     const struct eset_res *r = rd->r;
-    unsigned gone = 0;
-    for (unsigned j = 0; j < es->k; j++) {
-        unsigned s = slot_of(es, r->win.rotation, j);
-        const struct ol_drive *d = &es->drive[s];
-        uint64_t so = 0, sl = 0;
-        /* A drive not asked yet (resolved from the first answers) may
-         * hold the shard too: its reader says. */
-        if (!((r->have | r->unasked) & (1u << s)) || !d->ops->reader_open ||
-            res_shard(r, &rd->l, s) ||
-            ol_ec_layout_shard_span(&rd->l, 0, r->win.size, j, &so, &sl) < 0 || sl == 0)
-            continue;
-        int rc = d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]);
-        if (rc < 0) {
-            rd->h[j] = NULL;
-            gone += rc == -OL_ENOKEY && (r->have & (1u << s));
-        }
+    unsigned s = slot_of(es, r->win.rotation, j);
+    const struct ol_drive *d = &es->drive[s];
+    /* A drive not asked yet (resolved from the first answers) may hold the
+     * shard too: its reader says. */
+    if (!((r->have | r->unasked) & (1u << s)) || !d->ops->reader_open || !d->ops->reader_read)
+        return 0;
+    int rc = d->ops->reader_open(d->d, rd->bucket, rd->key, rd->klen, &r->win.vid, &rd->h[j]);
+    if (rc < 0) {
+        rd->h[j] = NULL;
+        return rc == -OL_ENOKEY ? -1 : 0;
     }
-    return gone;
+    return 1;
+}
+
+/* Opens the drive reader of every data shard, and of one parity shard for
+ * each data shard without one (its drive lacks the shard, or a newer
+ * version's mark freed it since the versions answers).  From then on the
+ * bytes stay readable through them even when a newer version frees this
+ * one on every drive (ec/drive.h, reader_read): a GET that began on a
+ * version ends on it, as on one drive, instead of breaking off mid-body.
+ * Drives without readers (memory, remote) keep the copy path only.
+ * Returns whether to resolve again: fewer than k shards pinned and one was
+ * freed since the answers. */
+static bool reader_pin(struct ol_eset_reader *rd)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    if (r->win.size == 0)
+        return false;
+    unsigned missing = 0, inline_ = 0, gone = 0;
+    for (unsigned j = 0; j < es->k; j++) {
+        if (res_shard(r, &rd->l, slot_of(es, r->win.rotation, j))) {
+            inline_++;
+            continue;
+        }
+        int p = pin_one(rd, j);
+        missing += p <= 0;
+        gone += p < 0;
+    }
+    /* Shards that came with the answers are read from memory (read_inline
+     * when all did, read_res when not); a degraded read of them keeps the
+     * copy path. */
+    if (inline_ > 0)
+        return false;
+    for (unsigned j = es->k; j < es->n && missing > 0; j++) {
+        int p = pin_one(rd, j);
+        missing -= p > 0;
+        gone += p < 0;
+    }
+    return missing > 0 && gone > 0;
 }
 
 /* Closes the pinned readers and forgets the resolution. */
 static void reader_unpin(struct ol_eset_reader *rd)
 {
-    for (unsigned j = 0; j < rd->es->k; j++) {
+    for (unsigned j = 0; j < rd->es->n; j++) {
         if (rd->h[j] && rd->r) {
             const struct ol_drive *d = &rd->es->drive[slot_of(rd->es, rd->r->win.rotation, j)];
             d->ops->reader_close(rd->h[j]);
@@ -2943,8 +2973,9 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
     rd->klen = klen;
     int rc = 0;
     /* The current version can be replaced, and freed by the new one's mark,
-     * between the versions answers and the pins: then resolve again (no
-     * byte has been served yet).  A named version is read as it is. */
+     * between the versions answers and the pins: with fewer than k shards
+     * pinned, resolve again (no byte has been served yet).  A named version
+     * is read as it is. */
     for (unsigned attempt = 0; attempt < 3; attempt++) {
         if (rd->r)
             reader_unpin(rd);
@@ -2966,7 +2997,7 @@ int ol_eset_reader_open(struct ol_eset *es, const char *bucket, const char *key,
             r->blob_buf[s] = NULL;
             r->blob[s].got = r->blob[s].shard_got = false;
         }
-        if (reader_pin(rd) == 0 || vid)
+        if (!reader_pin(rd) || vid)
             break;
     }
     if (rc < 0) {
@@ -2999,6 +3030,74 @@ static int reader_read_pinned(struct ol_eset_reader *rd, uint64_t off, size_t le
             return rc;
     }
     return 0;
+}
+
+/* Degraded, through the pinned readers only: the data shards [off, off +
+ * len) touches are rebuilt over the union U of their spans from the same
+ * span of k pinned shards (data first).  0, or < 0 when fewer than k pinned
+ * shards read (the caller goes by version id). */
+static int reader_read_rebuild(struct ol_eset_reader *rd, uint64_t off, size_t len, uint8_t *dst)
+{
+    struct ol_eset *es = rd->es;
+    const struct eset_res *r = rd->r;
+    uint8_t *ubuf[OL_EC_MAX_UNITS] = {0};
+    uint64_t ua = UINT64_MAX, ub = 0;
+    for (unsigned j = 0; j < es->k; j++) {
+        uint64_t so, sl;
+        int rc = ol_ec_layout_shard_span(&rd->l, off, len, j, &so, &sl);
+        OL_ASSERT(rc == 0);
+        if (sl == 0)
+            continue;
+        ua = so < ua ? so : ua;
+        ub = so + sl > ub ? so + sl : ub;
+    }
+    if (ub <= ua)
+        return -EAGAIN;
+    size_t ulen = (size_t)(ub - ua);
+    uint32_t present = 0, want = 0;
+    int rc = 0;
+    for (unsigned i = 0; i < es->n && popcount(present) < es->k; i++) {
+        if (!rd->h[i])
+            continue;
+        const struct ol_drive *d = &es->drive[slot_of(es, r->win.rotation, i)];
+        ubuf[i] = malloc(ulen);
+        if (!ubuf[i]) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        if (d->ops->reader_read(rd->h[i], ua, ulen, ubuf[i]) == 0)
+            present |= 1u << i;
+    }
+    if (popcount(present) < es->k) {
+        rc = -EAGAIN;
+        goto out;
+    }
+    for (unsigned j = 0; j < es->k; j++) {
+        if (present & (1u << j))
+            continue;
+        if (!ubuf[j] && !(ubuf[j] = malloc(ulen))) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        want |= 1u << j;
+    }
+    pthread_mutex_lock(&es->codec_mu);
+    rc = ol_ec_reconstruct(es->codec, ulen, ubuf, present, want);
+    pthread_mutex_unlock(&es->codec_mu);
+    if (rc < 0)
+        goto out;
+    atomic_fetch_add(&es->st.degraded_reads, 1);
+    struct ol_ec_piece pc;
+    uint64_t end = off + len;
+    for (uint64_t o = off; o < end; o += pc.len) {
+        rc = ol_ec_layout_piece(&rd->l, o, end, &pc);
+        OL_ASSERT(rc == 0 && pc.shard_off >= ua && pc.shard_off + pc.len <= ub);
+        memcpy(dst + (o - off), ubuf[pc.shard] + (pc.shard_off - ua), pc.len);
+    }
+out:
+    for (unsigned i = 0; i < es->n; i++)
+        free(ubuf[i]);
+    return rc;
 }
 
 /* After bytes were served: heal-on-read, once per reader, as ol_eset_read
@@ -3039,6 +3138,13 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
          * without a reader, a failed check, a lost drive) goes by version
          * id, rebuilds, and reports for the heal. */
         rc = reader_read_pinned(rd, off, len, buf);
+        if (rc < 0) {
+            /* A shard without a reader, or its read failed: rebuild from
+             * the pinned ones (the version stays readable even once freed),
+             * else by version id. */
+            heal |= rc != -EAGAIN && healable(rc);
+            rc = reader_read_rebuild(rd, off, len, buf);
+        }
         if (rc < 0)
             rc = read_res(es, rd->bucket, rd->key, rd->klen, r, off, len, buf, &heal);
     }

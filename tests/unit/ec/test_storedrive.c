@@ -658,6 +658,48 @@ static void test_reader_outlives_overwrite(void)
     free(got);
 }
 
+/* The same when a data shard's drive missed the version: the reader pins a
+ * parity shard in its place and rebuilds through the pinned ones after the
+ * overwrite freed the version everywhere (without it, the rebuild by
+ * version id found nothing and the GET broke off). */
+static void test_degraded_reader_outlives_overwrite(void)
+{
+    size_t n = 2u << 20;
+    uint8_t *a = malloc(n), *b = malloc(n), *got = malloc(n);
+    gen(511, a, n);
+    gen(512, b, n);
+    unsigned down = rotation_for("pin/2") % N; /* shard 0's drive */
+    ol_storedrive_set_offline(sd[down], true);
+    CHECK_RC(ol_eset_put(es, "bkt", "pin/2", 5, a, n, "e", NULL), 0);
+    ol_storedrive_set_offline(sd[down], false);
+    CHECK(store_versions(down, "pin/2") == 0);
+    struct ol_eset_obj o;
+    struct ol_eset_reader *rd = NULL;
+    char meta[256];
+    size_t ml = 0;
+    CHECK_RC(ol_eset_reader_open(es, "bkt", "pin/2", 5, NULL, &o, meta, sizeof(meta), &ml, &rd),
+             0);
+    if (rd) {
+        CHECK_RC(ol_eset_reader_read(rd, 0, 100, got), 0);
+        CHECK_RC(ol_eset_put(es, "bkt", "pin/2", 5, b, n, "e", NULL), 0);
+        for (unsigned d = 0; d < N; d++)
+            CHECK(store_versions(d, "pin/2") == 1);
+        CHECK_RC(ol_eset_reader_read(rd, 100, n - 100, got + 100), 0);
+        CHECK(memcmp(a, got, n) == 0);
+        /* A range of the lost shard alone, and one across every shard. */
+        CHECK_RC(ol_eset_reader_read(rd, 70000, 1000, got), 0);
+        CHECK(memcmp(a + 70000, got, 1000) == 0);
+        CHECK_RC(ol_eset_reader_read(rd, 1, n - 1, got), 0);
+        CHECK(memcmp(a + 1, got, n - 1) == 0);
+        ol_eset_reader_close(rd);
+    }
+    CHECK_RC(reader_check(es, "pin/2", 512, n), 0);
+    CHECK_RC(ol_eset_delete(es, "bkt", "pin/2", 5), 0);
+    free(a);
+    free(b);
+    free(got);
+}
+
 int main(void)
 {
     if (!mkdtemp(root)) {
@@ -903,6 +945,7 @@ int main(void)
     test_copy_by_reference();
     test_small_get(&cfg);
     test_reader_outlives_overwrite();
+    test_degraded_reader_outlives_overwrite();
 
     ol_eset_destroy(es);
     for (unsigned i = 0; i < N; i++) {
