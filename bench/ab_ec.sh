@@ -9,6 +9,7 @@
 #   env: OP (get) SIZE (4KiB) C (64) N (1000) RUNS (3) DUR (3s)
 #        ONE_DRIVE=1 (one drive instead of the erasure set, same runs)
 #        EXTRA (more options for the prepare, e.g. "--multipart-size 8MiB")
+#        DEGRADE=I (after the prepare, take drive I out of service: degraded reads)
 set -euo pipefail
 A=$1; B=$2
 OP=${OP:-get}; SIZE=${SIZE:-4KiB}; C=${C:-64}; N=${N:-1000}; RUNS=${RUNS:-3}; DUR=${DUR:-3s}
@@ -28,6 +29,10 @@ start() { # bin tag -> sets PORT_tag
   # shellcheck disable=SC2086
   "$bin" bench --endpoint http://127.0.0.1:$port --op "$OP" --size "$SIZE" --objects "$N" \
       --prepare ${EXTRA:-} --duration 1s --concurrency "$C" --quiet >/dev/null
+  if [ -n "${DEGRADE:-}" ]; then
+    "$bin" admin drive --endpoint http://127.0.0.1:$port --index "$DEGRADE" --state offline \
+        >/dev/null
+  fi
 }
 start "$A" A; start "$B" B
 for _ in $(seq "$RUNS"); do
