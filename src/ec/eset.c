@@ -1834,6 +1834,34 @@ static bool read_inline(const struct ol_eset *es, const struct eset_res *r,
     return true;
 }
 
+/* Rebuilds the units in want over ulen bytes from the k in present
+ * (ol_ec_reconstruct, under the set's codec lock), and counts the degraded
+ * read. */
+static int rebuild_units(struct ol_eset *es, size_t ulen, uint8_t *const *ubuf, uint32_t present,
+                         uint32_t want)
+{
+    pthread_mutex_lock(&es->codec_mu);
+    int rc = ol_ec_reconstruct(es->codec, ulen, ubuf, present, want);
+    pthread_mutex_unlock(&es->codec_mu);
+    if (rc == 0)
+        atomic_fetch_add(&es->st.degraded_reads, 1);
+    return rc;
+}
+
+/* Copies [off, off+len) of the object out of the data units' buffers:
+ * ubuf[j] holds shard j's bytes from shard offset base[j]. */
+static void gather(const struct ol_ec_layout *l, uint64_t off, size_t len,
+                   uint8_t *const *ubuf, const uint64_t *base, uint8_t *dst)
+{
+    struct ol_ec_piece pc;
+    uint64_t end = off + len;
+    for (uint64_t o = off; o < end; o += pc.len) {
+        int rc = ol_ec_layout_piece(l, o, end, &pc);
+        OL_ASSERT(rc == 0 && ubuf[pc.shard] && pc.shard_off >= base[pc.shard]);
+        memcpy(dst + (o - off), ubuf[pc.shard] + (pc.shard_off - base[pc.shard]), pc.len);
+    }
+}
+
 /* Reads [off, off+len) of the resolved version.  0, -OL_EQUORUM, or
  * -OL_ENOKEY when too many shards vanished (a newer version completed and
  * the drives freed this one): the caller resolves again.  *heal is set when
@@ -1988,20 +2016,11 @@ static int read_res(struct ol_eset *es, const char *bucket, const char *key, siz
             base[j] = ua;
             want |= 1u << j;
         }
-        pthread_mutex_lock(&es->codec_mu);
-        rc = ol_ec_reconstruct(es->codec, ulen, ubuf, present, want);
-        pthread_mutex_unlock(&es->codec_mu);
+        rc = rebuild_units(es, ulen, ubuf, present, want);
         if (rc < 0)
             goto out;
-        atomic_fetch_add(&es->st.degraded_reads, 1);
     }
-    struct ol_ec_piece pc;
-    uint64_t end = off + len;
-    for (uint64_t o = off; o < end; o += pc.len) {
-        rc = ol_ec_layout_piece(&l, o, end, &pc);
-        OL_ASSERT(rc == 0 && ubuf[pc.shard] && pc.shard_off >= base[pc.shard]);
-        memcpy(dst + (o - off), ubuf[pc.shard] + (pc.shard_off - base[pc.shard]), pc.len);
-    }
+    gather(&l, off, len, ubuf, base, dst);
     rc = 0;
 out:
     for (unsigned i = 0; i < es->n; i++)
@@ -3081,18 +3100,12 @@ static int reader_read_rebuild(struct ol_eset_reader *rd, uint64_t off, size_t l
         }
         want |= 1u << j;
     }
-    pthread_mutex_lock(&es->codec_mu);
-    rc = ol_ec_reconstruct(es->codec, ulen, ubuf, present, want);
-    pthread_mutex_unlock(&es->codec_mu);
-    if (rc < 0)
-        goto out;
-    atomic_fetch_add(&es->st.degraded_reads, 1);
-    struct ol_ec_piece pc;
-    uint64_t end = off + len;
-    for (uint64_t o = off; o < end; o += pc.len) {
-        rc = ol_ec_layout_piece(&rd->l, o, end, &pc);
-        OL_ASSERT(rc == 0 && pc.shard_off >= ua && pc.shard_off + pc.len <= ub);
-        memcpy(dst + (o - off), ubuf[pc.shard] + (pc.shard_off - ua), pc.len);
+    rc = rebuild_units(es, ulen, ubuf, present, want);
+    if (rc == 0) {
+        uint64_t base[OL_EC_MAX_UNITS];
+        for (unsigned j = 0; j < es->k; j++)
+            base[j] = ua;
+        gather(&rd->l, off, len, ubuf, base, dst);
     }
 out:
     for (unsigned i = 0; i < es->n; i++)

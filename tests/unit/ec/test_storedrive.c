@@ -625,76 +625,47 @@ static void test_small_get(const struct ol_eset_cfg *base)
 /* A reader that began on a version reads it to its end after a newer
  * version's mark freed it on every drive: its pinned drive readers still
  * hold the bytes (an S3 GET racing an overwrite of the key; without them
- * the reads by version id fail half-way through the body). */
-static void test_reader_outlives_overwrite(void)
+ * the reads by version id fail half-way through the body).  With `down`
+ * (< N), that drive missed the first version: the reader pins a parity
+ * shard in place of the data shard it lacks and rebuilds through the
+ * pinned ones (without that, the rebuild by version id found nothing). */
+static void reader_outlives_overwrite(const char *key, uint64_t seed, unsigned down)
 {
     size_t n = 2u << 20; /* shards in segment files (the stores inline 4 KiB) */
+    size_t kl = strlen(key);
     uint8_t *a = malloc(n), *b = malloc(n), *got = malloc(n);
-    gen(501, a, n);
-    gen(502, b, n);
-    CHECK_RC(ol_eset_put(es, "bkt", "pin/1", 5, a, n, "e", NULL), 0);
+    gen(seed, a, n);
+    gen(seed + 1, b, n);
+    if (down < N)
+        ol_storedrive_set_offline(sd[down], true);
+    CHECK_RC(ol_eset_put(es, "bkt", key, kl, a, n, "e", NULL), 0);
+    if (down < N) {
+        ol_storedrive_set_offline(sd[down], false);
+        CHECK(store_versions(down, key) == 0);
+    }
     struct ol_eset_obj o;
     struct ol_eset_reader *rd = NULL;
     char meta[256];
     size_t ml = 0;
-    CHECK_RC(ol_eset_reader_open(es, "bkt", "pin/1", 5, NULL, &o, meta, sizeof(meta), &ml, &rd),
-             0);
+    CHECK_RC(ol_eset_reader_open(es, "bkt", key, kl, NULL, &o, meta, sizeof(meta), &ml, &rd), 0);
     if (rd) {
-        /* The first read pins the version. */
         CHECK_RC(ol_eset_reader_read(rd, 0, 100, got), 0);
-        CHECK_RC(ol_eset_put(es, "bkt", "pin/1", 5, b, n, "e", NULL), 0);
+        CHECK_RC(ol_eset_put(es, "bkt", key, kl, b, n, "e", NULL), 0);
         /* Outside a fiber the PUT's marks ran before it returned: the
          * version the reader is on is gone from every drive's index. */
         for (unsigned d = 0; d < N; d++)
-            CHECK(store_versions(d, "pin/1") == 1);
+            CHECK(store_versions(d, key) == 1);
         CHECK_RC(ol_eset_reader_read(rd, 100, n - 100, got + 100), 0);
         CHECK(memcmp(a, got, n) == 0);
-        ol_eset_reader_close(rd);
-    }
-    CHECK_RC(reader_check(es, "pin/1", 502, n), 0);
-    CHECK_RC(ol_eset_delete(es, "bkt", "pin/1", 5), 0);
-    free(a);
-    free(b);
-    free(got);
-}
-
-/* The same when a data shard's drive missed the version: the reader pins a
- * parity shard in its place and rebuilds through the pinned ones after the
- * overwrite freed the version everywhere (without it, the rebuild by
- * version id found nothing and the GET broke off). */
-static void test_degraded_reader_outlives_overwrite(void)
-{
-    size_t n = 2u << 20;
-    uint8_t *a = malloc(n), *b = malloc(n), *got = malloc(n);
-    gen(511, a, n);
-    gen(512, b, n);
-    unsigned down = rotation_for("pin/2") % N; /* shard 0's drive */
-    ol_storedrive_set_offline(sd[down], true);
-    CHECK_RC(ol_eset_put(es, "bkt", "pin/2", 5, a, n, "e", NULL), 0);
-    ol_storedrive_set_offline(sd[down], false);
-    CHECK(store_versions(down, "pin/2") == 0);
-    struct ol_eset_obj o;
-    struct ol_eset_reader *rd = NULL;
-    char meta[256];
-    size_t ml = 0;
-    CHECK_RC(ol_eset_reader_open(es, "bkt", "pin/2", 5, NULL, &o, meta, sizeof(meta), &ml, &rd),
-             0);
-    if (rd) {
-        CHECK_RC(ol_eset_reader_read(rd, 0, 100, got), 0);
-        CHECK_RC(ol_eset_put(es, "bkt", "pin/2", 5, b, n, "e", NULL), 0);
-        for (unsigned d = 0; d < N; d++)
-            CHECK(store_versions(d, "pin/2") == 1);
-        CHECK_RC(ol_eset_reader_read(rd, 100, n - 100, got + 100), 0);
-        CHECK(memcmp(a, got, n) == 0);
-        /* A range of the lost shard alone, and one across every shard. */
+        /* A range inside shard 0's first unit, and one across every shard. */
         CHECK_RC(ol_eset_reader_read(rd, 70000, 1000, got), 0);
         CHECK(memcmp(a + 70000, got, 1000) == 0);
         CHECK_RC(ol_eset_reader_read(rd, 1, n - 1, got), 0);
         CHECK(memcmp(a + 1, got, n - 1) == 0);
         ol_eset_reader_close(rd);
     }
-    CHECK_RC(reader_check(es, "pin/2", 512, n), 0);
-    CHECK_RC(ol_eset_delete(es, "bkt", "pin/2", 5), 0);
+    CHECK_RC(reader_check(es, key, seed + 1, n), 0);
+    CHECK_RC(ol_eset_delete(es, "bkt", key, kl), 0);
     free(a);
     free(b);
     free(got);
@@ -944,8 +915,9 @@ int main(void)
     test_versions_and_meta();
     test_copy_by_reference();
     test_small_get(&cfg);
-    test_reader_outlives_overwrite();
-    test_degraded_reader_outlives_overwrite();
+    reader_outlives_overwrite("pin/1", 501, N);
+    /* Shard 0's drive (rotation_for: shard j is on slot rotation + j). */
+    reader_outlives_overwrite("pin/2", 511, rotation_for("pin/2") % N);
 
     ol_eset_destroy(es);
     for (unsigned i = 0; i < N; i++) {
