@@ -3147,14 +3147,12 @@ int ol_eset_reader_read(struct ol_eset_reader *rd, uint64_t off, size_t len, voi
     int rc = 0;
     if (len) {
         /* Healthy: straight through the data shards' pinned readers, as
-         * the zero-copy path serves its pieces.  Anything else (a shard
-         * without a reader, a failed check, a lost drive) goes by version
-         * id, rebuilds, and reports for the heal. */
+         * the zero-copy path serves its pieces.  A data shard without a
+         * reader, or whose read failed: rebuilt from the pinned shards (the
+         * version stays readable even once freed); fewer than k of them:
+         * by version id, which rebuilds and reports for the heal. */
         rc = reader_read_pinned(rd, off, len, buf);
         if (rc < 0) {
-            /* A shard without a reader, or its read failed: rebuild from
-             * the pinned ones (the version stays readable even once freed),
-             * else by version id. */
             heal |= rc != -EAGAIN && healable(rc);
             rc = reader_read_rebuild(rd, off, len, buf);
         }
