@@ -3035,14 +3035,20 @@ static int reader_read_pinned(struct ol_eset_reader *rd, uint64_t off, size_t le
 {
     struct ol_eset *es = rd->es;
     const struct eset_res *r = rd->r;
+    /* Every data shard the range touches needs its reader, checked before
+     * any byte is read (a degraded read rebuilds the whole range). */
+    for (unsigned j = 0; j < es->k; j++) {
+        uint64_t so, sl;
+        if (ol_ec_layout_shard_span(&rd->l, off, len, j, &so, &sl) < 0 || (sl && !rd->h[j]))
+            return -EAGAIN;
+    }
     struct ol_ec_piece pc;
     uint64_t end = off + len;
     for (uint64_t o = off; o < end; o += pc.len) {
         if (ol_ec_layout_piece(&rd->l, o, end, &pc) < 0 || pc.shard >= es->k)
             return -EAGAIN;
+        /* pin_one opens readers only on drives with reader_read. */
         const struct ol_drive *d = &es->drive[slot_of(es, r->win.rotation, pc.shard)];
-        if (!rd->h[pc.shard] || !d->ops->reader_read)
-            return -EAGAIN;
         int rc = d->ops->reader_read(rd->h[pc.shard], pc.shard_off, (size_t)pc.len,
                                      dst + (o - off));
         if (rc < 0)
